@@ -1,0 +1,1 @@
+"""Qt-free core: engine, models, memory estimate, downloads, conversations, settings."""

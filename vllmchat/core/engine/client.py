@@ -1,0 +1,279 @@
+"""The one object a caller uses to talk to the engine process.
+
+The model lives in a child process: a crash, abort, out-of-memory kill or
+SIGKILL there becomes an ``ErrorEvent`` / ``EngineError(ENGINE_DIED)`` here,
+never a crash of the caller. Requests are served one at a time; callers
+from several threads queue on a lock. ``stop()`` may be called from any thread.
+"""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing as mp
+import signal
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from vllmchat.core.engine.events import (
+    DoneEvent,
+    EngineError,
+    ErrorEvent,
+    ErrorKind,
+    Event,
+    StatsEvent,
+    TokenEvent,
+)
+from vllmchat.core.settings import LoadSettings, SamplingSettings
+
+_POLL_S = 0.05
+
+
+def describe_exit(exitcode: int | None) -> str:
+    """Human words for how the engine process ended."""
+    if exitcode is None:
+        return "The engine stopped answering."
+    if exitcode < 0:
+        sig = -exitcode
+        name = signal.Signals(sig).name if sig in signal.valid_signals() else f"signal {sig}"
+        why = {
+            signal.SIGKILL: "it was killed (SIGKILL; the system may have run out of memory)",
+            signal.SIGSEGV: "it crashed (segmentation fault)",
+            signal.SIGABRT: "it aborted (llama.cpp assertion or out of memory)",
+            signal.SIGBUS: "it crashed (bus error: was the model file changed or removed?)",
+        }.get(signal.Signals(sig) if sig in signal.valid_signals() else sig, f"it got {name}")
+        return f"The engine process ended: {why}."
+    return f"The engine process exited with code {exitcode}."
+
+
+class EngineClient:
+    """Start, load, chat with, reload and restart the engine process."""
+
+    def __init__(self) -> None:
+        self._ctx = mp.get_context("spawn")
+        self._proc: Any = None
+        self._conn: Any = None
+        self._ids = itertools.count(1)
+        self._request_lock = threading.Lock()
+        self._send_lock = threading.Lock()
+        self._current: int | None = None
+        self.settings: LoadSettings | None = None
+        self.info: Any = None
+        self.last_error: EngineError | None = None
+
+    # -- process ------------------------------------------------------------
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.is_alive()
+
+    def start(self) -> None:
+        """Start the engine process if it is not running."""
+        if self.alive:
+            return
+        from vllmchat.core.engine.worker import worker_main
+
+        self._discard_process()
+        parent, child = self._ctx.Pipe(duplex=True)
+        proc = self._ctx.Process(target=worker_main, args=(child,), daemon=True,
+                                 name="vllmchat-engine")
+        proc.start()
+        child.close()
+        self._proc, self._conn = proc, parent
+
+    def _discard_process(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+        if self._proc is not None:
+            if self._proc.is_alive():
+                self._proc.kill()
+            self._proc.join(timeout=5)
+        self._proc = self._conn = None
+
+    def close(self) -> None:
+        """End the engine process."""
+        if self.alive:
+            try:
+                self._send(("exit", 0))
+                self._proc.join(timeout=5)
+            except (OSError, EngineError):
+                pass
+        self._discard_process()
+
+    def restart(self) -> Any:
+        """A fresh engine process, loaded with the last settings (if any)."""
+        with self._request_lock:
+            self._discard_process()
+        self.start()
+        if self.settings is not None:
+            return self.load(self.settings)
+        return None
+
+    def kill(self) -> None:
+        """SIGKILL the engine process (what a crash looks like)."""
+        if self._proc is not None:
+            self._proc.kill()
+
+    # -- wire -----------------------------------------------------------------
+    def _send(self, message: tuple[Any, ...]) -> None:
+        if self._conn is None:
+            raise EngineError(ErrorKind.ENGINE_DIED, "The engine is not running.")
+        try:
+            with self._send_lock:
+                self._conn.send(message)
+        except (OSError, ValueError) as exc:
+            raise self._died() from exc
+
+    def _died(self) -> EngineError:
+        proc = self._proc
+        if proc is not None:
+            proc.join(timeout=2)
+        err = EngineError(ErrorKind.ENGINE_DIED,
+                          describe_exit(proc.exitcode if proc is not None else None))
+        self.last_error = err
+        return err
+
+    def _recv(self) -> tuple[Any, ...]:
+        while True:
+            try:
+                if self._conn.poll(_POLL_S):
+                    return self._conn.recv()
+            except (EOFError, OSError) as exc:
+                raise self._died() from exc
+            if not self._proc.is_alive():
+                try:
+                    if self._conn.poll(0):
+                        return self._conn.recv()
+                except (EOFError, OSError):
+                    pass
+                raise self._died()
+
+    def _call(self, op: str, *args: Any) -> Any:
+        with self._request_lock:
+            if not self.alive:
+                raise self._died() if self._proc is not None else EngineError(
+                    ErrorKind.ENGINE_DIED, "The engine is not running.")
+            rid = next(self._ids)
+            self._send((op, rid, *args))
+            while True:
+                kind, got, *rest = self._recv()
+                if kind == "reply" and got == rid:
+                    ok, value = rest
+                    if not ok:
+                        raise value
+                    return value
+
+    # -- requests ---------------------------------------------------------------
+    def load(self, settings: LoadSettings) -> Any:
+        """Load a model (starting the process if needed); returns its ``ModelInfo``."""
+        self.start()
+        self.settings = settings
+        self.info = self._call("load", settings)
+        return self.info
+
+    def reload(self, settings: LoadSettings) -> dict[str, Any]:
+        """Load with new settings, keeping the conversation's KV state where possible."""
+        result = self._call("reload", settings)
+        self.settings = settings
+        self.info = result["info"]
+        return result
+
+    def export_state(self, path: str) -> dict[str, Any]:
+        return self._call("export_state", str(path))
+
+    def import_state(self, path: str) -> dict[str, Any]:
+        return self._call("import_state", str(path))
+
+    def kv(self) -> dict[str, Any]:
+        return self._call("kv")
+
+    def render(self, messages: Sequence[Mapping[str, str]]) -> list[int]:
+        """Prompt token ids for these messages (what the next turn would prefill)."""
+        return self._call("render", [dict(m) for m in messages])
+
+    def tokenize(self, text: str) -> list[int]:
+        return self._call("tokenize", text)
+
+    def crash(self, how: str = "segfault") -> None:
+        """Make the engine die (for tests)."""
+        try:
+            self._call("crash", how)
+        except EngineError:
+            pass
+
+    def stop(self) -> None:
+        """Stop the turn in progress (any thread); it ends within one token."""
+        rid = self._current
+        if rid is not None and self.alive:
+            try:
+                self._send(("stop", rid))
+            except EngineError:
+                pass
+
+    def chat(
+        self,
+        messages: Sequence[Mapping[str, str]],
+        sampling: SamplingSettings | None = None,
+    ) -> Iterator[Event]:
+        """Stream the reply to the last message as events; ends with Done or Error."""
+        sampling = sampling or SamplingSettings()
+        payload = [{"role": m["role"], "content": m["content"]} for m in messages]
+        with self._request_lock:
+            yield from self._chat_locked(payload, sampling)
+
+    def _chat_locked(self, payload: list[dict[str, str]], sampling: SamplingSettings
+                     ) -> Iterator[Event]:
+        rid = next(self._ids)
+        parts: list[str] = []
+        t0 = time.perf_counter()
+        t_first = t_last = 0.0
+        finished = False
+        try:
+            if not self.alive:
+                raise self._died() if self._proc is not None else EngineError(
+                    ErrorKind.ENGINE_DIED, "The engine is not running.")
+            self._current = rid
+            self._send(("chat", rid, payload, sampling))
+            while True:
+                kind, got, event = self._recv()
+                if kind != "event" or got != rid:
+                    continue
+                if isinstance(event, TokenEvent):
+                    t_last = time.perf_counter()
+                    if not t_first:
+                        t_first = t_last
+                    parts.append(event.text)
+                elif isinstance(event, StatsEvent) and t_first:
+                    # Times as the caller sees them: the whole path through the pipe.
+                    event = StatsEvent(replace(event.stats, ttft_s=t_first - t0,
+                                               decode_s=t_last - t_first))
+                elif isinstance(event, DoneEvent) and t_first:
+                    event = replace(event, stats=replace(event.stats, ttft_s=t_first - t0,
+                                                         decode_s=t_last - t_first))
+                finished = isinstance(event, DoneEvent | ErrorEvent)
+                yield event
+                if finished:
+                    return
+        except EngineError as exc:
+            finished = True
+            yield ErrorEvent(exc.kind, exc.message, partial_text="".join(parts))
+        finally:
+            self._current = None
+            if not finished:
+                self._drain(rid)
+
+    def _drain(self, rid: int) -> None:
+        """The caller abandoned a stream: stop the turn and read to its end."""
+        try:
+            self._send(("stop", rid))
+            while True:
+                kind, got, event = self._recv()
+                if kind == "event" and got == rid and isinstance(event, DoneEvent | ErrorEvent):
+                    return
+        except EngineError:
+            return

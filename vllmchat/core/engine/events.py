@@ -1,0 +1,150 @@
+"""Typed events streamed from the engine, and the errors it can report."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class ErrorKind(str, enum.Enum):
+    """Why something failed; each kind has its own fix."""
+
+    MISSING_FILE = "missing_file"
+    NOT_GGUF = "not_gguf"
+    TRUNCATED = "truncated"
+    CORRUPT = "corrupt"
+    UNSUPPORTED_ARCH = "unsupported_arch"
+    OOM_LOAD = "oom_load"
+    OOM_GENERATE = "oom_generate"
+    CONTEXT_FULL = "context_full"
+    PROMPT_TOO_LONG = "prompt_too_long"
+    ENGINE_DIED = "engine_died"
+    NO_MODEL = "no_model"
+    STATE_MISMATCH = "state_mismatch"
+    BAD_REQUEST = "bad_request"
+    INTERNAL = "internal"
+
+
+FIXES: dict[ErrorKind, str] = {
+    ErrorKind.MISSING_FILE: "Pick the model again or download it.",
+    ErrorKind.NOT_GGUF: "Choose a .gguf model file.",
+    ErrorKind.TRUNCATED: "The file is incomplete: download it again (downloads resume).",
+    ErrorKind.CORRUPT: "The file is damaged: download it again.",
+    ErrorKind.UNSUPPORTED_ARCH: "This llama.cpp build cannot run this architecture.",
+    ErrorKind.OOM_LOAD: "The weights do not fit: lower n_gpu_layers or pick a smaller quant.",
+    ErrorKind.OOM_GENERATE: (
+        "The KV cache or compute buffers do not fit: shorten the context, "
+        "use a q8_0/q4_0 KV cache, or summarize the history."
+    ),
+    ErrorKind.CONTEXT_FULL: "The context is full: summarize or drop old turns, or raise n_ctx.",
+    ErrorKind.PROMPT_TOO_LONG: "Shorten the message or raise n_ctx.",
+    ErrorKind.ENGINE_DIED: "Restart the engine; the conversation is kept.",
+    ErrorKind.NO_MODEL: "Load a model first.",
+    ErrorKind.STATE_MISMATCH: "The saved state belongs to another model or settings.",
+    ErrorKind.BAD_REQUEST: "",
+    ErrorKind.INTERNAL: "",
+}
+
+
+class EngineError(RuntimeError):
+    """An engine failure with a kind and a human message."""
+
+    def __init__(self, kind: ErrorKind, message: str) -> None:
+        super().__init__(message)
+        self.kind = ErrorKind(kind)
+        self.message = message
+
+    @property
+    def fix(self) -> str:
+        return FIXES[self.kind]
+
+    def __str__(self) -> str:
+        fix = self.fix
+        return f"{self.message} {fix}".strip() if fix else self.message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (EngineError, (self.kind, self.message))
+
+
+@dataclass(frozen=True)
+class TurnStats:
+    """What one turn cost."""
+
+    prompt_tokens: int = 0
+    tokens_reused: int = 0
+    tokens_prefilled: int = 0
+    tokens_new: int = 0
+    prefill_s: float = 0.0
+    ttft_s: float = 0.0
+    decode_tokens: int = 0
+    decode_s: float = 0.0
+    stop_reason: str = ""
+    n_ctx: int = 0
+    kv_tokens: int = 0
+
+    @property
+    def decode_tok_s(self) -> float:
+        """Tokens per second between the first and the last sampled token."""
+        if self.decode_tokens < 2 or self.decode_s <= 0:
+            return 0.0
+        return (self.decode_tokens - 1) / self.decode_s
+
+    @property
+    def prefill_tok_s(self) -> float:
+        return self.tokens_prefilled / self.prefill_s if self.prefill_s > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class TokenEvent:
+    """Text of newly sampled tokens (may be empty inside a UTF-8 sequence)."""
+
+    text: str
+    token_id: int
+
+
+@dataclass(frozen=True)
+class PrefillProgressEvent:
+    """Prompt tokens processed so far in this turn."""
+
+    done: int
+    total: int
+
+
+@dataclass(frozen=True)
+class StatsEvent:
+    """Statistics of the finished turn."""
+
+    stats: TurnStats
+
+
+@dataclass(frozen=True)
+class DoneEvent:
+    """The turn ended; ``text`` is the whole reply (partial if stopped)."""
+
+    text: str
+    stop_reason: str
+    stats: TurnStats = field(default_factory=TurnStats)
+
+    @property
+    def partial(self) -> bool:
+        return self.stop_reason in ("stopped", "error")
+
+
+@dataclass(frozen=True)
+class ErrorEvent:
+    """The turn failed; ``partial_text`` is what was generated before."""
+
+    kind: ErrorKind
+    message: str
+    partial_text: str = ""
+
+    @property
+    def fix(self) -> str:
+        return FIXES[ErrorKind(self.kind)]
+
+    def as_error(self) -> EngineError:
+        return EngineError(self.kind, self.message)
+
+
+Event = TokenEvent | PrefillProgressEvent | StatsEvent | DoneEvent | ErrorEvent

@@ -1,0 +1,53 @@
+"""Capture llama.cpp's log in the engine process (errors and buffer sizes)."""
+
+from __future__ import annotations
+
+import ctypes
+import re
+from collections import deque
+
+import llama_cpp
+
+_lines: deque[tuple[int, str]] = deque(maxlen=400)
+_partial: list[str] = []
+_count = 0
+
+
+@llama_cpp.llama_log_callback
+def _on_log(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+    piece = text.decode("utf-8", errors="replace")
+    _partial.append(piece)
+    if piece.endswith("\n"):
+        global _count
+        _lines.append((_count, "".join(_partial).rstrip("\n")))
+        _count += 1
+        _partial.clear()
+
+
+def install() -> None:
+    """Route llama.cpp's log into a ring buffer (replacing llama-cpp-python's printer)."""
+    llama_cpp.llama_log_set(_on_log, ctypes.c_void_p(0))
+
+
+def mark() -> int:
+    """A position to read new lines from."""
+    return _count
+
+
+def lines_since(position: int = 0) -> list[str]:
+    """Log lines appended since ``mark()`` returned ``position``."""
+    return [line for seq, line in list(_lines) if seq >= position]
+
+
+_BUFFER_RE = re.compile(r"(\S+)\s+(model|KV|compute) buffer size\s*=\s*([\d.]+) MiB")
+
+
+def buffer_sizes(lines: list[str]) -> dict[str, float]:
+    """Sum of the model / KV / compute buffer sizes (MiB) that llama.cpp reported, per device."""
+    sizes: dict[str, float] = {}
+    for line in lines:
+        m = _BUFFER_RE.search(line)
+        if m:
+            key = f"{m.group(2).lower()}:{m.group(1)}"
+            sizes[key] = sizes.get(key, 0.0) + float(m.group(3))
+    return sizes

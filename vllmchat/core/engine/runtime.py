@@ -1,0 +1,279 @@
+"""A loaded llama.cpp model with one chat session (runs inside the engine process)."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import llama_cpp  # before numpy: the CUDA build segfaults in the other order
+
+from vllmchat.core.chat_format import prompt_tokens, render_segments
+from vllmchat.core.chat_templates import BUILTIN_TEMPLATES, builtin_template_for
+from vllmchat.core.engine import llama_log
+from vllmchat.core.engine.events import EngineError, ErrorKind
+from vllmchat.core.model_check import check_model_file
+from vllmchat.core.settings import GGML_TYPE_IDS, LoadSettings
+
+_SPECIAL_ATTRS = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL | llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What a loaded model is, and what loading it cost."""
+
+    path: str
+    architecture: str
+    n_layer: int
+    n_ctx_train: int
+    n_ctx: int
+    n_vocab: int
+    n_params: int
+    size_bytes: int
+    n_swa: int
+    chat_template: str
+    template_source: str  # "gguf" or "builtin"
+    gpu_offload: bool
+    load_s: float
+    buffers_mib: dict[str, float] = field(default_factory=dict)
+    name: str = ""
+
+
+def _classify_load_failure(lines: Sequence[str], settings: LoadSettings, stage: str) -> EngineError:
+    text = "\n".join(lines).lower()
+    tail = " | ".join(line.strip() for line in lines[-3:] if line.strip())
+    if "unknown model architecture" in text:
+        arch = next((ln.split("'")[1] for ln in lines if "unknown model architecture" in ln
+                     and "'" in ln), "?")
+        return EngineError(ErrorKind.UNSUPPORTED_ARCH, f"Architecture '{arch}' is not supported.")
+    oom = any(w in text for w in ("out of memory", "failed to allocate", "unable to allocate",
+                                  "cudamalloc failed", "alloc_tensor_range"))
+    if stage == "model" and oom:
+        return EngineError(ErrorKind.OOM_LOAD, f"Not enough memory for the weights "
+                           f"(n_gpu_layers={settings.n_gpu_layers}).")
+    if stage == "context":
+        return EngineError(ErrorKind.OOM_GENERATE, f"Not enough memory for the KV cache and "
+                           f"compute buffers at n_ctx={settings.n_ctx}. {tail}".strip())
+    if any(w in text for w in ("tensor", "data is not within", "corrupted", "invalid")):
+        return EngineError(ErrorKind.CORRUPT, f"llama.cpp could not read the model: {tail}")
+    return EngineError(ErrorKind.INTERNAL, f"llama.cpp failed to load the model: {tail}")
+
+
+class LlamaRuntime:
+    """One ``llama_cpp.Llama`` and the token ids of its KV cache."""
+
+    def __init__(self, settings: LoadSettings) -> None:
+        header = check_model_file(settings.model_path)
+        self.settings = settings
+        start = time.perf_counter()
+        mark = llama_log.mark()
+        stage = "model"
+        try:
+            self.llm = llama_cpp.Llama(
+                model_path=settings.model_path,
+                n_gpu_layers=settings.n_gpu_layers,
+                n_ctx=settings.n_ctx,
+                n_threads=settings.n_threads,
+                n_threads_batch=settings.n_threads,
+                n_batch=settings.n_batch,
+                n_ubatch=settings.n_ubatch,
+                flash_attn=settings.flash_attn,
+                type_k=GGML_TYPE_IDS[settings.type_k],
+                type_v=GGML_TYPE_IDS[settings.type_v],
+                use_mmap=settings.use_mmap,
+                swa_full=settings.swa_full,
+                verbose=False,
+            )
+        except (ValueError, RuntimeError) as exc:
+            lines = llama_log.lines_since(mark)
+            if any("llama_init_from_model" in ln or "llama_context" in ln for ln in lines) or (
+                "context" in str(exc).lower()
+            ):
+                stage = "context"
+            raise _classify_load_failure(lines, settings, stage) from exc
+        self.load_s = time.perf_counter() - start
+        llama_log.install()
+        self._vocab = llama_cpp.llama_model_get_vocab(self.llm.model)
+        self._piece_buf = ctypes.create_string_buffer(256)
+        self.pending: int | None = None  # last sampled token not yet in the KV cache
+        self._replies: OrderedDict[str, list[int]] = OrderedDict()
+        self.template, source = self._pick_template()
+        model = self.llm.model
+        self.info = ModelInfo(
+            path=os.path.abspath(settings.model_path),
+            architecture=header.architecture,
+            n_layer=llama_cpp.llama_model_n_layer(model),
+            n_ctx_train=llama_cpp.llama_model_n_ctx_train(model),
+            n_ctx=self.llm.n_ctx(),
+            n_vocab=self.llm.n_vocab(),
+            n_params=int(llama_cpp.llama_model_n_params(model)),
+            size_bytes=int(llama_cpp.llama_model_size(model)),
+            n_swa=llama_cpp.llama_model_n_swa(model),
+            chat_template=self.template_name,
+            template_source=source,
+            gpu_offload=bool(llama_cpp.llama_supports_gpu_offload()),
+            load_s=self.load_s,
+            buffers_mib=llama_log.buffer_sizes(llama_log.lines_since(mark)),
+            name=str(header.metadata.get("general.name", os.path.basename(settings.model_path))),
+        )
+
+    # -- vocabulary -------------------------------------------------------
+    def tokenize(self, text: str, *, special: bool) -> list[int]:
+        return self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=special)
+
+    def is_special(self, token: int) -> bool:
+        return bool(llama_cpp.llama_vocab_get_attr(self._vocab, token) & _SPECIAL_ATTRS)
+
+    def token_text(self, token: int) -> str:
+        return llama_cpp.llama_vocab_get_text(self._vocab, token).decode("utf-8", "replace")
+
+    def is_eog(self, token: int) -> bool:
+        return bool(llama_cpp.llama_vocab_is_eog(self._vocab, token))
+
+    def piece(self, token: int) -> bytes:
+        n = llama_cpp.llama_token_to_piece(self._vocab, token, self._piece_buf, 256, 0, False)
+        return self._piece_buf.raw[: max(n, 0)]
+
+    def _has_token(self, text: str) -> bool:
+        ids = self.tokenize(text, special=True)
+        return len(ids) == 1 and self.is_special(ids[0])
+
+    def _pick_template(self) -> tuple[str, str]:
+        own = self.llm.metadata.get("tokenizer.chat_template")
+        if own:
+            self.template_name = "gguf"
+            return own, "gguf"
+        arch = self.llm.metadata.get("general.architecture", "")
+        self.template_name = builtin_template_for(arch, self._has_token)
+        return BUILTIN_TEMPLATES[self.template_name], "builtin"
+
+    def _special_text(self, token: int) -> str:
+        return self.token_text(token) if token >= 0 else ""
+
+    # -- prompt -----------------------------------------------------------
+    def render(self, messages: Sequence[Mapping[str, str]]) -> list[int]:
+        """Token ids of the chat prompt, ending with the assistant's turn opener."""
+        segments = render_segments(
+            self.template,
+            messages,
+            bos_token=self._special_text(self.llm.token_bos()),
+            eos_token=self._special_text(self.llm.token_eos()),
+        )
+        ids = prompt_tokens(
+            segments, self, roles=[m["role"] for m in messages], known_replies=self._replies
+        )
+        bos = self.llm.token_bos()
+        if llama_cpp.llama_vocab_get_add_bos(self._vocab) and bos >= 0 and ids[:1] != [bos]:
+            ids.insert(0, bos)
+        return ids
+
+    def remember_reply(self, text: str, ids: list[int]) -> None:
+        """Keep a generated reply's exact ids so the next turn reuses its KV cache."""
+        self._replies[text] = list(ids)
+        self._replies.move_to_end(text)
+        while len(self._replies) > 512:
+            self._replies.popitem(last=False)
+
+    # -- KV cache ---------------------------------------------------------
+    @property
+    def n_ctx(self) -> int:
+        return self.llm.n_ctx()
+
+    @property
+    def kv_tokens(self) -> list[int]:
+        return self.llm.input_ids[: self.llm.n_tokens].tolist()
+
+    def truncate(self, n_keep: int) -> int:
+        """Drop the KV cache after ``n_keep`` tokens; returns the tokens kept."""
+        llm = self.llm
+        if n_keep >= llm.n_tokens:
+            return llm.n_tokens
+        if n_keep > 0 and llm._ctx.kv_cache_seq_rm(-1, n_keep, -1):
+            llm.n_tokens = n_keep
+            return n_keep
+        mem = llama_cpp.llama_get_memory(llm.ctx)
+        llama_cpp.llama_memory_clear(mem, True)
+        llm.n_tokens = 0
+        return 0
+
+    def decode(self, tokens: Sequence[int]) -> None:
+        """Evaluate tokens; raises ``EngineError`` with the reason when llama.cpp fails."""
+        try:
+            self.llm.eval(tokens)
+        except RuntimeError as exc:
+            self.truncate(self.llm.n_tokens)  # drop ubatches of an aborted batch
+            raise _decode_error(str(exc), self.llm.n_tokens, self.n_ctx) from exc
+
+    def save_state(self) -> tuple[bytes, list[int]]:
+        """llama.cpp's state bytes and the token ids they hold (no logits copy)."""
+        ctx = self.llm.ctx
+        size = llama_cpp.llama_state_get_size(ctx)
+        buf = (ctypes.c_uint8 * size)()
+        written = llama_cpp.llama_state_get_data(ctx, buf, size)
+        return bytes(buf)[:written], self.kv_tokens
+
+    def restore_state(self, data: bytes, tokens: Sequence[int]) -> bool:
+        """Load saved state bytes; False (and an empty cache) when they do not fit."""
+        if len(tokens) >= self.n_ctx:
+            return False
+        buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+        mark = llama_log.mark()
+        read = llama_cpp.llama_state_set_data(self.llm.ctx, buf, len(data))
+        if read == 0:
+            llama_log.lines_since(mark)
+            self.truncate(0)
+            return False
+        self.llm.input_ids[: len(tokens)] = tokens
+        self.llm.n_tokens = len(tokens)
+        self.pending = None
+        return True
+
+    def set_abort(self, check: Callable[[], bool] | None) -> None:
+        """Install (or clear) llama.cpp's abort callback, used to stop a long prefill."""
+        if check is None:
+            llama_cpp.llama_set_abort_callback(self.llm.ctx, _NO_ABORT, None)
+            self._abort_cb = None
+            return
+        self._abort_cb = llama_cpp.ggml_abort_callback(lambda _data: bool(check()))
+        llama_cpp.llama_set_abort_callback(self.llm.ctx, self._abort_cb, None)
+
+    def close(self) -> None:
+        self.llm.close()
+
+
+_NO_ABORT = ctypes.cast(None, llama_cpp.ggml_abort_callback)
+
+
+def _decode_error(message: str, n_tokens: int, n_ctx: int) -> EngineError:
+    code = message.rsplit(" ", 1)[-1]
+    if code == "2":
+        return EngineError(ErrorKind.INTERNAL, "aborted")
+    if code == "1":
+        return EngineError(
+            ErrorKind.CONTEXT_FULL,
+            f"No room left in the KV cache ({n_tokens} of {n_ctx} tokens used).",
+        )
+    if code in ("-2", "-3"):
+        return EngineError(
+            ErrorKind.OOM_GENERATE, "Out of memory for the compute buffers while generating."
+        )
+    return EngineError(ErrorKind.INTERNAL, f"llama.cpp failed to decode ({message}).")
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """Length of the shared prefix of two token lists."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def kv_summary(runtime: LlamaRuntime) -> dict[str, Any]:
+    """Tokens in the KV cache and its size."""
+    return {"kv_tokens": runtime.llm.n_tokens, "n_ctx": runtime.n_ctx}

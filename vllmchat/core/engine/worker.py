@@ -1,0 +1,182 @@
+"""The engine process: owns the model, answers one request at a time.
+
+Messages from the client are tuples ``(op, request_id, *args)``; replies are
+``("event", request_id, event)`` for chat turns and ``("reply", request_id,
+ok, value)`` for everything else. ``("stop", request_id)`` is handled at once
+by a reader thread, so a turn in progress sees it at its next token.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from multiprocessing.connection import Connection
+from typing import Any
+
+import llama_cpp  # noqa: F401  (first: the CUDA build segfaults if numpy loads before it)
+
+from vllmchat.core.engine import llama_log
+from vllmchat.core.engine.events import EngineError, ErrorEvent, ErrorKind
+from vllmchat.core.engine.runtime import LlamaRuntime
+from vllmchat.core.engine.state_file import KVState, read_state, write_state
+from vllmchat.core.engine.turn import run_turn
+from vllmchat.core.model_check import model_fingerprint
+from vllmchat.core.settings import LoadSettings
+
+
+class Worker:
+    """Dispatches requests to the loaded runtime."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.runtime: LlamaRuntime | None = None
+        self.requests: queue.Queue[tuple[Any, ...]] = queue.Queue()
+        self.stopped: set[int] = set()
+        self.send_lock = threading.Lock()
+
+    def send(self, message: tuple[Any, ...]) -> None:
+        with self.send_lock:
+            self.conn.send(message)
+
+    def read_loop(self) -> None:
+        while True:
+            try:
+                message = self.conn.recv()
+            except (EOFError, OSError):
+                self.requests.put(("exit", 0))
+                return
+            if message[0] == "stop":
+                self.stopped.add(message[1])
+            else:
+                self.requests.put(message)
+
+    def serve(self) -> None:
+        threading.Thread(target=self.read_loop, daemon=True, name="engine-reader").start()
+        while True:
+            op, rid, *args = self.requests.get()
+            if op == "exit":
+                break
+            if op == "chat":
+                self.chat(rid, *args)
+                continue
+            try:
+                value = getattr(self, f"op_{op}")(*args)
+            except EngineError as exc:
+                self.send(("reply", rid, False, exc))
+            except Exception as exc:  # report, never die on a bad request
+                self.send(("reply", rid, False, EngineError(ErrorKind.INTERNAL, repr(exc))))
+            else:
+                self.send(("reply", rid, True, value))
+        if self.runtime is not None:
+            self.runtime.close()
+
+    def require_runtime(self) -> LlamaRuntime:
+        if self.runtime is None:
+            raise EngineError(ErrorKind.NO_MODEL, "No model is loaded.")
+        return self.runtime
+
+    def chat(self, rid: int, messages: list[dict[str, str]], sampling: Any) -> None:
+        def emit(event: Any) -> None:
+            self.send(("event", rid, event))
+
+        if self.runtime is None:
+            emit(ErrorEvent(ErrorKind.NO_MODEL, "No model is loaded."))
+            return
+        try:
+            run_turn(self.runtime, messages, sampling,
+                     should_stop=lambda: rid in self.stopped, emit=emit)
+        except EngineError as exc:
+            emit(ErrorEvent(exc.kind, exc.message))
+        except Exception as exc:
+            emit(ErrorEvent(ErrorKind.INTERNAL, repr(exc)))
+        finally:
+            self.stopped.discard(rid)
+
+    # -- operations ---------------------------------------------------------
+    def op_ping(self) -> str:
+        return "pong"
+
+    def op_load(self, settings: LoadSettings) -> Any:
+        if self.runtime is not None:
+            self.runtime.close()
+            self.runtime = None
+        self.runtime = LlamaRuntime(settings)
+        return self.runtime.info
+
+    def binding(self, runtime: LlamaRuntime) -> dict[str, Any]:
+        return {"model": model_fingerprint(runtime.settings.model_path),
+                **runtime.settings.state_binding()}
+
+    def op_reload(self, settings: LoadSettings) -> dict[str, Any]:
+        """Load with new settings, carrying the KV state over when it can."""
+        old = self.require_runtime()
+        t0 = time.perf_counter()
+        old_binding = self.binding(old)
+        data, tokens = old.save_state()
+        replies = old._replies
+        old.close()
+        self.runtime = None
+        self.runtime = LlamaRuntime(settings)
+        new = self.runtime
+        new._replies = replies
+        reason = ""
+        if not tokens:
+            restored = True
+        elif self.binding(new) != old_binding:
+            restored, reason = False, "the KV cache type or attention settings changed"
+        elif len(tokens) >= new.n_ctx:
+            restored, reason = False, (f"the new context ({new.n_ctx}) is smaller than the "
+                                       f"{len(tokens)} tokens in use")
+        else:
+            restored = new.restore_state(data, tokens)
+            reason = "" if restored else "llama.cpp refused the saved state"
+        return {"info": new.info, "restored": restored, "tokens": len(tokens),
+                "reason": reason, "seconds": time.perf_counter() - t0,
+                "state_bytes": len(data)}
+
+    def op_export_state(self, path: str) -> dict[str, Any]:
+        rt = self.require_runtime()
+        data, tokens = rt.save_state()
+        size = write_state(path, KVState(self.binding(rt), tokens, data))
+        return {"tokens": len(tokens), "bytes": size}
+
+    def op_import_state(self, path: str) -> dict[str, Any]:
+        rt = self.require_runtime()
+        state = read_state(path, expect=self.binding(rt))
+        if len(state.tokens) >= rt.n_ctx:
+            raise EngineError(ErrorKind.STATE_MISMATCH,
+                              f"The saved state holds {len(state.tokens)} tokens; "
+                              f"the context holds {rt.n_ctx}.")
+        if not rt.restore_state(state.data, state.tokens):
+            raise EngineError(ErrorKind.STATE_MISMATCH, "llama.cpp refused the saved state.")
+        return {"tokens": len(state.tokens)}
+
+    def op_remember_reply(self, text: str, ids: list[int]) -> None:
+        self.require_runtime().remember_reply(text, ids)
+
+    def op_kv(self) -> dict[str, Any]:
+        rt = self.require_runtime()
+        return {"kv_tokens": rt.llm.n_tokens, "n_ctx": rt.n_ctx}
+
+    def op_tokenize(self, text: str) -> list[int]:
+        return self.require_runtime().tokenize(text, special=False)
+
+    def op_render(self, messages: list[dict[str, str]]) -> list[int]:
+        return self.require_runtime().render(messages)
+
+    def op_crash(self, how: str) -> None:
+        """Die on purpose (tests of the client's crash handling)."""
+        import ctypes
+        import os
+        import signal
+
+        if how == "segfault":
+            ctypes.string_at(0)
+        os.kill(os.getpid(), signal.SIGABRT if how == "abort" else signal.SIGKILL)
+
+
+def worker_main(conn: Connection) -> None:
+    """Entry point of the engine process."""
+    llama_log.install()
+    Worker(conn).serve()

@@ -1,0 +1,40 @@
+"""Where vllmchat keeps models, caches and data (platformdirs)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import platformdirs
+
+APP = "vllmchat"
+
+
+def _dir(env: str, default: str) -> Path:
+    path = Path(os.environ.get(env) or default)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def cache_dir() -> Path:
+    """Rebuildable data: the demo model, saved KV states."""
+    return _dir("VLLMCHAT_CACHE_DIR", platformdirs.user_cache_dir(APP))
+
+
+def data_dir() -> Path:
+    """User data: conversations."""
+    return _dir("VLLMCHAT_DATA_DIR", platformdirs.user_data_dir(APP))
+
+
+def config_dir() -> Path:
+    """Settings."""
+    return _dir("VLLMCHAT_CONFIG_DIR", platformdirs.user_config_dir(APP))
+
+
+def models_dir() -> Path:
+    """Models downloaded by the app."""
+    return _dir("VLLMCHAT_MODELS_DIR", str(Path(platformdirs.user_data_dir(APP)) / "models"))
+
+
+def kv_cache_dir() -> Path:
+    return _dir("VLLMCHAT_KV_DIR", str(cache_dir() / "kv"))

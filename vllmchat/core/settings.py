@@ -1,0 +1,83 @@
+"""Load and sampling settings, keyword-only and immutable."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Literal
+
+KvType = Literal["f16", "q8_0", "q4_0"]
+KV_TYPES: tuple[str, ...] = ("f16", "q8_0", "q4_0")
+
+# ggml_type ids used by llama.cpp for the KV cache.
+GGML_TYPE_IDS: dict[str, int] = {"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 8}
+
+
+def default_threads() -> int:
+    """Physical-ish core count: llama.cpp is slower with hyperthreads oversubscribed."""
+    n = os.cpu_count() or 2
+    return max(1, n if n <= 4 else n // 2)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadSettings:
+    """How to load a GGUF. Changing any field needs a reload."""
+
+    model_path: str
+    n_gpu_layers: int = 0
+    n_ctx: int = 4096
+    n_threads: int = field(default_factory=default_threads)
+    n_batch: int = 512
+    n_ubatch: int = 512
+    flash_attn: bool = False
+    type_k: KvType = "f16"
+    type_v: KvType = "f16"
+    use_mmap: bool = True
+    # Full-size sliding-window cache: needed to roll the cache back to any
+    # prefix (edits, regenerate) and to restore saved states exactly.
+    swa_full: bool = True
+
+    def __post_init__(self) -> None:
+        if self.n_ctx < 16:
+            raise ValueError(f"n_ctx must be at least 16, got {self.n_ctx}")
+        if self.n_batch < 1 or self.n_ubatch < 1:
+            raise ValueError("n_batch and n_ubatch must be positive")
+        for name in ("type_k", "type_v"):
+            if getattr(self, name) not in KV_TYPES:
+                raise ValueError(f"{name} must be one of {KV_TYPES}")
+        if self.type_v != "f16" and not self.flash_attn:
+            raise ValueError("a quantized V cache needs flash attention (flash_attn=True)")
+
+    def with_changes(self, **changes: Any) -> LoadSettings:
+        """A copy with some fields changed."""
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def state_binding(self) -> dict[str, Any]:
+        """The settings a saved KV state depends on (not n_gpu_layers or threads)."""
+        return {
+            "type_k": self.type_k,
+            "type_v": self.type_v,
+            "flash_attn": self.flash_attn,
+            "swa_full": self.swa_full,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class SamplingSettings:
+    """How to pick tokens. Changing these never needs a reload."""
+
+    temperature: float = 0.7
+    top_p: float = 0.95
+    top_k: int = 40
+    min_p: float = 0.05
+    repeat_penalty: float = 1.1
+    max_tokens: int = 512
+    seed: int = -1
+    # Benchmarks decode a fixed number of tokens.
+    ignore_eos: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
