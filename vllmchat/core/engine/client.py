@@ -8,6 +8,7 @@ from several threads queue on a lock. ``stop()`` may be called from any thread.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import multiprocessing as mp
 import signal
@@ -80,8 +81,9 @@ class EngineClient:
 
         self._discard_process()
         parent, child = self._ctx.Pipe(duplex=True)
-        proc = self._ctx.Process(target=worker_main, args=(child,), daemon=True,
-                                 name="vllmchat-engine")
+        proc = self._ctx.Process(
+            target=worker_main, args=(child,), daemon=True, name="vllmchat-engine"
+        )
         proc.start()
         child.close()
         self._proc, self._conn = proc, parent
@@ -133,8 +135,9 @@ class EngineClient:
         proc = self._proc
         if proc is not None:
             proc.join(timeout=2)
-        err = EngineError(ErrorKind.ENGINE_DIED,
-                          describe_exit(proc.exitcode if proc is not None else None))
+        err = EngineError(
+            ErrorKind.ENGINE_DIED, describe_exit(proc.exitcode if proc is not None else None)
+        )
         self.last_error = err
         return err
 
@@ -156,8 +159,11 @@ class EngineClient:
     def _call(self, op: str, *args: Any) -> Any:
         with self._request_lock:
             if not self.alive:
-                raise self._died() if self._proc is not None else EngineError(
-                    ErrorKind.ENGINE_DIED, "The engine is not running.")
+                raise (
+                    self._died()
+                    if self._proc is not None
+                    else EngineError(ErrorKind.ENGINE_DIED, "The engine is not running.")
+                )
             rid = next(self._ids)
             self._send((op, rid, *args))
             while True:
@@ -201,19 +207,15 @@ class EngineClient:
 
     def crash(self, how: str = "segfault") -> None:
         """Make the engine die (for tests)."""
-        try:
+        with contextlib.suppress(EngineError):
             self._call("crash", how)
-        except EngineError:
-            pass
 
     def stop(self) -> None:
         """Stop the turn in progress (any thread); it ends within one token."""
         rid = self._current
         if rid is not None and self.alive:
-            try:
+            with contextlib.suppress(EngineError):
                 self._send(("stop", rid))
-            except EngineError:
-                pass
 
     def chat(
         self,
@@ -226,8 +228,9 @@ class EngineClient:
         with self._request_lock:
             yield from self._chat_locked(payload, sampling)
 
-    def _chat_locked(self, payload: list[dict[str, str]], sampling: SamplingSettings
-                     ) -> Iterator[Event]:
+    def _chat_locked(
+        self, payload: list[dict[str, str]], sampling: SamplingSettings
+    ) -> Iterator[Event]:
         rid = next(self._ids)
         parts: list[str] = []
         t0 = time.perf_counter()
@@ -235,8 +238,11 @@ class EngineClient:
         finished = False
         try:
             if not self.alive:
-                raise self._died() if self._proc is not None else EngineError(
-                    ErrorKind.ENGINE_DIED, "The engine is not running.")
+                raise (
+                    self._died()
+                    if self._proc is not None
+                    else EngineError(ErrorKind.ENGINE_DIED, "The engine is not running.")
+                )
             self._current = rid
             self._send(("chat", rid, payload, sampling))
             while True:
@@ -250,11 +256,14 @@ class EngineClient:
                     parts.append(event.text)
                 elif isinstance(event, StatsEvent) and t_first:
                     # Times as the caller sees them: the whole path through the pipe.
-                    event = StatsEvent(replace(event.stats, ttft_s=t_first - t0,
-                                               decode_s=t_last - t_first))
+                    event = StatsEvent(
+                        replace(event.stats, ttft_s=t_first - t0, decode_s=t_last - t_first)
+                    )
                 elif isinstance(event, DoneEvent) and t_first:
-                    event = replace(event, stats=replace(event.stats, ttft_s=t_first - t0,
-                                                         decode_s=t_last - t_first))
+                    event = replace(
+                        event,
+                        stats=replace(event.stats, ttft_s=t_first - t0, decode_s=t_last - t_first),
+                    )
                 finished = isinstance(event, DoneEvent | ErrorEvent)
                 yield event
                 if finished:

@@ -47,17 +47,32 @@ def _classify_load_failure(lines: Sequence[str], settings: LoadSettings, stage: 
     text = "\n".join(lines).lower()
     tail = " | ".join(line.strip() for line in lines[-3:] if line.strip())
     if "unknown model architecture" in text:
-        arch = next((ln.split("'")[1] for ln in lines if "unknown model architecture" in ln
-                     and "'" in ln), "?")
+        arch = next(
+            (ln.split("'")[1] for ln in lines if "unknown model architecture" in ln and "'" in ln),
+            "?",
+        )
         return EngineError(ErrorKind.UNSUPPORTED_ARCH, f"Architecture '{arch}' is not supported.")
-    oom = any(w in text for w in ("out of memory", "failed to allocate", "unable to allocate",
-                                  "cudamalloc failed", "alloc_tensor_range"))
+    oom = any(
+        w in text
+        for w in (
+            "out of memory",
+            "failed to allocate",
+            "unable to allocate",
+            "cudamalloc failed",
+            "alloc_tensor_range",
+        )
+    )
     if stage == "model" and oom:
-        return EngineError(ErrorKind.OOM_LOAD, f"Not enough memory for the weights "
-                           f"(n_gpu_layers={settings.n_gpu_layers}).")
+        return EngineError(
+            ErrorKind.OOM_LOAD,
+            f"Not enough memory for the weights (n_gpu_layers={settings.n_gpu_layers}).",
+        )
     if stage == "context":
-        return EngineError(ErrorKind.OOM_GENERATE, f"Not enough memory for the KV cache and "
-                           f"compute buffers at n_ctx={settings.n_ctx}. {tail}".strip())
+        return EngineError(
+            ErrorKind.OOM_GENERATE,
+            f"Not enough memory for the KV cache and "
+            f"compute buffers at n_ctx={settings.n_ctx}. {tail}".strip(),
+        )
     if any(w in text for w in ("tensor", "data is not within", "corrupted", "invalid")):
         return EngineError(ErrorKind.CORRUPT, f"llama.cpp could not read the model: {tail}")
     return EngineError(ErrorKind.INTERNAL, f"llama.cpp failed to load the model: {tail}")

@@ -60,8 +60,12 @@ def run_turn(
     prompt = rt.render(messages)
     n_ctx = rt.n_ctx
     if len(prompt) >= n_ctx:
-        emit(ErrorEvent(ErrorKind.PROMPT_TOO_LONG,
-                        f"The prompt is {len(prompt):,} tokens; the context holds {n_ctx:,}."))
+        emit(
+            ErrorEvent(
+                ErrorKind.PROMPT_TOO_LONG,
+                f"The prompt is {len(prompt):,} tokens; the context holds {n_ctx:,}.",
+            )
+        )
         return
     cached = rt.kv_tokens
     known = cached + ([rt.pending] if rt.pending is not None else [])
@@ -70,12 +74,21 @@ def run_turn(
     rt.pending = None
     new_tokens = len(prompt) - min(common_prefix(known, prompt), len(prompt) - 1)
     todo = prompt[reused:]
-    base = dict(prompt_tokens=len(prompt), tokens_reused=reused, tokens_prefilled=len(todo),
-                tokens_new=new_tokens, n_ctx=n_ctx)
+    base = dict(
+        prompt_tokens=len(prompt),
+        tokens_reused=reused,
+        tokens_prefilled=len(todo),
+        tokens_new=new_tokens,
+        n_ctx=n_ctx,
+    )
     try:
         if not _prefill(rt, todo, should_stop, emit):
-            stats = TurnStats(**base, prefill_s=time.perf_counter() - t0, stop_reason="stopped",
-                              kv_tokens=rt.llm.n_tokens)
+            stats = TurnStats(
+                **base,
+                prefill_s=time.perf_counter() - t0,
+                stop_reason="stopped",
+                kv_tokens=rt.llm.n_tokens,
+            )
             emit(StatsEvent(stats))
             emit(DoneEvent("", "stopped", stats))
             return
@@ -99,8 +112,11 @@ def _decode_loop(
     if sampling.seed >= 0:
         llm.set_seed(sampling.seed)
     sampler = llm._init_sampler(
-        top_k=sampling.top_k, top_p=sampling.top_p, min_p=sampling.min_p,
-        temp=sampling.temperature, repeat_penalty=sampling.repeat_penalty,
+        top_k=sampling.top_k,
+        top_p=sampling.top_p,
+        min_p=sampling.min_p,
+        temp=sampling.temperature,
+        repeat_penalty=sampling.repeat_penalty,
     )
     room = rt.n_ctx - llm.n_tokens
     max_new = max(0, min(sampling.max_tokens, room))

@@ -84,8 +84,9 @@ class Worker:
             emit(ErrorEvent(ErrorKind.NO_MODEL, "No model is loaded."))
             return
         try:
-            run_turn(self.runtime, messages, sampling,
-                     should_stop=lambda: rid in self.stopped, emit=emit)
+            run_turn(
+                self.runtime, messages, sampling, should_stop=lambda: rid in self.stopped, emit=emit
+            )
         except EngineError as exc:
             emit(ErrorEvent(exc.kind, exc.message))
         except Exception as exc:
@@ -105,8 +106,10 @@ class Worker:
         return self.runtime.info
 
     def binding(self, runtime: LlamaRuntime) -> dict[str, Any]:
-        return {"model": model_fingerprint(runtime.settings.model_path),
-                **runtime.settings.state_binding()}
+        return {
+            "model": model_fingerprint(runtime.settings.model_path),
+            **runtime.settings.state_binding(),
+        }
 
     def op_reload(self, settings: LoadSettings) -> dict[str, Any]:
         """Load with new settings, carrying the KV state over when it can."""
@@ -126,14 +129,21 @@ class Worker:
         elif self.binding(new) != old_binding:
             restored, reason = False, "the KV cache type or attention settings changed"
         elif len(tokens) >= new.n_ctx:
-            restored, reason = False, (f"the new context ({new.n_ctx}) is smaller than the "
-                                       f"{len(tokens)} tokens in use")
+            restored, reason = (
+                False,
+                (f"the new context ({new.n_ctx}) is smaller than the {len(tokens)} tokens in use"),
+            )
         else:
             restored = new.restore_state(data, tokens)
             reason = "" if restored else "llama.cpp refused the saved state"
-        return {"info": new.info, "restored": restored, "tokens": len(tokens),
-                "reason": reason, "seconds": time.perf_counter() - t0,
-                "state_bytes": len(data)}
+        return {
+            "info": new.info,
+            "restored": restored,
+            "tokens": len(tokens),
+            "reason": reason,
+            "seconds": time.perf_counter() - t0,
+            "state_bytes": len(data),
+        }
 
     def op_export_state(self, path: str) -> dict[str, Any]:
         rt = self.require_runtime()
@@ -145,9 +155,10 @@ class Worker:
         rt = self.require_runtime()
         state = read_state(path, expect=self.binding(rt))
         if len(state.tokens) >= rt.n_ctx:
-            raise EngineError(ErrorKind.STATE_MISMATCH,
-                              f"The saved state holds {len(state.tokens)} tokens; "
-                              f"the context holds {rt.n_ctx}.")
+            raise EngineError(
+                ErrorKind.STATE_MISMATCH,
+                f"The saved state holds {len(state.tokens)} tokens; the context holds {rt.n_ctx}.",
+            )
         if not rt.restore_state(state.data, state.tokens):
             raise EngineError(ErrorKind.STATE_MISMATCH, "llama.cpp refused the saved state.")
         return {"tokens": len(state.tokens)}

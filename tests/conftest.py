@@ -1,0 +1,94 @@
+"""Shared fixtures: the real demo model, tiny synthetic models, engine clients."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_dirs(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Keep tests away from the user's data and settings (the demo model cache is shared)."""
+    base = tmp_path_factory.mktemp("vllmchat-home")
+    os.environ["VLLMCHAT_DATA_DIR"] = str(base / "data")
+    os.environ["VLLMCHAT_CONFIG_DIR"] = str(base / "config")
+    os.environ["VLLMCHAT_MODELS_DIR"] = str(base / "models")
+    os.environ["VLLMCHAT_KV_DIR"] = str(base / "kv")
+
+
+@pytest.fixture(scope="session")
+def demo_model() -> Path:
+    from vllmchat.core.demo_model import demo_model_path
+
+    return demo_model_path()
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A tiny llama (no sliding window) per chat template, each carrying that template."""
+    from vllmchat.bench.synth import write_llama_gguf
+    from vllmchat.core.chat_templates import BUILTIN_TEMPLATES
+
+    folder = tmp_path_factory.mktemp("tiny")
+    models = {name: write_llama_gguf(folder / f"{name}.gguf", chat_template=tpl)
+              for name, tpl in BUILTIN_TEMPLATES.items()}
+    models["none"] = write_llama_gguf(folder / "none.gguf")
+    return models
+
+
+def _engine_children() -> list[multiprocessing.Process]:
+    return [p for p in multiprocessing.active_children() if p.name == "vllmchat-engine"]
+
+
+@pytest.fixture(autouse=True)
+def _no_leaks() -> Iterator[None]:
+    """Fail a test that leaves an engine process or an extra thread running."""
+    threads_before = set(threading.enumerate())
+    yield
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        procs = _engine_children()
+        threads = [t for t in threading.enumerate()
+                   if t not in threads_before and t.is_alive() and not t.daemon]
+        if not procs and not threads:
+            return
+        time.sleep(0.05)
+    for p in procs:
+        p.kill()
+    assert not procs, f"test left engine processes running: {procs}"
+    assert not threads, f"test left threads running: {threads}"
+
+
+@pytest.fixture
+def make_client() -> Iterator:
+    """Factory of engine clients; all are closed at the end of the test."""
+    from vllmchat.core.engine import EngineClient
+
+    clients: list[EngineClient] = []
+
+    def make() -> EngineClient:
+        client = EngineClient()
+        clients.append(client)
+        return client
+
+    yield make
+    for client in clients:
+        client.close()
+
+
+@pytest.fixture
+def demo_client(make_client, demo_model: Path):
+    """An engine with the demo model loaded (n_ctx 2048)."""
+    from vllmchat.core.settings import LoadSettings
+
+    client = make_client()
+    client.load(LoadSettings(model_path=str(demo_model), n_ctx=2048, n_threads=2))
+    return client

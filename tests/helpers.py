@@ -1,0 +1,35 @@
+"""Helpers for driving the engine in tests."""
+
+from __future__ import annotations
+
+from vllmchat.core.engine import DoneEvent, ErrorEvent, Event, StatsEvent, TokenEvent
+from vllmchat.core.settings import SamplingSettings
+
+GREEDY = SamplingSettings(temperature=0.0, max_tokens=24, seed=1)
+
+
+def run_turn(client, messages, sampling: SamplingSettings = GREEDY) -> tuple[str, list[Event]]:
+    """Run one turn to its end; returns (reply text, events)."""
+    events = list(client.chat(messages, sampling))
+    text = "".join(e.text for e in events if isinstance(e, TokenEvent))
+    return text, events
+
+
+def final(events: list[Event]) -> Event:
+    return events[-1]
+
+
+def stats_of(events: list[Event]):
+    return next(e.stats for e in events if isinstance(e, StatsEvent))
+
+
+def done(events: list[Event]) -> DoneEvent:
+    last = events[-1]
+    assert isinstance(last, DoneEvent), f"turn failed: {last}"
+    return last
+
+
+def error(events: list[Event]) -> ErrorEvent:
+    last = events[-1]
+    assert isinstance(last, ErrorEvent), f"expected an error, got {last}"
+    return last

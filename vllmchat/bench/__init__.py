@@ -1,0 +1,1 @@
+"""Benchmarks (commands, not timed tests) and synthetic models of real shapes."""
