@@ -38,8 +38,10 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     from vllmchat.core.chat_templates import BUILTIN_TEMPLATES
 
     folder = tmp_path_factory.mktemp("tiny")
-    models = {name: write_llama_gguf(folder / f"{name}.gguf", chat_template=tpl)
-              for name, tpl in BUILTIN_TEMPLATES.items()}
+    models = {
+        name: write_llama_gguf(folder / f"{name}.gguf", chat_template=tpl)
+        for name, tpl in BUILTIN_TEMPLATES.items()
+    }
     models["none"] = write_llama_gguf(folder / "none.gguf")
     return models
 
@@ -56,8 +58,11 @@ def _no_leaks() -> Iterator[None]:
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
         procs = _engine_children()
-        threads = [t for t in threading.enumerate()
-                   if t not in threads_before and t.is_alive() and not t.daemon]
+        threads = [
+            t
+            for t in threading.enumerate()
+            if t not in threads_before and t.is_alive() and not t.daemon
+        ]
         if not procs and not threads:
             return
         time.sleep(0.05)

@@ -29,8 +29,10 @@ def test_sigkill_mid_stream_becomes_an_error_and_restart_recovers(demo_client):
     _, events = run_turn(demo_client, conversation)
     assert error(events).kind == ErrorKind.ENGINE_DIED
     demo_client.restart()
-    conversation += [{"role": "assistant", "content": err.partial_text},
-                     {"role": "user", "content": "Shorter, please."}]
+    conversation += [
+        {"role": "assistant", "content": err.partial_text},
+        {"role": "user", "content": "Shorter, please."},
+    ]
     _, events = run_turn(demo_client, conversation)
     done(events)
 
@@ -60,8 +62,10 @@ def test_bad_model_files_get_the_right_error(make_client, tmp_path, tiny_models)
         "random": (_write(tmp_path / "random.gguf", os.urandom(4096)), ErrorKind.NOT_GGUF),
         "text": (_write(tmp_path / "notes.gguf", b"hello world\n" * 50), ErrorKind.NOT_GGUF),
         "cut in header": (_write(tmp_path / "cut.gguf", header_only), ErrorKind.TRUNCATED),
-        "cut in data": (_write(tmp_path / "half.gguf", good[: len(good) // 2]),
-                        ErrorKind.TRUNCATED),
+        "cut in data": (
+            _write(tmp_path / "half.gguf", good[: len(good) // 2]),
+            ErrorKind.TRUNCATED,
+        ),
         "garbage after magic": (
             _write(tmp_path / "garbage.gguf", b"GGUF\x03\x00\x00\x00" + os.urandom(8192)),
             ErrorKind.CORRUPT,

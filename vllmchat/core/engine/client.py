@@ -202,6 +202,10 @@ class EngineClient:
         """Prompt token ids for these messages (what the next turn would prefill)."""
         return self._call("render", [dict(m) for m in messages])
 
+    def control_tokens(self, ids: Sequence[int]) -> list[int]:
+        """The ids among ``ids`` that are control tokens, in order."""
+        return self._call("control_tokens", list(ids))
+
     def tokenize(self, text: str) -> list[int]:
         return self._call("tokenize", text)
 

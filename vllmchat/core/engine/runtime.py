@@ -19,7 +19,7 @@ from vllmchat.core.engine.events import EngineError, ErrorKind
 from vllmchat.core.model_check import check_model_file
 from vllmchat.core.settings import GGML_TYPE_IDS, LoadSettings
 
-_SPECIAL_ATTRS = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL | llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED
+_SPECIAL_ATTRS = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL  # user-defined tokens (e.g. "\n") are text
 
 
 @dataclass(frozen=True)

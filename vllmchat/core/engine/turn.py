@@ -6,6 +6,7 @@ import codecs
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+from vllmchat.core.chat_format import TemplateError
 from vllmchat.core.engine.events import (
     DoneEvent,
     EngineError,
@@ -57,7 +58,14 @@ def run_turn(
 ) -> None:
     """Answer the last message, streaming events through ``emit``."""
     t0 = time.perf_counter()
-    prompt = rt.render(messages)
+    if not messages:
+        emit(ErrorEvent(ErrorKind.BAD_REQUEST, "There is no message to answer."))
+        return
+    try:
+        prompt = rt.render(messages)
+    except TemplateError as exc:
+        emit(ErrorEvent(ErrorKind.BAD_REQUEST, str(exc)))
+        return
     n_ctx = rt.n_ctx
     if len(prompt) >= n_ctx:
         emit(
@@ -169,5 +177,17 @@ def _decode_loop(
     emit(StatsEvent(stats))
     if error is not None:
         emit(ErrorEvent(error.kind, error.message, partial_text=reply))
-    else:
-        emit(DoneEvent(reply, reason, stats))
+        return
+    emit(DoneEvent(reply, reason, stats))
+    settle_pending(rt)
+
+
+def settle_pending(rt: LlamaRuntime) -> None:
+    """Put the last sampled token into the KV cache while the user reads the reply,
+    so the next turn prefills only what is new."""
+    token, rt.pending = rt.pending, None
+    if token is not None and rt.llm.n_tokens < rt.n_ctx - 1:
+        try:
+            rt.decode([token])
+        except EngineError:
+            rt.pending = token

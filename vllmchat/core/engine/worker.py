@@ -173,6 +173,10 @@ class Worker:
     def op_tokenize(self, text: str) -> list[int]:
         return self.require_runtime().tokenize(text, special=False)
 
+    def op_control_tokens(self, ids: list[int]) -> list[int]:
+        rt = self.require_runtime()
+        return [i for i in ids if rt.is_special(i)]
+
     def op_render(self, messages: list[dict[str, str]]) -> list[int]:
         return self.require_runtime().render(messages)
 
