@@ -79,7 +79,7 @@ def test_prompt_longer_than_context_is_refused_clearly(demo_client):
     err = error(events)
     assert err.kind == ErrorKind.PROMPT_TOO_LONG
     assert "2,048" in err.message and "tokens" in err.message
-    reply, events = run_turn(demo_client, [{"role": "user", "content": "Hello"}])
+    _reply, events = run_turn(demo_client, [{"role": "user", "content": "Hello"}])
     done(events)
 
 

@@ -123,7 +123,7 @@ class LlamaRuntime:
             architecture=header.architecture,
             n_layer=llama_cpp.llama_model_n_layer(model),
             n_ctx_train=llama_cpp.llama_model_n_ctx_train(model),
-            n_ctx=self.llm.n_ctx(),
+            n_ctx=min(self.llm.n_ctx(), len(self.llm.input_ids)),
             n_vocab=self.llm.n_vocab(),
             n_params=int(llama_cpp.llama_model_n_params(model)),
             size_bytes=int(llama_cpp.llama_model_size(model)),
@@ -196,7 +196,8 @@ class LlamaRuntime:
     # -- KV cache ---------------------------------------------------------
     @property
     def n_ctx(self) -> int:
-        return self.llm.n_ctx()
+        # llama.cpp may pad the context; llama-cpp-python's token buffer is n_ctx long.
+        return min(self.llm.n_ctx(), len(self.llm.input_ids))
 
     @property
     def kv_tokens(self) -> list[int]:
