@@ -117,6 +117,9 @@ def tensor_nbytes(type_id: int, shape: tuple[int, ...]) -> int:
     return n // block * size
 
 
+_U64 = struct.Struct("<Q")
+
+
 class _Cursor:
     def __init__(self, buf: bytes | memoryview) -> None:
         self.buf = buf
@@ -129,6 +132,17 @@ class _Cursor:
         view = memoryview(self.buf)[self.pos : end]
         self.pos = end
         return view
+
+    def skip_strings(self, count: int) -> None:
+        """Skip ``count`` length-prefixed strings (vocabularies) quickly."""
+        unpack, buf, pos, size = _U64.unpack_from, self.buf, self.pos, len(self.buf)
+        for _ in range(count):
+            if pos + 8 > size:
+                raise NeedMoreBytes(pos + 8)
+            pos += 8 + unpack(buf, pos)[0]
+        if pos > size:
+            raise NeedMoreBytes(pos)
+        self.pos = pos
 
     def unpack(self, fmt: str) -> Any:
         size = struct.calcsize(fmt)
@@ -158,8 +172,7 @@ def _value(cur: _Cursor, vtype: int, key: str, lengths: dict[str, int]) -> Any:
         if item_type == GGUFValueType.STRING:
             if count <= _KEEP_STRINGS_UP_TO:
                 return [cur.string() for _ in range(count)]
-            for _ in range(count):
-                cur.take(cur.unpack("<Q"))
+            cur.skip_strings(count)
             return None
         return [_value(cur, item_type, key, lengths) for _ in range(count)]
     raise CorruptGGUFError(f"unknown value type {vtype} for {key!r}")

@@ -33,9 +33,10 @@ class LoadSettings:
     type_k: KvType = "f16"
     type_v: KvType = "f16"
     use_mmap: bool = True
-    # Full-size sliding-window cache: needed to roll the cache back to any
-    # prefix (edits, regenerate) and to restore saved states exactly.
-    swa_full: bool = True
+    # Full-size sliding-window cache (models such as Gemma 3). Off, the cache of
+    # sliding-window layers holds only the window: less memory, faster long
+    # chats, but rolling back further than the window re-prefills.
+    swa_full: bool = False
 
     def __post_init__(self) -> None:
         if self.n_ctx < 16:

@@ -208,13 +208,27 @@ class LlamaRuntime:
         llm = self.llm
         if n_keep >= llm.n_tokens:
             return llm.n_tokens
-        if n_keep > 0 and llm._ctx.kv_cache_seq_rm(-1, n_keep, -1):
+        mem = llama_cpp.llama_get_memory(llm.ctx)
+        if n_keep > 0 and self._window_intact(mem, n_keep) and llm._ctx.kv_cache_seq_rm(
+            -1, n_keep, -1
+        ):
             llm.n_tokens = n_keep
             return n_keep
-        mem = llama_cpp.llama_get_memory(llm.ctx)
         llama_cpp.llama_memory_clear(mem, True)
         llm.n_tokens = 0
         return 0
+
+    def _window_intact(self, mem: Any, n_keep: int) -> bool:
+        """Whether a sliding-window cache still holds the window before ``n_keep``.
+
+        Without a full-size SWA cache, cells older than the window are reused;
+        keeping a prefix whose window is gone would silently attend to less.
+        """
+        n_swa = self.info.n_swa if hasattr(self, "info") else 0
+        if n_swa <= 0 or self.settings.swa_full:
+            return True
+        pos_min = llama_cpp.llama_memory_seq_pos_min(mem, 0)
+        return pos_min <= max(0, n_keep - n_swa)
 
     def decode(self, tokens: Sequence[int]) -> None:
         """Evaluate tokens; raises ``EngineError`` with the reason when llama.cpp fails."""
@@ -230,17 +244,15 @@ class LlamaRuntime:
         size = llama_cpp.llama_state_get_size(ctx)
         buf = (ctypes.c_uint8 * size)()
         written = llama_cpp.llama_state_get_data(ctx, buf, size)
-        return bytes(buf)[:written], self.kv_tokens
+        return ctypes.string_at(buf, written), self.kv_tokens
 
     def restore_state(self, data: bytes, tokens: Sequence[int]) -> bool:
         """Load saved state bytes; False (and an empty cache) when they do not fit."""
         if len(tokens) >= self.n_ctx:
             return False
-        buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
-        mark = llama_log.mark()
-        read = llama_cpp.llama_state_set_data(self.llm.ctx, buf, len(data))
+        src = ctypes.cast(ctypes.c_char_p(data), ctypes.POINTER(ctypes.c_uint8))  # no copy
+        read = llama_cpp.llama_state_set_data(self.llm.ctx, src, len(data))
         if read == 0:
-            llama_log.lines_since(mark)
             self.truncate(0)
             return False
         self.llm.input_ids[: len(tokens)] = tokens

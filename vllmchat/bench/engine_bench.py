@@ -1,0 +1,179 @@
+"""``vllmchat bench engine``: the engine path against raw llama-cpp-python, in one run."""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from vllmchat.core.engine import DoneEvent, EngineClient, ErrorEvent, StatsEvent
+from vllmchat.core.settings import LoadSettings, SamplingSettings
+
+DECODE_TOKENS = 128
+PROMPT = "Write a long story about a lighthouse keeper and the sea."
+QUESTIONS = [
+    "What is a good name for a cat?", "How do bees make honey?", "Why is the sky blue?",
+    "Give me a tip for learning to cook.", "What is the tallest mountain?",
+    "Describe a rainy day in one line.", "Which planets have rings?", "How do plants drink?",
+    "What makes bread rise?", "Name a famous painter.", "What is a prime number?",
+    "How far is the moon?", "Why do cats purr?", "What is a haiku?",
+    "How do rivers form?", "Suggest a weekend hobby.", "What is gravity?",
+    "How do compasses work?", "Tell me about octopuses.", "What is the speed of sound?",
+]  # fmt: skip
+
+
+def _raw_decode_tps(settings: LoadSettings, n: int) -> float:
+    """Decode tokens/s of plain in-process llama-cpp-python, greedy, same settings."""
+    import llama_cpp
+
+    llm = llama_cpp.Llama(
+        model_path=settings.model_path, n_ctx=settings.n_ctx, n_threads=settings.n_threads,
+        n_threads_batch=settings.n_threads, n_batch=settings.n_batch,
+        n_gpu_layers=settings.n_gpu_layers, flash_attn=settings.flash_attn,
+        swa_full=settings.swa_full, verbose=False,
+    )
+    try:
+        tokens = llm.tokenize(PROMPT.encode(), add_bos=True, special=False)
+        times = []
+        for i, _token in enumerate(llm.generate(tokens, temp=0.0, repeat_penalty=1.0)):
+            times.append(time.perf_counter())
+            if i + 1 == n:
+                break
+        return (n - 1) / (times[-1] - times[0])
+    finally:
+        llm.close()
+
+
+def _turn(client: EngineClient, messages: list[dict[str, str]], sampling: SamplingSettings
+          ) -> tuple[str, Any]:
+    stats = None
+    for event in client.chat(messages, sampling):
+        if isinstance(event, StatsEvent):
+            stats = event.stats
+        elif isinstance(event, ErrorEvent):
+            raise RuntimeError(f"turn failed: {event.message}")
+        elif isinstance(event, DoneEvent):
+            return event.text, stats
+    raise RuntimeError("turn ended without Done")
+
+
+def _engine_decode_tps(client: EngineClient, n: int) -> float:
+    sampling = SamplingSettings(temperature=0.0, repeat_penalty=1.0, max_tokens=n,
+                                ignore_eos=True)
+    _, stats = _turn(client, [{"role": "user", "content": PROMPT}], sampling)
+    return stats.decode_tok_s
+
+
+def _scripted_chat(client: EngineClient) -> tuple[list[dict[str, str]], list[Any]]:
+    sampling = SamplingSettings(temperature=0.0, max_tokens=64, seed=7)
+    messages = [{"role": "system", "content": "You are a friendly, concise assistant."}]
+    all_stats = []
+    for question in QUESTIONS:
+        messages.append({"role": "user", "content": question})
+        reply, stats = _turn(client, messages, sampling)
+        messages.append({"role": "assistant", "content": reply})
+        all_stats.append(stats)
+    return messages, all_stats
+
+
+def _grow(client: EngineClient, messages: list[dict[str, str]], min_tokens: int) -> None:
+    sampling = SamplingSettings(temperature=0.0, max_tokens=96, ignore_eos=True)
+    i = 0
+    while client.kv()["kv_tokens"] < min_tokens:
+        messages.append({"role": "user", "content": f"Continue the story, part {i}."})
+        reply, _ = _turn(client, messages, sampling)
+        messages.append({"role": "assistant", "content": reply})
+        i += 1
+
+
+def run(*, model: str | None = None, quick: bool = False) -> dict[str, Any]:
+    from vllmchat.core.demo_model import demo_model_path
+
+    settings = LoadSettings(model_path=model or str(demo_model_path()), n_ctx=4096, n_threads=2)
+    client = EngineClient()
+    result: dict[str, Any] = {"model": Path(settings.model_path).name}
+    try:
+        t0 = time.perf_counter()
+        client.load(settings)
+        cold_load_s = time.perf_counter() - t0
+
+        raw, ours = [], []
+        for _ in range(2 if quick else 3):
+            raw.append(_raw_decode_tps(settings, DECODE_TOKENS))
+            ours.append(_engine_decode_tps(client, DECODE_TOKENS))
+        result["raw_decode_tok_s"] = round(statistics.median(raw), 2)
+        result["engine_decode_tok_s"] = round(statistics.median(ours), 2)
+        result["decode_ratio"] = round(statistics.median(ours) / statistics.median(raw), 4)
+
+        client.load(settings)  # a clean cache for the scripted chat
+        messages, stats = _scripted_chat(client)
+        ratios = [s.tokens_prefilled / max(1, s.tokens_new) for s in stats[1:]]
+        result["turns"] = len(stats)
+        result["prefill_per_new_token_max"] = round(max(ratios), 4)
+        result["prefilled_tokens"] = sum(s.tokens_prefilled for s in stats)
+        result["stateless_prefill_tokens"] = sum(s.prompt_tokens for s in stats)
+        result["ttft_turn2_ms"] = round(stats[1].ttft_s * 1000, 1)
+        result["ttft_turn20_ms"] = round(stats[-1].ttft_s * 1000, 1)
+        result["ttft_ratio_turn20_turn2"] = round(stats[-1].ttft_s / stats[1].ttft_s, 4)
+
+        _grow(client, messages, 1500)
+        kv = client.kv()["kv_tokens"]
+        reload = client.reload(settings.with_changes(n_gpu_layers=1))
+        t0 = time.perf_counter()
+        client.load(settings.with_changes(n_gpu_layers=1))
+        cold_load_s = min(cold_load_s, time.perf_counter() - t0)
+        client.import_state  # noqa: B018 (cache is empty now; measure below)
+        result.update(_reload_figures(client, settings, messages, kv, reload, cold_load_s))
+        result.update(_restore_figures(client, settings, messages))
+    finally:
+        client.close()
+    return result
+
+
+def _reload_figures(client: EngineClient, settings: LoadSettings, messages: list[dict[str, str]],
+                    kv: int, reload: dict[str, Any], cold_load_s: float) -> dict[str, Any]:
+    """Reload a long conversation live, then count history tokens prefilled again."""
+    client.load(settings)
+    sampling = SamplingSettings(temperature=0.0, max_tokens=8)
+    _turn(client, messages[:-1], sampling)  # rebuild the cache of the conversation
+    messages = messages[:-1] + [{"role": "assistant", "content": messages[-1]["content"]}]
+    kv = client.kv()["kv_tokens"]
+    t0 = time.perf_counter()
+    reload = client.reload(settings.with_changes(n_gpu_layers=1))
+    reload_s = time.perf_counter() - t0
+    turn = [*messages, {"role": "user", "content": "Thank you."}]
+    _, stats = _turn(client, turn, sampling)
+    return {
+        "reload_history_tokens": kv,
+        "reload_restored": reload["restored"],
+        "reload_reprefilled_tokens": stats.tokens_prefilled - stats.tokens_new,
+        "reload_s": round(reload_s, 4),
+        "cold_load_s": round(cold_load_s, 4),
+        "reload_time_ratio": round(reload_s / cold_load_s, 4),
+    }
+
+
+def _restore_figures(client: EngineClient, settings: LoadSettings,
+                     messages: list[dict[str, str]]) -> dict[str, Any]:
+    """Import a >= 2,000-token state against re-prefilling the same tokens."""
+    client.load(settings)
+    _grow(client, messages, 2000)
+    n = client.kv()["kv_tokens"]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = str(Path(tmp) / "state.kv")
+        exported = client.export_state(path)
+        client.load(settings)
+        t0 = time.perf_counter()
+        client.import_state(path)
+        import_s = time.perf_counter() - t0
+    client.load(settings)
+    _, stats = _turn(client, messages[:-1], SamplingSettings(temperature=0.0, max_tokens=1))
+    return {
+        "state_tokens": n,
+        "state_mib": round(exported["bytes"] / 2**20, 1),
+        "state_import_s": round(import_s, 4),
+        "reprefill_s": round(stats.prefill_s, 4),
+        "state_restore_ratio": round(import_s / stats.prefill_s, 4),
+    }

@@ -1,0 +1,28 @@
+"""``vllmchat bench NAME``: benchmarks that print JSON ratios measured in one run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("bench", help="benchmarks (prints JSON)")
+    p.add_argument("name", choices=["engine"])
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--model", help="GGUF to use (default: the demo model)")
+    p.add_argument("--quick", action="store_true", help="fewer repetitions")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from vllmchat.bench import engine_bench
+
+    result = engine_bench.run(model=args.model, quick=args.quick)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for key, value in result.items():
+            print(f"{key:32} {value}")
+    return 0
