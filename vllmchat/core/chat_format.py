@@ -8,6 +8,7 @@ tokens off, so a user typing ``<end_of_turn>`` gets plain text tokens.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -56,6 +57,11 @@ _ENV = ImmutableSandboxedEnvironment(
 _ENV.globals["raise_exception"] = _raise
 
 
+@functools.lru_cache(maxsize=16)
+def _compiled(template: str) -> jinja2.Template:
+    return _ENV.from_string(template)
+
+
 def render_segments(
     template: str,
     messages: Sequence[Mapping[str, str]],
@@ -69,7 +75,7 @@ def render_segments(
         {"role": m["role"], "content": _PLACEHOLDER.format(i)} for i, m in enumerate(messages)
     ]
     try:
-        rendered = _ENV.from_string(template).render(
+        rendered = _compiled(template).render(
             messages=stand_ins,
             bos_token=bos_token,
             eos_token=eos_token,

@@ -114,6 +114,7 @@ class LlamaRuntime:
         llama_log.install()
         self._vocab = llama_cpp.llama_model_get_vocab(self.llm.model)
         self._piece_buf = ctypes.create_string_buffer(256)
+        self._token_cache: OrderedDict[tuple[str, bool], list[int]] = OrderedDict()
         self.pending: int | None = None  # last sampled token not yet in the KV cache
         self._replies: OrderedDict[str, list[int]] = OrderedDict()
         self.template, source = self._pick_template()
@@ -138,7 +139,17 @@ class LlamaRuntime:
 
     # -- vocabulary -------------------------------------------------------
     def tokenize(self, text: str, *, special: bool) -> list[int]:
-        return self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=special)
+        """Token ids of ``text``; repeated history pieces come from a cache."""
+        key = (text, special)
+        ids = self._token_cache.get(key)
+        if ids is None:
+            ids = self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=special)
+            self._token_cache[key] = ids
+            if len(self._token_cache) > 4096:
+                self._token_cache.popitem(last=False)
+        else:
+            self._token_cache.move_to_end(key)
+        return list(ids)
 
     def is_special(self, token: int) -> bool:
         return bool(llama_cpp.llama_vocab_get_attr(self._vocab, token) & _SPECIAL_ATTRS)

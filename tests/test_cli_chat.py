@@ -1,0 +1,38 @@
+"""``vllmchat chat`` in a real terminal process, driven through stdin."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def test_terminal_chat_streams_and_reloads(demo_model, tmp_path):
+    script = "Hello there\n/stats\n/ngl 1\nWhat next?\n/save {}\n/quit\n".format(
+        tmp_path / "s.kv"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "vllmchat", "chat", "--n-ctx", "1024", "--max-tokens", "16",
+         "--temperature", "0", "--stats"],
+        input=script, capture_output=True, text=True, timeout=120,
+    )
+    out = proc.stdout
+    assert proc.returncode == 0, proc.stderr
+    assert "gemma template" in out
+    assert out.count("ai> ") == 2
+    assert "reloaded in" in out and "KV cache kept" in out
+    assert "saved" in out and (tmp_path / "s.kv").exists()
+    # The second turn after the live reload prefilled only its new tokens.
+    stats_lines = [line for line in out.splitlines() if "prefilled" in line]
+    assert " 0 reused" in stats_lines[0]
+    assert " 0 reused" not in stats_lines[-1]
+
+
+def test_terminal_chat_reports_a_bad_model(tmp_path):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"not a model")
+    proc = subprocess.run(
+        [sys.executable, "-m", "vllmchat", "chat", "--model", str(bad)],
+        input="", capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "not a GGUF model file" in proc.stderr
