@@ -7,13 +7,25 @@ import sys
 
 
 def test_terminal_chat_streams_and_reloads(demo_model, tmp_path):
-    script = "Hello there\n/stats\n/ngl 1\nWhat next?\n/save {}\n/quit\n".format(
-        tmp_path / "s.kv"
-    )
+    script = "Hello there\n/stats\n/ngl 1\nWhat next?\n/save {}\n/quit\n".format(tmp_path / "s.kv")
     proc = subprocess.run(
-        [sys.executable, "-m", "vllmchat", "chat", "--n-ctx", "1024", "--max-tokens", "16",
-         "--temperature", "0", "--stats"],
-        input=script, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "vllmchat",
+            "chat",
+            "--n-ctx",
+            "1024",
+            "--max-tokens",
+            "16",
+            "--temperature",
+            "0",
+            "--stats",
+        ],
+        input=script,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     out = proc.stdout
     assert proc.returncode == 0, proc.stderr
@@ -32,7 +44,10 @@ def test_terminal_chat_reports_a_bad_model(tmp_path):
     bad.write_bytes(b"not a model")
     proc = subprocess.run(
         [sys.executable, "-m", "vllmchat", "chat", "--model", str(bad)],
-        input="", capture_output=True, text=True, timeout=60,
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == 2
     assert "not a GGUF model file" in proc.stderr

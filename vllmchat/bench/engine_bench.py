@@ -29,10 +29,15 @@ def _raw_decode_tps(settings: LoadSettings, n: int) -> float:
     import llama_cpp
 
     llm = llama_cpp.Llama(
-        model_path=settings.model_path, n_ctx=settings.n_ctx, n_threads=settings.n_threads,
-        n_threads_batch=settings.n_threads, n_batch=settings.n_batch,
-        n_gpu_layers=settings.n_gpu_layers, flash_attn=settings.flash_attn,
-        swa_full=settings.swa_full, verbose=False,
+        model_path=settings.model_path,
+        n_ctx=settings.n_ctx,
+        n_threads=settings.n_threads,
+        n_threads_batch=settings.n_threads,
+        n_batch=settings.n_batch,
+        n_gpu_layers=settings.n_gpu_layers,
+        flash_attn=settings.flash_attn,
+        swa_full=settings.swa_full,
+        verbose=False,
     )
     try:
         tokens = llm.tokenize(PROMPT.encode(), add_bos=True, special=False)
@@ -46,8 +51,9 @@ def _raw_decode_tps(settings: LoadSettings, n: int) -> float:
         llm.close()
 
 
-def _turn(client: EngineClient, messages: list[dict[str, str]], sampling: SamplingSettings
-          ) -> tuple[str, Any]:
+def _turn(
+    client: EngineClient, messages: list[dict[str, str]], sampling: SamplingSettings
+) -> tuple[str, Any]:
     stats = None
     for event in client.chat(messages, sampling):
         if isinstance(event, StatsEvent):
@@ -60,8 +66,7 @@ def _turn(client: EngineClient, messages: list[dict[str, str]], sampling: Sampli
 
 
 def _engine_decode_tps(client: EngineClient, n: int) -> float:
-    sampling = SamplingSettings(temperature=0.0, repeat_penalty=1.0, max_tokens=n,
-                                ignore_eos=True)
+    sampling = SamplingSettings(temperature=0.0, repeat_penalty=1.0, max_tokens=n, ignore_eos=True)
     _, stats = _turn(client, [{"role": "user", "content": PROMPT}], sampling)
     return stats.decode_tok_s
 
@@ -135,8 +140,9 @@ def run(*, model: str | None = None, quick: bool = False) -> dict[str, Any]:
     return result
 
 
-def _reload_figures(client: EngineClient, settings: LoadSettings,
-                    messages: list[dict[str, str]]) -> dict[str, Any]:
+def _reload_figures(
+    client: EngineClient, settings: LoadSettings, messages: list[dict[str, str]]
+) -> dict[str, Any]:
     """Reload a long conversation live, then count history tokens prefilled again."""
     kv = client.kv()["kv_tokens"]
     t0 = time.perf_counter()
@@ -152,8 +158,9 @@ def _reload_figures(client: EngineClient, settings: LoadSettings,
     }
 
 
-def _restore_figures(client: EngineClient, settings: LoadSettings,
-                     messages: list[dict[str, str]]) -> dict[str, Any]:
+def _restore_figures(
+    client: EngineClient, settings: LoadSettings, messages: list[dict[str, str]]
+) -> dict[str, Any]:
     """Import a >= 2,000-token state against re-prefilling the same tokens."""
     client.load(settings)
     _grow(client, messages, 2000)

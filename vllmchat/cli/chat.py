@@ -52,8 +52,9 @@ def run(args: argparse.Namespace) -> int:
 
     out = sys.stdout
     settings = load_settings_from(args)
-    sampling = SamplingSettings(temperature=args.temperature, max_tokens=args.max_tokens,
-                                seed=args.seed)
+    sampling = SamplingSettings(
+        temperature=args.temperature, max_tokens=args.max_tokens, seed=args.seed
+    )
     client = EngineClient()
     try:
         info = client.load(settings)
@@ -61,8 +62,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         client.close()
         return 2
-    out.write(f"{info.name} · {info.architecture} · {info.chat_template} template · "
-              f"n_ctx {info.n_ctx} · loaded in {info.load_s:.2f}s. /help for commands.\n")
+    out.write(
+        f"{info.name} · {info.architecture} · {info.chat_template} template · "
+        f"n_ctx {info.n_ctx} · loaded in {info.load_s:.2f}s. /help for commands.\n"
+    )
     messages: list[dict[str, str]] = [{"role": "system", "content": args.system}]
     last: Any = None
     signal.signal(signal.SIGINT, lambda *_: client.stop())
@@ -87,8 +90,13 @@ def run(args: argparse.Namespace) -> int:
         client.close()
 
 
-def _stream_reply(client: EngineClient, messages: list[dict[str, str]],
-                  sampling: SamplingSettings, out: Any, show_stats: bool) -> Any:
+def _stream_reply(
+    client: EngineClient,
+    messages: list[dict[str, str]],
+    sampling: SamplingSettings,
+    out: Any,
+    show_stats: bool,
+) -> Any:
     out.write("ai> ")
     out.flush()
     for event in client.chat(messages, sampling):
@@ -113,8 +121,9 @@ def _stream_reply(client: EngineClient, messages: list[dict[str, str]],
     return None
 
 
-def _command(text: str, client: EngineClient, messages: list[dict[str, str]], last: Any,
-             out: Any) -> bool:
+def _command(
+    text: str, client: EngineClient, messages: list[dict[str, str]], last: Any, out: Any
+) -> bool:
     name, _, arg = text.partition(" ")
     try:
         if name in ("/quit", "/exit"):

@@ -11,10 +11,17 @@ import llama_cpp
 _lines: deque[tuple[int, str]] = deque(maxlen=400)
 _partial: list[str] = []
 _count = 0
+_DEBUG, _CONT = 1, 5  # ggml_log_level
+_last_level = 2
 
 
 @llama_cpp.llama_log_callback
 def _on_log(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+    global _last_level
+    if level != _CONT:
+        _last_level = level
+    if _last_level == _DEBUG:
+        return
     piece = text.decode("utf-8", errors="replace")
     _partial.append(piece)
     if piece.endswith("\n"):

@@ -220,8 +220,10 @@ class LlamaRuntime:
         if n_keep >= llm.n_tokens:
             return llm.n_tokens
         mem = llama_cpp.llama_get_memory(llm.ctx)
-        if n_keep > 0 and self._window_intact(mem, n_keep) and llm._ctx.kv_cache_seq_rm(
-            -1, n_keep, -1
+        if (
+            n_keep > 0
+            and self._window_intact(mem, n_keep)
+            and llm._ctx.kv_cache_seq_rm(-1, n_keep, -1)
         ):
             llm.n_tokens = n_keep
             return n_keep

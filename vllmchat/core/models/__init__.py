@@ -1,0 +1,1 @@
+"""Models: what a GGUF holds, whether it fits, where to get it."""
