@@ -13,6 +13,15 @@ import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
+# The Hugging Face mirror listens before huggingface_hub is imported, so the
+# real client (in this process and in subprocesses) talks to it through HF_ENDPOINT.
+from tests.hf_mirror import Faults, Mirror
+
+MIRROR = Mirror()
+os.environ["HF_ENDPOINT"] = MIRROR.url
+os.environ.pop("HF_TOKEN", None)
+os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_dirs(tmp_path_factory: pytest.TempPathFactory) -> None:
@@ -97,3 +106,41 @@ def demo_client(make_client, demo_model: Path):
     client = make_client()
     client.load(LoadSettings(model_path=str(demo_model), n_ctx=2048, n_threads=2))
     return client
+
+
+@pytest.fixture(scope="session")
+def _mirror_running() -> Iterator[Mirror]:
+    MIRROR.start()
+    yield MIRROR
+    MIRROR.close()
+
+
+@pytest.fixture
+def hub(_mirror_running: Mirror) -> Iterator[Mirror]:
+    """The loopback hub mirror, with no repositories and no faults."""
+    MIRROR.repos.clear()
+    MIRROR.faults = Faults()
+    MIRROR.log.clear()
+    yield MIRROR
+    MIRROR.repos.clear()
+    MIRROR.faults = Faults()
+
+
+@pytest.fixture(scope="session")
+def small_quants(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A small llama-shaped model really quantized to Q8_0 and Q4_K_M (plus its F16)."""
+    import llama_cpp
+
+    from vllmchat.bench.synth import write_llama_gguf
+
+    folder = tmp_path_factory.mktemp("quants")
+    f16 = write_llama_gguf(folder / "Small-F16.gguf", "small", dtype="f16")
+    out = {"F16": f16}
+    for label, ftype in (("Q8_0", 7), ("Q4_K_M", 15)):
+        params = llama_cpp.llama_model_quantize_default_params()
+        params.ftype = ftype
+        dst = folder / f"Small-{label}.gguf"
+        rc = llama_cpp.llama_model_quantize(str(f16).encode(), str(dst).encode(), params)
+        assert rc == 0
+        out[label] = dst
+    return out

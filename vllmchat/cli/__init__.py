@@ -46,9 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vllmchat", description=__doc__)
     parser.add_argument("--version", action="version", version=f"vllmchat {__version__}")
     sub = parser.add_subparsers(dest="command")
-    from vllmchat.cli import bench, chat
+    from vllmchat.cli import bench, chat, models
 
     chat.register(sub)
+    models.register(sub)
     bench.register(sub)
     return parser
 

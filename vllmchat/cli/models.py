@@ -1,0 +1,214 @@
+"""``vllmchat models | search | files | download | fit``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+from dataclasses import replace
+from typing import Any
+
+from vllmchat.core.models.memory import MIB, FitSettings
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("models", help="models on this machine, with their fit")
+    p.add_argument("--folder", action="append", default=[], help="also look in this folder")
+    p.set_defaults(func=cmd_models)
+    p = sub.add_parser("search", help="search the hub for GGUF repositories")
+    p.add_argument("text")
+    p.add_argument("--limit", type=int, default=20)
+    p.set_defaults(func=cmd_search)
+    p = sub.add_parser("files", help="a repository's quants, sizes and fit")
+    p.add_argument("repo")
+    _fit_options(p)
+    p.set_defaults(func=cmd_files)
+    p = sub.add_parser("download", help="download a quant (resumes, verifies SHA-256)")
+    p.add_argument("repo")
+    p.add_argument("quant", nargs="?", help="e.g. Q4_K_M (default: the recommended one)")
+    p.set_defaults(func=cmd_download)
+    p = sub.add_parser("fit", help="memory needed by a model at given settings")
+    p.add_argument("model", help="path of a .gguf")
+    _fit_options(p)
+    p.add_argument("--n-gpu-layers", type=int, default=None, help="default: the most that fit")
+    p.set_defaults(func=cmd_fit)
+
+
+def _fit_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--n-ctx", type=int, default=4096)
+    p.add_argument("--n-ubatch", type=int, default=512)
+    p.add_argument("--type-k", default="f16")
+    p.add_argument("--type-v", default="f16")
+    p.add_argument("--flash-attn", action="store_true")
+
+
+def _settings(args: argparse.Namespace) -> FitSettings:
+    return FitSettings(
+        n_ctx=args.n_ctx,
+        n_ubatch=args.n_ubatch,
+        type_k=args.type_k,
+        type_v=args.type_v,
+        flash_attn=args.flash_attn,
+    )
+
+
+def _mib(n: int) -> str:
+    return f"{n / MIB:,.0f} MiB" if n < 10 * 1024 * MIB else f"{n / 2**30:,.1f} GiB"
+
+
+def _token() -> str | None:
+    return os.environ.get("HF_TOKEN") or None
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    from vllmchat.core.gguf_header import read_header
+    from vllmchat.core.models.advisor import best_fit
+    from vllmchat.core.models.description import describe
+    from vllmchat.core.models.hardware import probe
+    from vllmchat.core.models.local import discover
+
+    hw = probe()
+    models = discover(args.folder)
+    if not models:
+        print("No models found. `vllmchat download REPO` fetches one.")
+    for m in models:
+        try:
+            fit = best_fit(describe(read_header(m.path)), hw, FitSettings()).message
+        except Exception as exc:
+            fit = f"unreadable: {exc}"
+        print(f"{m.label or '?':8} {_mib(m.size):>10}  {m.source:8} {m.path}\n          {fit}")
+    return 0
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from vllmchat.core.models.catalog import CatalogError, search
+
+    try:
+        hits = search(args.text, limit=args.limit, token=_token())
+    except CatalogError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for hit in hits:
+        print(f"{hit.repo:60} {hit.downloads:>10,} downloads")
+    return 0
+
+
+def quant_advice(repo: str, settings: FitSettings) -> list[Any]:
+    """Quants of ``repo`` with their fit on this machine (reads one remote header)."""
+    from vllmchat.core.models.advisor import advise, scaled
+    from vllmchat.core.models.catalog import list_quants, remote_header
+    from vllmchat.core.models.description import describe
+    from vllmchat.core.models.hardware import probe
+
+    quants = list_quants(repo, token=_token())
+    if not quants:
+        return []
+    desc = describe(remote_header(repo, quants[0].filename, token=_token()))
+    rows = advise([(q.filename, q.size, scaled(desc, q.size)) for q in quants], probe(), settings)
+    return list(zip(quants, rows, strict=True))
+
+
+def cmd_files(args: argparse.Namespace) -> int:
+    from vllmchat.core.models.catalog import CatalogError
+
+    try:
+        rows = quant_advice(args.repo, _settings(args))
+    except CatalogError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not rows:
+        print(f"{args.repo} has no GGUF files.")
+    for quant, advice in rows:
+        mark = "★" if advice.recommended else " "
+        parts = f" ({len(quant.parts)} parts)" if quant.is_split else ""
+        print(
+            f"{mark} {quant.label or '?':8} {_mib(quant.size):>10}  {quant.filename}{parts}"
+            f"\n             {advice.fit.message}"
+        )
+    return 0
+
+
+def cmd_download(args: argparse.Namespace) -> int:
+    from vllmchat.core.models.catalog import CatalogError
+    from vllmchat.core.models.download import DownloadCancelled, Downloader, DownloadError
+    from vllmchat.core.paths import models_dir
+
+    try:
+        rows = quant_advice(args.repo, FitSettings())
+    except CatalogError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    wanted = args.quant.upper() if args.quant else None
+    chosen = [q for q, a in rows if (q.label == wanted if wanted else a.recommended)]
+    if not chosen:
+        labels = ", ".join(q.label for q, _ in rows) or "none"
+        print(f"error: no quant {wanted or 'fits'} in {args.repo} (has: {labels})", file=sys.stderr)
+        return 2
+    cancel = threading.Event()
+
+    def show(p: Any) -> None:
+        eta = f"{p.eta_s:,.0f}s" if p.eta_s != float("inf") else "?"
+        sys.stderr.write(
+            f"\r{p.fraction * 100:5.1f}%  {_mib(p.done)} / {_mib(p.total)}  "
+            f"{p.bytes_per_s / MIB:6.1f} MiB/s  ETA {eta}   "
+        )
+
+    try:
+        path = Downloader(models_dir(), token=_token()).download(
+            chosen[0], on_progress=show, cancel=cancel
+        )
+    except KeyboardInterrupt:
+        print("\ncancelled; run the same command again to resume", file=sys.stderr)
+        return 130
+    except (DownloadError, DownloadCancelled) as exc:
+        print(f"\nerror: {exc}", file=sys.stderr)
+        return 2
+    print(f"\n{path}")
+    return 0
+
+
+def cmd_fit(args: argparse.Namespace) -> int:
+    from vllmchat.core.engine.events import EngineError
+    from vllmchat.core.model_check import check_model_file
+    from vllmchat.core.models.advisor import best_fit, check_fit, max_context, max_gpu_layers
+    from vllmchat.core.models.description import describe
+    from vllmchat.core.models.hardware import probe
+
+    try:
+        desc = describe(check_model_file(args.model))
+    except EngineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    hw = probe()
+    s = _settings(args)
+    if args.n_gpu_layers is None:
+        fit = best_fit(desc, hw, s)
+    else:
+        fit = check_fit(desc, hw, replace(s, n_gpu_layers=args.n_gpu_layers))
+    e = fit.estimate
+    print(
+        f"{desc.name or args.model}: {desc.architecture}, {desc.n_layer} layers, "
+        f"{desc.main_quant}, trained context {desc.n_ctx_train:,}"
+    )
+    print(
+        f"machine: RAM {_mib(hw.ram_available)} free of {_mib(hw.ram_total)}; "
+        + (
+            ", ".join(f"{g.name} {_mib(g.free)} free of {_mib(g.total)}" for g in hw.gpus)
+            or "no GPU"
+        )
+        + ("" if hw.gpu_offload else f" ({hw.offload_reason})")
+    )
+    print(f"weights  GPU {_mib(e.weights_gpu):>10}  CPU {_mib(e.weights_cpu):>10}")
+    print(f"KV cache GPU {_mib(e.kv_gpu):>10}  CPU {_mib(e.kv_cpu):>10}  ({e.kv_cells} cells)")
+    print(f"compute  GPU {_mib(e.compute_gpu):>10}  CPU {_mib(e.compute_cpu):>10}")
+    print(
+        f"total   VRAM {_mib(e.vram):>10}  RAM {_mib(e.ram):>10}  (GPU runtime "
+        f"{_mib(e.overhead_gpu)})"
+    )
+    print(fit.message)
+    print(
+        f"most GPU layers that fit: {max_gpu_layers(desc, hw, s)} of {desc.n_layer + 1}; "
+        f"largest context that fits: {max_context(desc, hw, s):,}"
+    )
+    return 0 if fit.fits else 1

@@ -1,0 +1,178 @@
+"""Does it fit? The most GPU layers, the largest context, and which quant to take.
+
+The rule, from practice: take the 8-bit quant when it fits fully on the GPU,
+drop to 4/5/6-bit when short; a model split between GPU and CPU decodes at
+the speed of its CPU part, so a smaller quant fully on the GPU beats a larger
+one partly offloaded.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+from vllmchat.core.models.description import ModelDescription
+from vllmchat.core.models.hardware import HardwareInfo
+from vllmchat.core.models.memory import MIB, FitSettings, MemoryEstimate, estimate
+
+VRAM_MARGIN = 0.92  # keep 8% of free VRAM for the driver and the desktop
+RAM_MARGIN = 0.90
+RAM_RESERVE = 512 * MIB
+
+# Bits per weight, roughly; also the quality order.
+QUANT_BITS = {
+    "F32": 32, "F16": 16, "BF16": 16, "Q8_0": 8.5, "Q6_K": 6.6, "Q5_K_M": 5.7, "Q5_K_S": 5.5,
+    "Q5_0": 5.5, "Q5_1": 6.0, "Q4_K_M": 4.85, "Q4_K_S": 4.6, "Q4_1": 5.0, "Q4_0": 4.5,
+    "IQ4_NL": 4.5, "IQ4_XS": 4.3, "Q3_K_L": 4.3, "Q3_K_M": 3.9, "Q3_K_S": 3.5, "IQ3_M": 3.7,
+    "IQ3_S": 3.4, "IQ3_XS": 3.3, "IQ3_XXS": 3.1, "Q2_K": 3.35, "Q2_K_S": 3.0, "IQ2_M": 2.7,
+    "IQ2_S": 2.5, "IQ2_XS": 2.3, "IQ2_XXS": 2.1, "IQ1_M": 1.75, "IQ1_S": 1.6, "TQ1_0": 1.7,
+    "TQ2_0": 2.1, "MXFP4": 4.25,
+}  # fmt: skip
+_QUANT_RE = re.compile(
+    r"(?<![A-Za-z0-9])("
+    + "|".join(sorted(map(re.escape, QUANT_BITS), key=len, reverse=True))
+    + r")(?![A-Za-z0-9])",
+    re.IGNORECASE,
+)
+
+GPU_FULL, GPU_PARTIAL, RAM_ONLY, NO_FIT = "gpu_full", "gpu_partial", "ram_only", "no_fit"
+
+
+def quant_label(filename: str) -> str:
+    """The quant label in a GGUF file name (``Q4_K_M``), or ``""``."""
+    matches = _QUANT_RE.findall(filename.replace("-", "_").replace(".", "_"))
+    return matches[-1].upper() if matches else ""
+
+
+@dataclass(frozen=True)
+class Fit:
+    """How a model fits: the kind, GPU layers, the estimate, and words for it."""
+
+    kind: str
+    gpu_layers: int
+    estimate: MemoryEstimate
+    message: str
+
+    @property
+    def fits(self) -> bool:
+        return self.kind != NO_FIT
+
+
+def _budget(hw: HardwareInfo) -> tuple[int, int]:
+    vram = int(hw.vram_free * VRAM_MARGIN) if hw.gpu_offload else 0
+    ram = max(0, int(hw.ram_available * RAM_MARGIN) - RAM_RESERVE)
+    return vram, ram
+
+
+def _ok(e: MemoryEstimate, vram: int, ram: int, use_mmap: bool) -> bool:
+    # Mapped weights live in the page cache: they can be paged, but a model
+    # larger than RAM pages from disk on every token, so count them.
+    return e.vram <= vram and e.ram <= ram
+
+
+def max_gpu_layers(desc: ModelDescription, hw: HardwareInfo, s: FitSettings) -> int:
+    """The most layers (``n_layer + 1`` = all, output included) that fit in free VRAM."""
+    vram, _ = _budget(hw)
+    if not hw.gpu_offload:
+        return 0
+    lo, hi = 0, desc.n_layer + 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if estimate(desc, replace(s, n_gpu_layers=mid, gpu=True)).vram <= vram:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def check_fit(desc: ModelDescription, hw: HardwareInfo, s: FitSettings) -> Fit:
+    """Whether these exact settings fit."""
+    vram, ram = _budget(hw)
+    e = estimate(desc, replace(s, gpu=hw.gpu_offload))
+    need = f"needs {e.vram / MIB:,.0f} MiB VRAM + {e.ram / MIB:,.0f} MiB RAM"
+    if not _ok(e, vram, ram, s.use_mmap):
+        return Fit(
+            NO_FIT,
+            e.gpu_layers,
+            e,
+            f"Does not fit: {need}, {vram / MIB:,.0f} MiB VRAM + {ram / MIB:,.0f} MiB RAM free.",
+        )
+    if e.gpu_layers == 0:
+        return Fit(RAM_ONLY, 0, e, f"Runs from RAM only: {need}.")
+    if e.gpu_layers > desc.n_layer:
+        return Fit(GPU_FULL, e.gpu_layers, e, f"Fits fully on the GPU: {need}.")
+    return Fit(
+        GPU_PARTIAL, e.gpu_layers, e, f"{e.gpu_layers} of {desc.n_layer} layers on the GPU: {need}."
+    )
+
+
+def best_fit(desc: ModelDescription, hw: HardwareInfo, s: FitSettings) -> Fit:
+    """The fit with the most GPU layers that fit (the settings' n_gpu_layers ignored)."""
+    ngl = max_gpu_layers(desc, hw, s)
+    return check_fit(desc, hw, replace(s, n_gpu_layers=ngl))
+
+
+def max_context(desc: ModelDescription, hw: HardwareInfo, s: FitSettings) -> int:
+    """The largest context (a multiple of 256, up to the trained one) that fits; 0 if none."""
+    top = max(256, desc.n_ctx_train or 131072) // 256
+    lo, hi = 0, top
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if check_fit(desc, hw, replace(s, n_ctx=mid * 256)).fits:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo * 256
+
+
+def scaled(desc: ModelDescription, file_bytes: int) -> ModelDescription:
+    """The same model at another quant: weights scaled to the file size."""
+    f = file_bytes / max(1, desc.weights_bytes)
+    return replace(
+        desc,
+        layer_bytes=[int(b * f) for b in desc.layer_bytes],
+        layer_repack_bytes=[0] * desc.n_layer,
+        input_bytes=int(desc.input_bytes * f),
+        output_bytes=int(desc.output_bytes * f),
+        output_repack_bytes=0,
+    )
+
+
+@dataclass(frozen=True)
+class QuantAdvice:
+    """One quant of a model: its label, size, fit, and whether it is the one to take."""
+
+    filename: str
+    label: str
+    size: int
+    fit: Fit
+    recommended: bool = False
+
+
+def advise(
+    quants: list[tuple[str, int, ModelDescription]], hw: HardwareInfo, s: FitSettings
+) -> list[QuantAdvice]:
+    """Fit of each (filename, size, description) and the recommended one marked."""
+    rows = []
+    for filename, size, desc in quants:
+        rows.append(QuantAdvice(filename, quant_label(filename), size, best_fit(desc, hw, s)))
+    pick = _recommend(rows)
+    return [replace(r, recommended=(i == pick)) for i, r in enumerate(rows)]
+
+
+def _recommend(rows: list[QuantAdvice]) -> int | None:
+    def bits(r: QuantAdvice) -> float:
+        return QUANT_BITS.get(r.label, 99.0)
+
+    usable = [i for i, r in enumerate(rows) if r.fit.fits and bits(r) <= 8.5]
+    if not usable:
+        usable = [i for i, r in enumerate(rows) if r.fit.fits]
+    if not usable:
+        return None
+    full = [i for i in usable if rows[i].fit.kind == GPU_FULL]
+    if full:  # the best quality that sits fully on the GPU
+        return max(full, key=lambda i: bits(rows[i]))
+    # Split or CPU: decoding is bandwidth-bound; a 4-bit K-quant is the sweet spot.
+    four = [i for i in usable if 4.3 <= bits(rows[i]) <= 5.0]
+    pool = four or usable
+    return max(pool, key=lambda i: (rows[i].fit.gpu_layers, bits(rows[i])))

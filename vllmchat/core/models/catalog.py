@@ -1,0 +1,165 @@
+"""Hugging Face catalog: a repository's GGUF quants, search, and remote headers.
+
+All requests go through ``huggingface_hub`` (so ``HF_ENDPOINT`` and
+``HF_TOKEN`` are honoured); a remote header is read with HTTP range requests,
+so a quant's fit is known before it is downloaded.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from vllmchat.core.gguf_header import GGUFHeader, NeedMoreBytes, parse_header
+from vllmchat.core.models.advisor import quant_label
+
+SPLIT_RE = re.compile(r"^(?P<stem>.*)-(?P<part>\d{5})-of-(?P<total>\d{5})\.gguf$")
+
+
+class CatalogError(RuntimeError):
+    """A hub request failed; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    """One file of a repository, with what is needed to verify it."""
+
+    filename: str
+    size: int
+    sha256: str | None
+
+
+@dataclass(frozen=True)
+class QuantFile:
+    """One quant of a model: a single GGUF or a split set treated as one."""
+
+    repo: str
+    label: str
+    parts: list[RemoteFile] = field(default_factory=list)
+    revision: str = "main"
+
+    @property
+    def filename(self) -> str:
+        """The first part: what llama.cpp opens."""
+        return self.parts[0].filename
+
+    @property
+    def size(self) -> int:
+        return sum(p.size for p in self.parts)
+
+    @property
+    def is_split(self) -> bool:
+        return len(self.parts) > 1
+
+
+@dataclass(frozen=True)
+class RepoHit:
+    """A search result."""
+
+    repo: str
+    downloads: int = 0
+    likes: int = 0
+
+
+def _hub_error(exc: Exception, repo: str) -> CatalogError:
+    from huggingface_hub.errors import (
+        GatedRepoError,
+        HfHubHTTPError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    if isinstance(exc, GatedRepoError):
+        return CatalogError(f"{repo} is gated: accept its license on the hub, then set HF_TOKEN.")
+    if isinstance(exc, RepositoryNotFoundError):
+        return CatalogError(f"{repo} was not found (if it is private, set HF_TOKEN).")
+    if isinstance(exc, RevisionNotFoundError):
+        return CatalogError(f"{repo} has no such revision.")
+    if isinstance(exc, HfHubHTTPError):
+        return CatalogError(f"The hub refused the request for {repo}: {exc}".split("\n")[0])
+    return CatalogError(f"Cannot reach the hub ({type(exc).__name__}: {exc}).")
+
+
+def group_quants(repo: str, files: list[RemoteFile], revision: str = "main") -> list[QuantFile]:
+    """Group a repository's GGUF files into quants, split sets as one; sorted by size."""
+    singles: list[QuantFile] = []
+    splits: dict[str, list[RemoteFile]] = {}
+    for f in files:
+        name = f.filename.rsplit("/", 1)[-1]
+        if not name.endswith(".gguf") or name.startswith("mmproj"):
+            continue
+        m = SPLIT_RE.match(f.filename)
+        if m:
+            splits.setdefault(m.group("stem"), []).append(f)
+        else:
+            singles.append(QuantFile(repo, quant_label(name), [f], revision))
+    for stem, parts in splits.items():
+        parts.sort(key=lambda p: p.filename)
+        singles.append(QuantFile(repo, quant_label(stem + ".gguf"), parts, revision))
+    return sorted(singles, key=lambda q: q.size)
+
+
+def list_quants(repo: str, *, revision: str = "main", token: str | None = None) -> list[QuantFile]:
+    """The GGUF quants of a repository, with sizes and LFS hashes."""
+    from huggingface_hub import HfApi
+
+    try:
+        info = HfApi(token=token).model_info(repo, revision=revision, files_metadata=True)
+    except Exception as exc:
+        raise _hub_error(exc, repo) from exc
+    files = [
+        RemoteFile(
+            s.rfilename,
+            int(s.size or (s.lfs.size if s.lfs else 0)),
+            s.lfs.sha256 if s.lfs else None,
+        )
+        for s in info.siblings or []
+    ]
+    return group_quants(repo, files, revision)
+
+
+def search(text: str, *, limit: int = 20, token: str | None = None) -> list[RepoHit]:
+    """GGUF repositories matching ``text``, most downloaded first."""
+    from huggingface_hub import HfApi
+
+    try:
+        models = HfApi(token=token).list_models(
+            search=text, filter="gguf", sort="downloads", limit=limit
+        )
+        return [RepoHit(m.id, m.downloads or 0, m.likes or 0) for m in models]
+    except Exception as exc:
+        raise _hub_error(exc, f"search {text!r}") from exc
+
+
+def remote_header(
+    repo: str,
+    filename: str,
+    *,
+    revision: str = "main",
+    token: str | None = None,
+    first_bytes: int = 1 << 20,
+) -> GGUFHeader:
+    """Parse a remote GGUF's header by fetching only its first bytes."""
+    from huggingface_hub import hf_hub_url
+    from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+
+    url = hf_hub_url(repo, filename, revision=revision)
+    have = b""
+    want = first_bytes
+    for _ in range(12):
+        headers = build_hf_headers(token=token)
+        headers["Range"] = f"bytes={len(have)}-{want - 1}"
+        try:
+            response = get_session().get(url, headers=headers, follow_redirects=True)
+            hf_raise_for_status(response)
+        except Exception as exc:
+            raise _hub_error(exc, repo) from exc
+        chunk = response.content
+        have = (have + chunk) if response.status_code == 206 else chunk
+        try:
+            return parse_header(have)
+        except NeedMoreBytes as more:
+            if len(have) < want:  # the file ended
+                raise CatalogError(f"{filename} ends inside its header.") from more
+            want = max(more.needed, want * 2)
+    raise CatalogError(f"The header of {filename} is implausibly large.")
