@@ -114,7 +114,7 @@ def test_missing_and_gated_repositories_get_clear_messages(small_repo, monkeypat
     with pytest.raises(CatalogError, match="not found"):
         list_quants("nobody/nothing")
     small_repo.repos[REPO].gated = True
-    with pytest.raises(CatalogError, match="gated.*HF_TOKEN"):
+    with pytest.raises(CatalogError, match=r"gated.*HF_TOKEN"):
         list_quants(REPO)
     monkeypatch.setenv("HF_TOKEN", small_repo.token)
     assert list_quants(REPO, token=small_repo.token)
