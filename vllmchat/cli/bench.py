@@ -9,7 +9,7 @@ from typing import Any
 
 def register(sub: Any) -> None:
     p = sub.add_parser("bench", help="benchmarks (prints JSON)")
-    p.add_argument("name", choices=["engine"])
+    p.add_argument("name", choices=["engine", "estimate"])
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--model", help="GGUF to use (default: the demo model)")
     p.add_argument("--quick", action="store_true", help="fewer repetitions")
@@ -17,9 +17,14 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vllmchat.bench import engine_bench
+    if args.name == "estimate":
+        from vllmchat.bench import estimate_bench
 
-    result = engine_bench.run(model=args.model, quick=args.quick)
+        result = estimate_bench.run(quick=args.quick)
+    else:
+        from vllmchat.bench import engine_bench
+
+        result = engine_bench.run(model=args.model, quick=args.quick)
     if args.json:
         print(json.dumps(result))
     else:

@@ -85,6 +85,7 @@ class LlamaRuntime:
         header = check_model_file(settings.model_path)
         self.settings = settings
         start = time.perf_counter()
+        llama_log.install()
         mark = llama_log.mark()
         stage = "model"
         try:
@@ -111,7 +112,6 @@ class LlamaRuntime:
                 stage = "context"
             raise _classify_load_failure(lines, settings, stage) from exc
         self.load_s = time.perf_counter() - start
-        llama_log.install()
         self._vocab = llama_cpp.llama_model_get_vocab(self.llm.model)
         self._piece_buf = ctypes.create_string_buffer(256)
         self._token_cache: OrderedDict[tuple[str, bool], list[int]] = OrderedDict()

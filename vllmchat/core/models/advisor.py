@@ -135,6 +135,10 @@ def scaled(desc: ModelDescription, file_bytes: int) -> ModelDescription:
         input_bytes=int(desc.input_bytes * f),
         output_bytes=int(desc.output_bytes * f),
         output_repack_bytes=0,
+        tensors=[
+            replace(t, offset=int(t.offset * f), n_bytes=int(t.n_bytes * f), repack=False)
+            for t in desc.tensors
+        ],
     )
 
 

@@ -29,6 +29,16 @@ def _per_layer(value: Any, n_layer: int, default: int) -> list[int]:
 
 
 @dataclass(frozen=True)
+class TensorPlace:
+    """Where a tensor sits in the file and which layer it belongs to."""
+
+    offset: int
+    n_bytes: int
+    layer: int  # -1: token embeddings, -2: output head and norm
+    repack: bool
+
+
+@dataclass(frozen=True)
 class ModelDescription:
     """Shapes and sizes of a model, enough to estimate its memory."""
 
@@ -52,6 +62,7 @@ class ModelDescription:
     output_repack_bytes: int
     tied_output: bool = False  # no output.weight: the head reuses token embeddings
     tensor_types: dict[str, int] = field(default_factory=dict)  # bytes by quant type
+    tensors: list[TensorPlace] = field(default_factory=list)
     chat_template: str | None = None
     file_type: int | None = None
 
@@ -90,18 +101,33 @@ def describe(header: GGUFHeader) -> ModelDescription:
     types: dict[str, int] = defaultdict(int)
     input_bytes = output_bytes = output_repack = 0
     n_vocab = int(header.array_lengths.get("tokenizer.ggml.tokens", get("vocab_size", 0) or 0))
+    places = []
     for t in header.tensors:
         types[t.type_name] += t.n_bytes
-        repack = t.n_bytes if t.type_name in REPACKED_TYPES and len(t.shape) == 2 else 0
         m = _LAYER_RE.match(t.name)
+        embd = t.name.startswith("token_embd")
+        repack = (
+            t.n_bytes
+            if (
+                t.type_name in REPACKED_TYPES
+                and len(t.shape) == 2
+                and not embd
+                and t.shape[1] % 8 == 0
+            )
+            else 0
+        )
         if m and int(m.group(1)) < n_layer:
-            layer_bytes[int(m.group(1))] += t.n_bytes
-            layer_repack[int(m.group(1))] += repack
-        elif t.name.startswith("token_embd"):
+            layer = int(m.group(1))
+            layer_bytes[layer] += t.n_bytes
+            layer_repack[layer] += repack
+        elif embd:
+            layer = -1
             input_bytes += t.n_bytes
         else:
+            layer = -2
             output_bytes += t.n_bytes
             output_repack += repack
+        places.append(TensorPlace(t.offset, t.n_bytes, layer, bool(repack)))
     return ModelDescription(
         architecture=arch,
         name=str(header.metadata.get("general.name", "")),
@@ -123,6 +149,7 @@ def describe(header: GGUFHeader) -> ModelDescription:
         output_repack_bytes=output_repack,
         tied_output=not any(t.name == "output.weight" for t in header.tensors),
         tensor_types=dict(types),
+        tensors=places,
         chat_template=header.metadata.get("tokenizer.chat_template"),
         file_type=header.metadata.get("general.file_type"),
     )

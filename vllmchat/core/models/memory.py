@@ -100,14 +100,42 @@ def kv_bytes_per_layer(desc: ModelDescription, s: FitSettings) -> list[int]:
 
 
 def _compute_bytes(desc: ModelDescription, s: FitSettings) -> int:
-    """Peak of llama.cpp's worst-case graph (a full ubatch)."""
-    ub = s.n_ubatch
+    """Peak of llama.cpp's worst-case graph (a full ubatch), per token times n_ubatch.
+
+    Fitted to the compute buffers llama.cpp reports: the larger of the attention
+    phase (scores of every head over the whole cache without flash attention),
+    the feed-forward phase, and the output phase (logits of the whole ubatch).
+    """
     n_kv = _pad(max(s.n_ctx, 1), 256)
+    e, f = desc.n_embd, desc.n_ff
     n_head = max(desc.n_head) if desc.n_head else 1
-    ffn = 2 * desc.n_ff * 4
-    attention = n_kv * 6 if s.flash_attn else n_kv * (n_head + 1) * 4
-    output = (desc.n_vocab + 2 * desc.n_embd) * 4
-    return ub * max(output, attention + ffn)
+    kv_dim = max(desc.n_head_kv, default=1) * desc.head_dim_k
+    ffn = 12 * f + 12 * e + 2 * n_kv + 20
+    output = 4 * (desc.n_vocab + 2 * e)
+    if s.flash_attn:
+        attention = 49 * e + 2 * n_kv
+    else:
+        attention = 20 * e + 8 * kv_dim + 4 * (n_head + 1) * n_kv + 20
+    return s.n_ubatch * max(attention, ffn, output)
+
+
+def _cpu_weights(
+    desc: ModelDescription, on_gpu: list[bool], output_gpu: bool, use_mmap: bool
+) -> int:
+    """CPU weight buffers: repacked copies, plus the mapped file span (or the bytes)."""
+    repack = 0
+    start, end, plain = None, 0, 0
+    for t in desc.tensors:
+        if (t.layer >= 0 and on_gpu[t.layer]) or (t.layer == -2 and output_gpu):
+            continue
+        if t.repack:
+            repack += t.n_bytes
+            continue
+        plain += t.n_bytes
+        start = t.offset if start is None else min(start, t.offset)
+        end = max(end, t.offset + t.n_bytes)
+    mapped = (end - start) if (use_mmap and start is not None) else plain
+    return mapped + repack
 
 
 def estimate(desc: ModelDescription, s: FitSettings) -> MemoryEstimate:
@@ -118,16 +146,10 @@ def estimate(desc: ModelDescription, s: FitSettings) -> MemoryEstimate:
     on_gpu = [i >= first_gpu for i in range(n_layer)]
     output_gpu = ngl > n_layer
     w_gpu = sum(b for b, g in zip(desc.layer_bytes, on_gpu, strict=False) if g)
-    w_cpu = desc.input_bytes + sum(
-        b + r
-        for b, r, g in zip(desc.layer_bytes, desc.layer_repack_bytes, on_gpu, strict=False)
-        if not g
-    )
     out_bytes = desc.input_bytes if desc.tied_output else desc.output_bytes
     if output_gpu:
         w_gpu += out_bytes
-    elif not desc.tied_output:
-        w_cpu += desc.output_bytes + desc.output_repack_bytes
+    w_cpu = _cpu_weights(desc, on_gpu, output_gpu, s.use_mmap)
     kv = kv_bytes_per_layer(desc, s)
     kv_gpu = sum(b for b, g in zip(kv, on_gpu, strict=False) if g)
     compute = _compute_bytes(desc, s)
