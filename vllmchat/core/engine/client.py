@@ -195,6 +195,12 @@ class EngineClient:
     def import_state(self, path: str) -> dict[str, Any]:
         return self._call("import_state", str(path))
 
+    def remember_replies(self, replies: Sequence[tuple[str, Sequence[int]]]) -> None:
+        """Tell the engine the sampled ids of earlier replies (after a restart or reopen)."""
+        pairs = [(text, list(ids)) for text, ids in replies if ids]
+        if pairs:
+            self._call("remember_replies", pairs)
+
     def kv(self) -> dict[str, Any]:
         return self._call("kv")
 

@@ -125,6 +125,7 @@ class DoneEvent:
     text: str
     stop_reason: str
     stats: TurnStats = field(default_factory=TurnStats)
+    token_ids: tuple[int, ...] = ()  # the reply as sampled, to reuse its KV cache later
 
     @property
     def partial(self) -> bool:

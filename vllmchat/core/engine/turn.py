@@ -178,7 +178,7 @@ def _decode_loop(
     if error is not None:
         emit(ErrorEvent(error.kind, error.message, partial_text=reply))
         return
-    emit(DoneEvent(reply, reason, stats))
+    emit(DoneEvent(reply, reason, stats, tuple(ids)))
     settle_pending(rt)
 
 

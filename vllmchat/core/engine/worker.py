@@ -163,8 +163,10 @@ class Worker:
             raise EngineError(ErrorKind.STATE_MISMATCH, "llama.cpp refused the saved state.")
         return {"tokens": len(state.tokens)}
 
-    def op_remember_reply(self, text: str, ids: list[int]) -> None:
-        self.require_runtime().remember_reply(text, ids)
+    def op_remember_replies(self, pairs: list[tuple[str, list[int]]]) -> None:
+        rt = self.require_runtime()
+        for text, ids in pairs:
+            rt.remember_reply(text, ids)
 
     def op_kv(self) -> dict[str, Any]:
         rt = self.require_runtime()

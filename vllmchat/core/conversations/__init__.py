@@ -1,0 +1,1 @@
+"""Conversations: a durable store, the context budget, summaries, saved KV states."""

@@ -1,0 +1,74 @@
+"""The SQLite schema of the conversation store, versioned with migrations."""
+
+from __future__ import annotations
+
+import sqlite3
+
+MIGRATIONS: list[str] = [
+    # 1: conversations, a tree of messages (branches), summaries, full-text search.
+    """
+    CREATE TABLE conversations (
+        id INTEGER PRIMARY KEY,
+        title TEXT NOT NULL DEFAULT '',
+        system_prompt TEXT NOT NULL DEFAULT '',
+        created REAL NOT NULL,
+        updated REAL NOT NULL,
+        leaf_id INTEGER
+    );
+    CREATE TABLE messages (
+        id INTEGER PRIMARY KEY,
+        conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        parent_id INTEGER REFERENCES messages(id) ON DELETE CASCADE,
+        role TEXT NOT NULL CHECK (role IN ('user', 'assistant', 'system')),
+        content TEXT NOT NULL,
+        created REAL NOT NULL,
+        tokens INTEGER NOT NULL DEFAULT 0,
+        token_ids TEXT,
+        model TEXT NOT NULL DEFAULT '',
+        settings TEXT NOT NULL DEFAULT '{}',
+        stats TEXT NOT NULL DEFAULT '{}',
+        partial INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX messages_by_conversation ON messages(conversation_id, id);
+    CREATE INDEX messages_by_parent ON messages(parent_id);
+    CREATE TABLE summaries (
+        id INTEGER PRIMARY KEY,
+        conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        content TEXT NOT NULL,
+        first_message_id INTEGER NOT NULL,
+        last_message_id INTEGER NOT NULL,
+        created REAL NOT NULL,
+        tokens INTEGER NOT NULL DEFAULT 0,
+        edited INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX summaries_by_conversation ON summaries(conversation_id, last_message_id);
+    CREATE VIRTUAL TABLE messages_fts USING fts5(
+        content, content='messages', content_rowid='id', tokenize='unicode61'
+    );
+    CREATE TRIGGER messages_ai AFTER INSERT ON messages BEGIN
+        INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+    END;
+    CREATE TRIGGER messages_ad AFTER DELETE ON messages BEGIN
+        INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+    END;
+    CREATE TRIGGER messages_au AFTER UPDATE OF content ON messages BEGIN
+        INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+        INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+    END;
+    """,
+]
+
+
+def migrate(db: sqlite3.Connection) -> int:
+    """Bring the database to the newest schema; returns the version."""
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    if version > len(MIGRATIONS):
+        raise RuntimeError(
+            f"The conversation store is version {version}, newer than this vllmchat "
+            f"({len(MIGRATIONS)}); update vllmchat."
+        )
+    for number in range(version + 1, len(MIGRATIONS) + 1):
+        with db:
+            db.executescript("BEGIN;" + MIGRATIONS[number - 1] + f"PRAGMA user_version={number};"
+                             "COMMIT;")
+    return len(MIGRATIONS)

@@ -1,0 +1,271 @@
+"""A chat session: one conversation of the store, answered by the engine.
+
+Before every turn the prompt is fitted into ``n_ctx`` minus the reply's
+reserve: summarize (the loaded model summarizes the turns before the last N,
+incrementally), keep the last N turns, or stop and ask. Nothing is cut
+silently: a ``PromptPlanEvent`` says which history the model is given.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, replace
+from typing import Any
+
+from vllmchat.core.conversations.policy import ContextPolicy, PromptPlanEvent, SummaryEvent
+from vllmchat.core.conversations.store import ROOT, ConversationStore, Message, Summary
+from vllmchat.core.conversations.summarize import (
+    SummaryOutcome,
+    clean_summary,
+    summary_request,
+)
+from vllmchat.core.engine import (
+    DoneEvent,
+    EngineClient,
+    ErrorEvent,
+    ErrorKind,
+    Event,
+    StatsEvent,
+    TokenEvent,
+)
+from vllmchat.core.settings import SamplingSettings
+
+SAVE_EVERY_S = 1.0
+
+
+def _turn_starts(path: list[Message]) -> list[int]:
+    return [i for i, m in enumerate(path) if m.role == "user"]
+
+
+class ChatSession:
+    """Send, regenerate, edit and summarize one conversation."""
+
+    def __init__(self, store: ConversationStore, client: EngineClient, conversation_id: int, *,
+                 sampling: SamplingSettings | None = None, policy: ContextPolicy | None = None,
+                 model_name: str = "") -> None:
+        self.store = store
+        self.client = client
+        self.conversation_id = conversation_id
+        self.sampling = sampling or SamplingSettings()
+        self.policy = policy or ContextPolicy()
+        self.model_name = model_name
+        self._stopped = False
+        self._turns_since_summary = 0
+
+    # -- prompt ----------------------------------------------------------------
+    def _prompt(self, path: list[Message], summary: Summary | None, start: int
+                ) -> list[dict[str, str]]:
+        system = self.store.conversation(self.conversation_id).system_prompt
+        if summary is not None:
+            system = (system + "\n\n" if system else "") + (
+                "Summary of the earlier conversation: " + summary.content)
+        prompt = [{"role": "system", "content": system}] if system else []
+        prompt += [{"role": m.role, "content": m.content} for m in path[start:]]
+        return prompt
+
+    def _verbatim_start(self, path: list[Message], summary: Summary | None) -> int:
+        if summary is None:
+            return 0
+        ids = [m.id for m in path]
+        return ids.index(summary.last_message_id) + 1
+
+    def plan(self, path: list[Message]) -> tuple[list[dict[str, str]], PromptPlanEvent]:
+        """The prompt for ``path`` under the current summary, and what it contains."""
+        summary = self.store.summary_for(self.conversation_id, path)
+        start = self._verbatim_start(path, summary)
+        prompt = self._prompt(path, summary, start)
+        n = len(self.client.render(prompt))
+        first = path[start].id if start < len(path) else None
+        n_ctx = self.client.info.n_ctx
+        return prompt, PromptPlanEvent(n, n_ctx, summary.id if summary else None, first, 0)
+
+    def _budget(self) -> int:
+        return self.client.info.n_ctx - min(self.sampling.max_tokens, self.client.info.n_ctx // 2)
+
+    # -- turns -----------------------------------------------------------------------
+    def send(self, text: str) -> Iterator[Event | PromptPlanEvent | SummaryEvent]:
+        """Store the user's message and stream the reply."""
+        if not text.strip():
+            yield ErrorEvent(ErrorKind.BAD_REQUEST, "The message is empty.")
+            return
+        self.store.add_message(self.conversation_id, "user", text)
+        yield from self._answer()
+
+    def regenerate(self) -> Iterator[Event | PromptPlanEvent | SummaryEvent]:
+        """A new reply to the last user message; the old reply stays as a branch."""
+        path = self.store.path(self.conversation_id)
+        while path and path[-1].role != "user":
+            path.pop()
+        if not path:
+            yield ErrorEvent(ErrorKind.BAD_REQUEST, "There is no message to answer.")
+            return
+        self.store.set_leaf(self.conversation_id, path[-1].id)
+        yield from self._answer()
+
+    def edit(self, message_id: int, text: str) -> Iterator[Event | PromptPlanEvent | SummaryEvent]:
+        """Replace a user message with ``text`` on a new branch and answer it."""
+        original = self.store.message(message_id)
+        if original.role != "user":
+            yield ErrorEvent(ErrorKind.BAD_REQUEST, "Only your own messages can be edited.")
+            return
+        self.store.add_message(self.conversation_id, "user", text,
+                               parent_id=original.parent_id or ROOT)
+        yield from self._answer()
+
+    def stop(self) -> None:
+        """Stop the reply or the summary in progress (any thread)."""
+        self._stopped = True
+        self.client.stop()
+
+    def _answer(self) -> Iterator[Event | PromptPlanEvent | SummaryEvent]:
+        self._stopped = False
+        path = self.store.path(self.conversation_id)
+        prompt, plan = self.plan(path)
+        if self._should_summarize(plan, path):
+            for event in self._summarize(path):
+                yield event
+                if isinstance(event, SummaryEvent) and event.status == "cancelled":
+                    return
+            prompt, plan = self.plan(path)
+        if plan.prompt_tokens > self._budget():
+            if self.policy.mode == "ask":
+                yield ErrorEvent(ErrorKind.CONTEXT_FULL, (
+                    f"The conversation ({plan.prompt_tokens:,} tokens) no longer fits the "
+                    f"context ({plan.n_ctx:,}): summarize it or start a new one."))
+                return
+            prompt, plan = self._keep_last(path, plan)
+        yield plan
+        if plan.prompt_tokens >= plan.n_ctx:
+            yield ErrorEvent(ErrorKind.PROMPT_TOO_LONG,
+                             f"The message alone is {plan.prompt_tokens:,} tokens; the "
+                             f"context holds {plan.n_ctx:,}.")
+            return
+        yield from self._stream_reply(prompt, plan)
+        self._turns_since_summary += 1
+
+    def _keep_last(self, path: list[Message], plan: PromptPlanEvent
+                   ) -> tuple[list[dict[str, str]], PromptPlanEvent]:
+        """Drop the oldest turns from the prompt (never from the store) until it fits."""
+        summary = self.store.summary_for(self.conversation_id, path)
+        start = self._verbatim_start(path, summary)
+        starts = [i for i in _turn_starts(path) if i >= start]
+        prompt = self._prompt(path, summary, start)
+        for cut in starts[1:] + [len(path) - 1]:
+            prompt = self._prompt(path, summary, cut)
+            n = len(self.client.render(prompt))
+            plan = PromptPlanEvent(n, plan.n_ctx, summary.id if summary else None,
+                                   path[cut].id, cut - start)
+            if n <= self._budget():
+                break
+        return prompt, plan
+
+    def _stream_reply(self, prompt: list[dict[str, str]], plan: PromptPlanEvent
+                      ) -> Iterator[Event]:
+        room = plan.n_ctx - plan.prompt_tokens
+        sampling = replace(self.sampling, max_tokens=max(1, min(self.sampling.max_tokens, room)))
+        reply = self.store.add_message(self.conversation_id, "assistant", "", partial=True,
+                                       model=self.model_name, settings=asdict(sampling))
+        parts: list[str] = []
+        saved_at = time.monotonic()
+        for event in self.client.chat(prompt, sampling):
+            if isinstance(event, TokenEvent):
+                parts.append(event.text)
+                if time.monotonic() - saved_at > SAVE_EVERY_S:
+                    self.store.update_message(reply.id, content="".join(parts))
+                    saved_at = time.monotonic()
+            elif isinstance(event, DoneEvent):
+                stats = asdict(event.stats)
+                self.store.update_message(reply.id, content=event.text,
+                                          partial=event.stop_reason == "stopped",
+                                          token_ids=event.token_ids,
+                                          tokens=len(event.token_ids), stats=stats)
+            elif isinstance(event, ErrorEvent):
+                text = event.partial_text or "".join(parts)
+                if text:
+                    self.store.update_message(reply.id, content=text, partial=True)
+                else:
+                    self.store.set_leaf(self.conversation_id, reply.parent_id)
+            yield event
+
+    # -- summaries ---------------------------------------------------------------------
+    def _should_summarize(self, plan: PromptPlanEvent, path: list[Message]) -> bool:
+        if self.policy.mode != "summarize":
+            return False
+        over = plan.prompt_tokens > self.policy.threshold * plan.n_ctx
+        periodic = bool(self.policy.every_k_turns) and (
+            self._turns_since_summary >= self.policy.every_k_turns)
+        return (over or periodic or plan.prompt_tokens > self._budget()) and bool(
+            self._to_summarize(path))
+
+    def _to_summarize(self, path: list[Message]) -> list[Message]:
+        """Messages newly falling out: after the current summary, before the last N turns."""
+        summary = self.store.summary_for(self.conversation_id, path)
+        start = self._verbatim_start(path, summary)
+        starts = [i for i in _turn_starts(path) if i >= start]
+        keep = max(1, self.policy.keep_last_turns + 1)  # + the new message
+        if len(starts) <= keep:
+            return []
+        return path[start : starts[-keep]]
+
+    def summarize(self) -> Iterator[SummaryEvent | Event]:
+        """Summarize now (the user asked), whatever the thresholds say."""
+        self._stopped = False
+        yield from self._summarize(self.store.path(self.conversation_id))
+
+    def _summarize(self, path: list[Message]) -> Iterator[SummaryEvent | Event]:
+        old = self._to_summarize(path)
+        if not old:
+            yield SummaryEvent("fallback", message="Nothing old enough to summarize yet.")
+            return
+        previous = self.store.summary_for(self.conversation_id, path)
+        yield SummaryEvent("started", message=f"Summarizing {len(old)} messages…")
+        outcome, prefill = self._ask_for_summary(previous, old)
+        if outcome.cancelled:
+            yield SummaryEvent("cancelled", message="Summarizing was cancelled.")
+            return
+        if not outcome.ok:
+            yield SummaryEvent("fallback", message=f"{outcome.reason} Keeping the last "
+                               f"{self.policy.keep_last_turns} turns instead.")
+            return
+        first = previous.first_message_id if previous else old[0].id
+        summary = self.store.add_summary(self.conversation_id, outcome.text, first, old[-1].id,
+                                         tokens=len(self.client.tokenize(outcome.text)))
+        self._turns_since_summary = 0
+        yield SummaryEvent("done", outcome.text, summary.id, f"Summarized {len(old)} messages.",
+                           prefill)
+
+    def _ask_for_summary(self, previous: Summary | None, old: list[Message]
+                         ) -> tuple[SummaryOutcome, int]:
+        request = summary_request(previous.content if previous else None, old,
+                                  self.policy.summary_max_words)
+        sampling = SamplingSettings(temperature=0.2, top_k=20, repeat_penalty=1.15,
+                                    max_tokens=self.policy.summary_max_tokens, seed=0)
+        text, prefill = "", 0
+        for event in self.client.chat(request, sampling):
+            if isinstance(event, StatsEvent):
+                prefill = event.stats.tokens_prefilled
+            elif isinstance(event, ErrorEvent):
+                return SummaryOutcome(reason=f"Summarizing failed: {event.message}"), prefill
+            elif isinstance(event, DoneEvent):
+                if event.stop_reason == "stopped" or self._stopped:
+                    return SummaryOutcome(cancelled=True), prefill
+                text = clean_summary(event.text, self.policy.summary_max_words)
+        if not text:
+            return SummaryOutcome(reason="The summary came back empty."), prefill
+        replaced = (previous.content + " " if previous else "") + " ".join(m.content for m in old)
+        if len(self.client.tokenize(text)) >= len(self.client.tokenize(replaced)):
+            return SummaryOutcome(reason="The summary was longer than what it replaces."), prefill
+        return SummaryOutcome(text, ok=True), prefill
+
+    # -- reopening -----------------------------------------------------------------------
+    def prime(self) -> None:
+        """Tell the engine the sampled ids of this branch's replies (KV reuse after reopen)."""
+        path = self.store.path(self.conversation_id)
+        self.client.remember_replies([(m.content, m.token_ids) for m in path
+                                      if m.role == "assistant" and m.token_ids])
+
+    def context_info(self) -> dict[str, Any]:
+        """Tokens the next prompt would use, and where the summary begins."""
+        _, plan = self.plan(self.store.path(self.conversation_id))
+        return asdict(plan)

@@ -1,0 +1,296 @@
+"""A durable conversation store on SQLite (WAL): messages in a tree, summaries, search."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vllmchat.core.conversations.schema import migrate
+
+
+@dataclass(frozen=True)
+class Message:
+    """One message; ``parent_id`` links the branch it belongs to."""
+
+    id: int
+    conversation_id: int
+    parent_id: int | None
+    role: str
+    content: str
+    created: float
+    tokens: int = 0
+    token_ids: tuple[int, ...] = ()
+    model: str = ""
+    settings: dict[str, Any] = field(default_factory=dict)
+    stats: dict[str, Any] = field(default_factory=dict)
+    partial: bool = False
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A summary of the messages from ``first_message_id`` to ``last_message_id``."""
+
+    id: int
+    conversation_id: int
+    content: str
+    first_message_id: int
+    last_message_id: int
+    created: float
+    tokens: int = 0
+    edited: bool = False
+
+
+@dataclass(frozen=True)
+class Conversation:
+    id: int
+    title: str
+    system_prompt: str
+    created: float
+    updated: float
+    leaf_id: int | None
+
+
+ROOT = 0  # parent_id meaning "no parent" (a new first message)
+
+
+class StoreError(ValueError):
+    """A request the store cannot honour; the message says why."""
+
+
+def title_from(text: str, words: int = 7) -> str:
+    """A title from the first words of a message."""
+    parts = text.split()
+    title = " ".join(parts[:words])
+    return (title[:60] + ("…" if len(parts) > words or len(title) > 60 else "")) or "New chat"
+
+
+class ConversationStore:
+    """All conversations of a user. Safe to use from several threads."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.file = Path(path)
+        self.file.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self.db = sqlite3.connect(self.file, check_same_thread=False, isolation_level=None)
+        self.db.row_factory = sqlite3.Row
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.execute("PRAGMA foreign_keys=ON")
+        self.db.execute("PRAGMA busy_timeout=5000")
+        self.version = migrate(self.db)
+
+    def close(self) -> None:
+        with self._lock:
+            self.db.close()
+
+    def _write(self, sql: str, args: tuple[Any, ...] = ()) -> sqlite3.Cursor:
+        with self._lock:
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                cur = self.db.execute(sql, args)
+                self.db.execute("COMMIT")
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
+            return cur
+
+    # -- conversations ---------------------------------------------------------
+    def create(self, *, title: str = "", system_prompt: str = "") -> Conversation:
+        now = time.time()
+        cur = self._write(
+            "INSERT INTO conversations(title, system_prompt, created, updated) VALUES (?,?,?,?)",
+            (title, system_prompt, now, now),
+        )
+        return self.conversation(int(cur.lastrowid))
+
+    def conversation(self, conversation_id: int) -> Conversation:
+        row = self.db.execute("SELECT * FROM conversations WHERE id=?",
+                              (conversation_id,)).fetchone()
+        if row is None:
+            raise StoreError(f"There is no conversation {conversation_id}.")
+        return Conversation(row["id"], row["title"], row["system_prompt"], row["created"],
+                            row["updated"], row["leaf_id"])
+
+    def conversations(self) -> list[Conversation]:
+        rows = self.db.execute("SELECT * FROM conversations ORDER BY updated DESC").fetchall()
+        return [Conversation(r["id"], r["title"], r["system_prompt"], r["created"], r["updated"],
+                             r["leaf_id"]) for r in rows]
+
+    def rename(self, conversation_id: int, title: str) -> None:
+        self.conversation(conversation_id)
+        self._write("UPDATE conversations SET title=? WHERE id=?", (title.strip(), conversation_id))
+
+    def set_system_prompt(self, conversation_id: int, text: str) -> None:
+        self._write("UPDATE conversations SET system_prompt=? WHERE id=?", (text, conversation_id))
+
+    def delete(self, conversation_id: int) -> None:
+        self.conversation(conversation_id)
+        self._write("DELETE FROM conversations WHERE id=?", (conversation_id,))
+
+    def set_leaf(self, conversation_id: int, message_id: int | None) -> None:
+        self._write("UPDATE conversations SET leaf_id=?, updated=? WHERE id=?",
+                    (message_id, time.time(), conversation_id))
+
+    # -- messages --------------------------------------------------------------
+    def add_message(self, conversation_id: int, role: str, content: str, *,
+                    parent_id: int | None = None, tokens: int = 0,
+                    token_ids: tuple[int, ...] | list[int] = (), model: str = "",
+                    settings: dict[str, Any] | None = None, stats: dict[str, Any] | None = None,
+                    partial: bool = False, make_leaf: bool = True) -> Message:
+        """Append a message (committed at once) and make it the branch's tip."""
+        conv = self.conversation(conversation_id)
+        if parent_id is None and make_leaf:
+            parent_id = conv.leaf_id
+        if parent_id == ROOT:
+            parent_id = None
+        now = time.time()
+        with self._lock:
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                cur = self.db.execute(
+                    "INSERT INTO messages(conversation_id, parent_id, role, content, created,"
+                    " tokens, token_ids, model, settings, stats, partial)"
+                    " VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                    (conversation_id, parent_id, role, content, now, tokens,
+                     json.dumps(list(token_ids)) if token_ids else None, model,
+                     json.dumps(settings or {}), json.dumps(stats or {}), int(partial)),
+                )
+                mid = int(cur.lastrowid)
+                sets = "updated=?" + (", leaf_id=?" if make_leaf else "")
+                args: tuple[Any, ...] = (now, mid) if make_leaf else (now,)
+                if not conv.title and role == "user":
+                    sets += ", title=?"
+                    args += (title_from(content),)
+                self.db.execute(f"UPDATE conversations SET {sets} WHERE id=?",
+                                (*args, conversation_id))
+                self.db.execute("COMMIT")
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
+        return self.message(mid)
+
+    def update_message(self, message_id: int, *, content: str | None = None,
+                       partial: bool | None = None, tokens: int | None = None,
+                       token_ids: list[int] | tuple[int, ...] | None = None,
+                       stats: dict[str, Any] | None = None) -> None:
+        """Change a message in place (a streaming reply, an edited summary's source)."""
+        sets, args = [], []
+        for column, value in (("content", content), ("tokens", tokens),
+                              ("partial", None if partial is None else int(partial)),
+                              ("token_ids", None if token_ids is None else json.dumps(list(token_ids))),
+                              ("stats", None if stats is None else json.dumps(stats))):
+            if value is not None:
+                sets.append(f"{column}=?")
+                args.append(value)
+        if sets:
+            self._write(f"UPDATE messages SET {', '.join(sets)} WHERE id=?", (*args, message_id))
+
+    def message(self, message_id: int) -> Message:
+        row = self.db.execute("SELECT * FROM messages WHERE id=?", (message_id,)).fetchone()
+        if row is None:
+            raise StoreError(f"There is no message {message_id}.")
+        return _message(row)
+
+    def path(self, conversation_id: int, leaf_id: int | None = None) -> list[Message]:
+        """The messages of one branch, oldest first (default: the current branch)."""
+        if leaf_id is None:
+            leaf_id = self.conversation(conversation_id).leaf_id
+        if leaf_id is None:
+            return []
+        rows = self.db.execute(
+            "WITH RECURSIVE chain(id) AS (SELECT ? UNION ALL "
+            "SELECT m.parent_id FROM messages m JOIN chain c ON m.id=c.id "
+            "WHERE m.parent_id IS NOT NULL) "
+            "SELECT m.* FROM messages m JOIN chain c ON m.id=c.id ORDER BY m.id",
+            (leaf_id,),
+        ).fetchall()
+        return [_message(r) for r in rows]
+
+    def siblings(self, message_id: int) -> list[Message]:
+        """Alternatives of a message: the branches that start at its parent."""
+        m = self.message(message_id)
+        rows = self.db.execute(
+            "SELECT * FROM messages WHERE conversation_id=? AND parent_id IS ? ORDER BY id",
+            (m.conversation_id, m.parent_id),
+        ).fetchall()
+        return [_message(r) for r in rows]
+
+    def all_messages(self, conversation_id: int) -> list[Message]:
+        rows = self.db.execute("SELECT * FROM messages WHERE conversation_id=? ORDER BY id",
+                               (conversation_id,)).fetchall()
+        return [_message(r) for r in rows]
+
+    # -- summaries ---------------------------------------------------------------
+    def add_summary(self, conversation_id: int, content: str, first_message_id: int,
+                    last_message_id: int, *, tokens: int = 0) -> Summary:
+        cur = self._write(
+            "INSERT INTO summaries(conversation_id, content, first_message_id, last_message_id,"
+            " created, tokens) VALUES (?,?,?,?,?,?)",
+            (conversation_id, content, first_message_id, last_message_id, time.time(), tokens),
+        )
+        return self.summary(int(cur.lastrowid))
+
+    def edit_summary(self, summary_id: int, content: str) -> None:
+        self._write("UPDATE summaries SET content=?, edited=1 WHERE id=?", (content, summary_id))
+
+    def summary(self, summary_id: int) -> Summary:
+        row = self.db.execute("SELECT * FROM summaries WHERE id=?", (summary_id,)).fetchone()
+        if row is None:
+            raise StoreError(f"There is no summary {summary_id}.")
+        return _summary(row)
+
+    def summaries(self, conversation_id: int) -> list[Summary]:
+        rows = self.db.execute("SELECT * FROM summaries WHERE conversation_id=? ORDER BY id",
+                               (conversation_id,)).fetchall()
+        return [_summary(r) for r in rows]
+
+    def summary_for(self, conversation_id: int, path: list[Message]) -> Summary | None:
+        """The newest summary that covers a prefix of this branch."""
+        ids = {m.id for m in path}
+        for s in reversed(self.summaries(conversation_id)):
+            if s.last_message_id in ids and s.first_message_id in ids:
+                return s
+        return None
+
+    # -- search ------------------------------------------------------------------
+    def search(self, text: str, limit: int = 50) -> list[tuple[Conversation, Message, str]]:
+        """Messages matching ``text`` (full-text), with a highlighted snippet."""
+        query = " ".join('"' + w.replace('"', '""') + '"' for w in text.split())
+        if not query:
+            return []
+        rows = self.db.execute(
+            "SELECT m.*, snippet(messages_fts, 0, '[', ']', '…', 12) AS snip "
+            "FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid "
+            "WHERE messages_fts MATCH ? ORDER BY rank LIMIT ?",
+            (query, limit),
+        ).fetchall()
+        return [(self.conversation(r["conversation_id"]), _message(r), r["snip"]) for r in rows]
+
+    def integrity_check(self) -> str:
+        return self.db.execute("PRAGMA integrity_check").fetchone()[0]
+
+
+def _message(row: sqlite3.Row) -> Message:
+    return Message(
+        row["id"], row["conversation_id"], row["parent_id"], row["role"], row["content"],
+        row["created"], row["tokens"],
+        tuple(json.loads(row["token_ids"])) if row["token_ids"] else (),
+        row["model"], json.loads(row["settings"]), json.loads(row["stats"]), bool(row["partial"]),
+    )
+
+
+def _summary(row: sqlite3.Row) -> Summary:
+    return Summary(row["id"], row["conversation_id"], row["content"], row["first_message_id"],
+                   row["last_message_id"], row["created"], row["tokens"], bool(row["edited"]))
+
+
+def default_store() -> ConversationStore:
+    """The user's store in the data folder."""
+    from vllmchat.core.paths import data_dir
+
+    return ConversationStore(data_dir() / "conversations.sqlite3")
