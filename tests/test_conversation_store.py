@@ -22,8 +22,7 @@ def _chat(store, turns=3):
     conv = store.create(system_prompt="Be kind.")
     for i in range(turns):
         store.add_message(conv.id, "user", f"question {i} about zebras")
-        store.add_message(conv.id, "assistant", f"answer {i} about stripes",
-                          token_ids=[1, 2, 3])
+        store.add_message(conv.id, "assistant", f"answer {i} about stripes", token_ids=[1, 2, 3])
     return conv
 
 
@@ -58,8 +57,7 @@ def test_title_rename_delete(store):
 def test_branches_keep_the_old_messages(store):
     conv = _chat(store, 2)
     path = store.path(conv.id)
-    edited = store.add_message(conv.id, "user", "a different question",
-                               parent_id=path[1].id)
+    edited = store.add_message(conv.id, "user", "a different question", parent_id=path[1].id)
     assert [m.content for m in store.path(conv.id)][-1] == "a different question"
     assert len(store.siblings(edited.id)) == 2
     first = store.add_message(conv.id, "user", "new start", parent_id=ROOT)
@@ -104,16 +102,22 @@ def test_export_import_round_trip(store, tmp_path):
     assert a == b and back.title == conv.title and back.system_prompt == "Be kind."
     assert store.summaries(back.id)[0].content == "Zebras."
     assert to_markdown(store, back.id) == to_markdown(store, conv.id).replace(
-        f"# {conv.title}", f"# {back.title}")
+        f"# {conv.title}", f"# {back.title}"
+    )
 
 
-@pytest.mark.parametrize(("data", "words"), [
-    (b"\xff\xfe{not utf8", "not UTF-8"),
-    (b"{broken json", "not valid JSON"),
-    (json.dumps({"format": "other"}).encode(), "not a vllmchat conversation"),
-    (json.dumps({"format": "vllmchat-conversation", "messages": [{"role": "x"}]}).encode(),
-     "malformed"),
-])
+@pytest.mark.parametrize(
+    ("data", "words"),
+    [
+        (b"\xff\xfe{not utf8", "not UTF-8"),
+        (b"{broken json", "not valid JSON"),
+        (json.dumps({"format": "other"}).encode(), "not a vllmchat conversation"),
+        (
+            json.dumps({"format": "vllmchat-conversation", "messages": [{"role": "x"}]}).encode(),
+            "malformed",
+        ),
+    ],
+)
 def test_bad_import_files_get_clear_messages(store, tmp_path, data, words):
     path = tmp_path / "bad.json"
     path.write_bytes(data)

@@ -1,12 +1,18 @@
-"""``vllmchat chat``: streaming chat in the terminal."""
+"""``vllmchat chat``: streaming chat in the terminal, stored like the app's conversations."""
 
 from __future__ import annotations
 
 import argparse
 import signal
 import sys
+from collections.abc import Iterator
 from typing import Any
 
+from vllmchat.core.conversations.kv_cache import KVStateCache
+from vllmchat.core.conversations.policy import ContextPolicy, PromptPlanEvent, SummaryEvent
+from vllmchat.core.conversations.session import ChatSession
+from vllmchat.core.conversations.store import StoreError, default_store
+from vllmchat.core.conversations.transfer import export_file
 from vllmchat.core.engine import (
     DoneEvent,
     EngineClient,
@@ -15,14 +21,18 @@ from vllmchat.core.engine import (
     PrefillProgressEvent,
     TokenEvent,
 )
+from vllmchat.core.paths import kv_cache_dir
 from vllmchat.core.settings import SamplingSettings
 
 HELP = """commands:
+  /history        the messages the model is given, and the summary
+  /summary        summarize the older turns now
+  /export PATH    write the conversation to PATH (.md or .json)
   /stats          last turn's statistics
   /ngl N          reload live with N GPU layers (the conversation's KV cache is kept)
   /save PATH      export the KV state       /load PATH   import a KV state
-  /reset          start a new conversation  /restart     restart the engine
-  /quit           leave (Ctrl+D also; Ctrl+C stops a reply)"""
+  /restart        restart the engine        /quit        leave (Ctrl+D too)
+Ctrl+C stops a reply or a summary."""
 
 
 def register(sub: Any) -> None:
@@ -30,12 +40,30 @@ def register(sub: Any) -> None:
 
     p = sub.add_parser("chat", help="chat in the terminal (streams tokens)")
     add_load_options(p)
+    p.add_argument("--conversation", default="new", help="conversation id to continue, or new")
     p.add_argument("--system", default="You are a helpful assistant.", help="system prompt")
     p.add_argument("--temperature", type=float, default=0.7)
     p.add_argument("--max-tokens", type=int, default=512)
     p.add_argument("--seed", type=int, default=-1)
+    p.add_argument("--policy", default="summarize", choices=["summarize", "keep_last", "ask"])
     p.add_argument("--stats", action="store_true", help="print statistics after every reply")
     p.set_defaults(func=run)
+    c = sub.add_parser("conversations", help="list or search stored conversations")
+    c.add_argument("--search", help="full-text search")
+    c.set_defaults(func=run_conversations)
+
+
+def run_conversations(args: argparse.Namespace) -> int:
+    store = default_store()
+    if args.search:
+        for conv, msg, snippet in store.search(args.search):
+            print(f"{conv.id:5}  {conv.title[:40]:40}  {msg.role:9} {snippet}")
+    else:
+        for conv in store.conversations():
+            n = len(store.path(conv.id))
+            print(f"{conv.id:5}  {conv.title[:50]:50}  {n} messages")
+    store.close()
+    return 0
 
 
 def _print_stats(stats: Any, out: Any) -> None:
@@ -51,24 +79,40 @@ def run(args: argparse.Namespace) -> int:
     from vllmchat.cli import load_settings_from
 
     out = sys.stdout
-    settings = load_settings_from(args)
-    sampling = SamplingSettings(
-        temperature=args.temperature, max_tokens=args.max_tokens, seed=args.seed
-    )
     client = EngineClient()
+    store = default_store()
+    kv = KVStateCache(kv_cache_dir())
     try:
-        info = client.load(settings)
-    except EngineError as exc:
+        info = client.load(load_settings_from(args))
+        if args.conversation == "new":
+            conv = store.create(system_prompt=args.system)
+        else:
+            conv = store.conversation(int(args.conversation))
+    except (EngineError, StoreError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         client.close()
+        store.close()
         return 2
+    session = ChatSession(
+        store,
+        client,
+        conv.id,
+        model_name=info.name,
+        sampling=SamplingSettings(
+            temperature=args.temperature, max_tokens=args.max_tokens, seed=args.seed
+        ),
+        policy=ContextPolicy(mode=args.policy),
+    )
+    session.prime()
+    restored = kv.restore(client, conv.id)
     out.write(
         f"{info.name} · {info.architecture} · {info.chat_template} template · "
-        f"n_ctx {info.n_ctx} · loaded in {info.load_s:.2f}s. /help for commands.\n"
+        f"n_ctx {info.n_ctx} · loaded in {info.load_s:.2f}s · conversation {conv.id}"
+        + (f" ({restored} tokens of KV cache restored)" if restored else "")
+        + ". /help for commands.\n"
     )
-    messages: list[dict[str, str]] = [{"role": "system", "content": args.system}]
-    last: Any = None
-    signal.signal(signal.SIGINT, lambda *_: client.stop())
+    signal.signal(signal.SIGINT, lambda *_: session.stop())
+    state: dict[str, Any] = {"last": None}
     try:
         while True:
             out.write("you> ")
@@ -79,64 +123,71 @@ def run(args: argparse.Namespace) -> int:
                 return 0
             text = line.rstrip("\n")
             if text.startswith("/"):
-                if _command(text, client, messages, last, out):
+                if _command(text, session, state, out):
                     return 0
-                continue
-            if not text.strip():
-                continue
-            messages.append({"role": "user", "content": text})
-            last = _stream_reply(client, messages, sampling, out, args.stats)
+            elif text.strip():
+                _show(session.send(text), out, args.stats, state)
     finally:
+        kv.save(client, conv.id)
         client.close()
+        store.close()
 
 
-def _stream_reply(
-    client: EngineClient,
-    messages: list[dict[str, str]],
-    sampling: SamplingSettings,
-    out: Any,
-    show_stats: bool,
-) -> Any:
-    out.write("ai> ")
-    out.flush()
-    for event in client.chat(messages, sampling):
-        if isinstance(event, TokenEvent):
-            out.write(event.text)
-            out.flush()
+def _show(events: Iterator[Any], out: Any, show_stats: bool, state: dict[str, Any]) -> None:
+    started = False
+    for event in events:
+        if isinstance(event, SummaryEvent):
+            out.write(f"[summary {event.status}: {event.message}]\n")
+        elif isinstance(event, PromptPlanEvent) and event.dropped_messages:
+            out.write(f"[context: the {event.dropped_messages} oldest messages are left out]\n")
         elif isinstance(event, PrefillProgressEvent):
             out.write(f"\r[reading prompt {event.done}/{event.total}]")
-            out.flush()
+        elif isinstance(event, TokenEvent):
+            if not started:
+                out.write("ai> ")
+                started = True
+            out.write(event.text)
         elif isinstance(event, DoneEvent):
-            messages.append({"role": "assistant", "content": event.text})
             out.write(" [stopped]\n" if event.stop_reason == "stopped" else "\n")
+            state["last"] = event.stats
             if show_stats:
                 _print_stats(event.stats, out)
-            return event.stats
         elif isinstance(event, ErrorEvent):
-            if event.partial_text:
-                messages.append({"role": "assistant", "content": event.partial_text})
-            else:
-                messages.pop()
             out.write(f"\nerror: {event.message} {event.fix}\n")
-    return None
+        out.flush()
 
 
-def _command(
-    text: str, client: EngineClient, messages: list[dict[str, str]], last: Any, out: Any
-) -> bool:
+def _command(text: str, session: ChatSession, state: dict[str, Any], out: Any) -> bool:
     name, _, arg = text.partition(" ")
+    client = session.client
     try:
         if name in ("/quit", "/exit"):
             return True
         if name == "/help":
             out.write(HELP + "\n")
+        elif name == "/history":
+            info = session.context_info()
+            store, conv = session.store, session.conversation_id
+            summary = store.summary_for(conv, store.path(conv))
+            if summary:
+                out.write(f"summary: {summary.content}\n")
+            given = False
+            for m in store.path(conv):
+                given = given or m.id == info["first_message_id"]
+                out.write(f"{'  ' if given else '× '}{m.role}: {m.content[:100]}\n")
+            out.write(
+                f"({info['prompt_tokens']} of {info['n_ctx']} tokens; × = summarized or left out)\n"
+            )
+        elif name == "/summary":
+            _show(session.summarize(), out, False, state)
+        elif name == "/export":
+            path = export_file(session.store, session.conversation_id, arg.strip())
+            out.write(f"exported to {path}\n")
         elif name == "/stats":
-            _print_stats(last, out) if last else out.write("no turn yet\n")
-        elif name == "/reset":
-            del messages[1:]
-            out.write("new conversation\n")
+            _print_stats(state["last"], out) if state["last"] else out.write("no turn yet\n")
         elif name == "/restart":
             client.restart()
+            session.prime()
             out.write("engine restarted; the conversation is kept\n")
         elif name == "/ngl":
             result = client.reload(client.settings.with_changes(n_gpu_layers=int(arg)))
@@ -149,6 +200,6 @@ def _command(
             out.write(f"restored {client.import_state(arg.strip())['tokens']} tokens\n")
         else:
             out.write(f"unknown command {name}; /help lists them\n")
-    except (EngineError, ValueError) as exc:
+    except (EngineError, StoreError, ValueError, OSError) as exc:
         out.write(f"error: {exc}\n")
     return False

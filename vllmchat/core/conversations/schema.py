@@ -49,10 +49,12 @@ MIGRATIONS: list[str] = [
         INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
     END;
     CREATE TRIGGER messages_ad AFTER DELETE ON messages BEGIN
-        INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+        INSERT INTO messages_fts(messages_fts, rowid, content)
+            VALUES ('delete', old.id, old.content);
     END;
     CREATE TRIGGER messages_au AFTER UPDATE OF content ON messages BEGIN
-        INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+        INSERT INTO messages_fts(messages_fts, rowid, content)
+            VALUES ('delete', old.id, old.content);
         INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
     END;
     """,
@@ -69,6 +71,7 @@ def migrate(db: sqlite3.Connection) -> int:
         )
     for number in range(version + 1, len(MIGRATIONS) + 1):
         with db:
-            db.executescript("BEGIN;" + MIGRATIONS[number - 1] + f"PRAGMA user_version={number};"
-                             "COMMIT;")
+            db.executescript(
+                "BEGIN;" + MIGRATIONS[number - 1] + f"PRAGMA user_version={number};COMMIT;"
+            )
     return len(MIGRATIONS)

@@ -41,9 +41,16 @@ def _turn_starts(path: list[Message]) -> list[int]:
 class ChatSession:
     """Send, regenerate, edit and summarize one conversation."""
 
-    def __init__(self, store: ConversationStore, client: EngineClient, conversation_id: int, *,
-                 sampling: SamplingSettings | None = None, policy: ContextPolicy | None = None,
-                 model_name: str = "") -> None:
+    def __init__(
+        self,
+        store: ConversationStore,
+        client: EngineClient,
+        conversation_id: int,
+        *,
+        sampling: SamplingSettings | None = None,
+        policy: ContextPolicy | None = None,
+        model_name: str = "",
+    ) -> None:
         self.store = store
         self.client = client
         self.conversation_id = conversation_id
@@ -54,12 +61,14 @@ class ChatSession:
         self._turns_since_summary = 0
 
     # -- prompt ----------------------------------------------------------------
-    def _prompt(self, path: list[Message], summary: Summary | None, start: int
-                ) -> list[dict[str, str]]:
+    def _prompt(
+        self, path: list[Message], summary: Summary | None, start: int
+    ) -> list[dict[str, str]]:
         system = self.store.conversation(self.conversation_id).system_prompt
         if summary is not None:
             system = (system + "\n\n" if system else "") + (
-                "Summary of the earlier conversation: " + summary.content)
+                "Summary of the earlier conversation: " + summary.content
+            )
         prompt = [{"role": "system", "content": system}] if system else []
         prompt += [{"role": m.role, "content": m.content} for m in path[start:]]
         return prompt
@@ -109,8 +118,9 @@ class ChatSession:
         if original.role != "user":
             yield ErrorEvent(ErrorKind.BAD_REQUEST, "Only your own messages can be edited.")
             return
-        self.store.add_message(self.conversation_id, "user", text,
-                               parent_id=original.parent_id or ROOT)
+        self.store.add_message(
+            self.conversation_id, "user", text, parent_id=original.parent_id or ROOT
+        )
         yield from self._answer()
 
     def stop(self) -> None:
@@ -130,42 +140,55 @@ class ChatSession:
             prompt, plan = self.plan(path)
         if plan.prompt_tokens > self._budget():
             if self.policy.mode == "ask":
-                yield ErrorEvent(ErrorKind.CONTEXT_FULL, (
-                    f"The conversation ({plan.prompt_tokens:,} tokens) no longer fits the "
-                    f"context ({plan.n_ctx:,}): summarize it or start a new one."))
+                yield ErrorEvent(
+                    ErrorKind.CONTEXT_FULL,
+                    (
+                        f"The conversation ({plan.prompt_tokens:,} tokens) no longer fits the "
+                        f"context ({plan.n_ctx:,}): summarize it or start a new one."
+                    ),
+                )
                 return
             prompt, plan = self._keep_last(path, plan)
         yield plan
         if plan.prompt_tokens >= plan.n_ctx:
-            yield ErrorEvent(ErrorKind.PROMPT_TOO_LONG,
-                             f"The message alone is {plan.prompt_tokens:,} tokens; the "
-                             f"context holds {plan.n_ctx:,}.")
+            yield ErrorEvent(
+                ErrorKind.PROMPT_TOO_LONG,
+                f"The message alone is {plan.prompt_tokens:,} tokens; the "
+                f"context holds {plan.n_ctx:,}.",
+            )
             return
         yield from self._stream_reply(prompt, plan)
         self._turns_since_summary += 1
 
-    def _keep_last(self, path: list[Message], plan: PromptPlanEvent
-                   ) -> tuple[list[dict[str, str]], PromptPlanEvent]:
+    def _keep_last(
+        self, path: list[Message], plan: PromptPlanEvent
+    ) -> tuple[list[dict[str, str]], PromptPlanEvent]:
         """Drop the oldest turns from the prompt (never from the store) until it fits."""
         summary = self.store.summary_for(self.conversation_id, path)
         start = self._verbatim_start(path, summary)
         starts = [i for i in _turn_starts(path) if i >= start]
         prompt = self._prompt(path, summary, start)
-        for cut in starts[1:] + [len(path) - 1]:
+        for cut in [*starts[1:], len(path) - 1]:
             prompt = self._prompt(path, summary, cut)
             n = len(self.client.render(prompt))
-            plan = PromptPlanEvent(n, plan.n_ctx, summary.id if summary else None,
-                                   path[cut].id, cut - start)
+            plan = PromptPlanEvent(
+                n, plan.n_ctx, summary.id if summary else None, path[cut].id, cut - start
+            )
             if n <= self._budget():
                 break
         return prompt, plan
 
-    def _stream_reply(self, prompt: list[dict[str, str]], plan: PromptPlanEvent
-                      ) -> Iterator[Event]:
+    def _stream_reply(self, prompt: list[dict[str, str]], plan: PromptPlanEvent) -> Iterator[Event]:
         room = plan.n_ctx - plan.prompt_tokens
         sampling = replace(self.sampling, max_tokens=max(1, min(self.sampling.max_tokens, room)))
-        reply = self.store.add_message(self.conversation_id, "assistant", "", partial=True,
-                                       model=self.model_name, settings=asdict(sampling))
+        reply = self.store.add_message(
+            self.conversation_id,
+            "assistant",
+            "",
+            partial=True,
+            model=self.model_name,
+            settings=asdict(sampling),
+        )
         parts: list[str] = []
         saved_at = time.monotonic()
         for event in self.client.chat(prompt, sampling):
@@ -176,10 +199,14 @@ class ChatSession:
                     saved_at = time.monotonic()
             elif isinstance(event, DoneEvent):
                 stats = asdict(event.stats)
-                self.store.update_message(reply.id, content=event.text,
-                                          partial=event.stop_reason == "stopped",
-                                          token_ids=event.token_ids,
-                                          tokens=len(event.token_ids), stats=stats)
+                self.store.update_message(
+                    reply.id,
+                    content=event.text,
+                    partial=event.stop_reason == "stopped",
+                    token_ids=event.token_ids,
+                    tokens=len(event.token_ids),
+                    stats=stats,
+                )
             elif isinstance(event, ErrorEvent):
                 text = event.partial_text or "".join(parts)
                 if text:
@@ -194,9 +221,11 @@ class ChatSession:
             return False
         over = plan.prompt_tokens > self.policy.threshold * plan.n_ctx
         periodic = bool(self.policy.every_k_turns) and (
-            self._turns_since_summary >= self.policy.every_k_turns)
+            self._turns_since_summary >= self.policy.every_k_turns
+        )
         return (over or periodic or plan.prompt_tokens > self._budget()) and bool(
-            self._to_summarize(path))
+            self._to_summarize(path)
+        )
 
     def _to_summarize(self, path: list[Message]) -> list[Message]:
         """Messages newly falling out: after the current summary, before the last N turns."""
@@ -225,22 +254,38 @@ class ChatSession:
             yield SummaryEvent("cancelled", message="Summarizing was cancelled.")
             return
         if not outcome.ok:
-            yield SummaryEvent("fallback", message=f"{outcome.reason} Keeping the last "
-                               f"{self.policy.keep_last_turns} turns instead.")
+            yield SummaryEvent(
+                "fallback",
+                message=f"{outcome.reason} Keeping the last "
+                f"{self.policy.keep_last_turns} turns instead.",
+            )
             return
         first = previous.first_message_id if previous else old[0].id
-        summary = self.store.add_summary(self.conversation_id, outcome.text, first, old[-1].id,
-                                         tokens=len(self.client.tokenize(outcome.text)))
+        summary = self.store.add_summary(
+            self.conversation_id,
+            outcome.text,
+            first,
+            old[-1].id,
+            tokens=len(self.client.tokenize(outcome.text)),
+        )
         self._turns_since_summary = 0
-        yield SummaryEvent("done", outcome.text, summary.id, f"Summarized {len(old)} messages.",
-                           prefill)
+        yield SummaryEvent(
+            "done", outcome.text, summary.id, f"Summarized {len(old)} messages.", prefill
+        )
 
-    def _ask_for_summary(self, previous: Summary | None, old: list[Message]
-                         ) -> tuple[SummaryOutcome, int]:
-        request = summary_request(previous.content if previous else None, old,
-                                  self.policy.summary_max_words)
-        sampling = SamplingSettings(temperature=0.2, top_k=20, repeat_penalty=1.15,
-                                    max_tokens=self.policy.summary_max_tokens, seed=0)
+    def _ask_for_summary(
+        self, previous: Summary | None, old: list[Message]
+    ) -> tuple[SummaryOutcome, int]:
+        request = summary_request(
+            previous.content if previous else None, old, self.policy.summary_max_words
+        )
+        sampling = SamplingSettings(
+            temperature=0.2,
+            top_k=20,
+            repeat_penalty=1.15,
+            max_tokens=self.policy.summary_max_tokens,
+            seed=0,
+        )
         text, prefill = "", 0
         for event in self.client.chat(request, sampling):
             if isinstance(event, StatsEvent):
@@ -262,8 +307,9 @@ class ChatSession:
     def prime(self) -> None:
         """Tell the engine the sampled ids of this branch's replies (KV reuse after reopen)."""
         path = self.store.path(self.conversation_id)
-        self.client.remember_replies([(m.content, m.token_ids) for m in path
-                                      if m.role == "assistant" and m.token_ids])
+        self.client.remember_replies(
+            [(m.content, m.token_ids) for m in path if m.role == "assistant" and m.token_ids]
+        )
 
     def context_info(self) -> dict[str, Any]:
         """Tokens the next prompt would use, and where the summary begins."""

@@ -109,17 +109,28 @@ class ConversationStore:
         return self.conversation(int(cur.lastrowid))
 
     def conversation(self, conversation_id: int) -> Conversation:
-        row = self.db.execute("SELECT * FROM conversations WHERE id=?",
-                              (conversation_id,)).fetchone()
+        row = self.db.execute(
+            "SELECT * FROM conversations WHERE id=?", (conversation_id,)
+        ).fetchone()
         if row is None:
             raise StoreError(f"There is no conversation {conversation_id}.")
-        return Conversation(row["id"], row["title"], row["system_prompt"], row["created"],
-                            row["updated"], row["leaf_id"])
+        return Conversation(
+            row["id"],
+            row["title"],
+            row["system_prompt"],
+            row["created"],
+            row["updated"],
+            row["leaf_id"],
+        )
 
     def conversations(self) -> list[Conversation]:
         rows = self.db.execute("SELECT * FROM conversations ORDER BY updated DESC").fetchall()
-        return [Conversation(r["id"], r["title"], r["system_prompt"], r["created"], r["updated"],
-                             r["leaf_id"]) for r in rows]
+        return [
+            Conversation(
+                r["id"], r["title"], r["system_prompt"], r["created"], r["updated"], r["leaf_id"]
+            )
+            for r in rows
+        ]
 
     def rename(self, conversation_id: int, title: str) -> None:
         self.conversation(conversation_id)
@@ -133,15 +144,27 @@ class ConversationStore:
         self._write("DELETE FROM conversations WHERE id=?", (conversation_id,))
 
     def set_leaf(self, conversation_id: int, message_id: int | None) -> None:
-        self._write("UPDATE conversations SET leaf_id=?, updated=? WHERE id=?",
-                    (message_id, time.time(), conversation_id))
+        self._write(
+            "UPDATE conversations SET leaf_id=?, updated=? WHERE id=?",
+            (message_id, time.time(), conversation_id),
+        )
 
     # -- messages --------------------------------------------------------------
-    def add_message(self, conversation_id: int, role: str, content: str, *,
-                    parent_id: int | None = None, tokens: int = 0,
-                    token_ids: tuple[int, ...] | list[int] = (), model: str = "",
-                    settings: dict[str, Any] | None = None, stats: dict[str, Any] | None = None,
-                    partial: bool = False, make_leaf: bool = True) -> Message:
+    def add_message(
+        self,
+        conversation_id: int,
+        role: str,
+        content: str,
+        *,
+        parent_id: int | None = None,
+        tokens: int = 0,
+        token_ids: tuple[int, ...] | list[int] = (),
+        model: str = "",
+        settings: dict[str, Any] | None = None,
+        stats: dict[str, Any] | None = None,
+        partial: bool = False,
+        make_leaf: bool = True,
+    ) -> Message:
         """Append a message (committed at once) and make it the branch's tip."""
         conv = self.conversation(conversation_id)
         if parent_id is None and make_leaf:
@@ -156,9 +179,19 @@ class ConversationStore:
                     "INSERT INTO messages(conversation_id, parent_id, role, content, created,"
                     " tokens, token_ids, model, settings, stats, partial)"
                     " VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                    (conversation_id, parent_id, role, content, now, tokens,
-                     json.dumps(list(token_ids)) if token_ids else None, model,
-                     json.dumps(settings or {}), json.dumps(stats or {}), int(partial)),
+                    (
+                        conversation_id,
+                        parent_id,
+                        role,
+                        content,
+                        now,
+                        tokens,
+                        json.dumps(list(token_ids)) if token_ids else None,
+                        model,
+                        json.dumps(settings or {}),
+                        json.dumps(stats or {}),
+                        int(partial),
+                    ),
                 )
                 mid = int(cur.lastrowid)
                 sets = "updated=?" + (", leaf_id=?" if make_leaf else "")
@@ -166,24 +199,34 @@ class ConversationStore:
                 if not conv.title and role == "user":
                     sets += ", title=?"
                     args += (title_from(content),)
-                self.db.execute(f"UPDATE conversations SET {sets} WHERE id=?",
-                                (*args, conversation_id))
+                self.db.execute(
+                    f"UPDATE conversations SET {sets} WHERE id=?", (*args, conversation_id)
+                )
                 self.db.execute("COMMIT")
             except BaseException:
                 self.db.execute("ROLLBACK")
                 raise
         return self.message(mid)
 
-    def update_message(self, message_id: int, *, content: str | None = None,
-                       partial: bool | None = None, tokens: int | None = None,
-                       token_ids: list[int] | tuple[int, ...] | None = None,
-                       stats: dict[str, Any] | None = None) -> None:
+    def update_message(
+        self,
+        message_id: int,
+        *,
+        content: str | None = None,
+        partial: bool | None = None,
+        tokens: int | None = None,
+        token_ids: list[int] | tuple[int, ...] | None = None,
+        stats: dict[str, Any] | None = None,
+    ) -> None:
         """Change a message in place (a streaming reply, an edited summary's source)."""
         sets, args = [], []
-        for column, value in (("content", content), ("tokens", tokens),
-                              ("partial", None if partial is None else int(partial)),
-                              ("token_ids", None if token_ids is None else json.dumps(list(token_ids))),
-                              ("stats", None if stats is None else json.dumps(stats))):
+        for column, value in (
+            ("content", content),
+            ("tokens", tokens),
+            ("partial", None if partial is None else int(partial)),
+            ("token_ids", None if token_ids is None else json.dumps(list(token_ids))),
+            ("stats", None if stats is None else json.dumps(stats)),
+        ):
             if value is not None:
                 sets.append(f"{column}=?")
                 args.append(value)
@@ -221,13 +264,21 @@ class ConversationStore:
         return [_message(r) for r in rows]
 
     def all_messages(self, conversation_id: int) -> list[Message]:
-        rows = self.db.execute("SELECT * FROM messages WHERE conversation_id=? ORDER BY id",
-                               (conversation_id,)).fetchall()
+        rows = self.db.execute(
+            "SELECT * FROM messages WHERE conversation_id=? ORDER BY id", (conversation_id,)
+        ).fetchall()
         return [_message(r) for r in rows]
 
     # -- summaries ---------------------------------------------------------------
-    def add_summary(self, conversation_id: int, content: str, first_message_id: int,
-                    last_message_id: int, *, tokens: int = 0) -> Summary:
+    def add_summary(
+        self,
+        conversation_id: int,
+        content: str,
+        first_message_id: int,
+        last_message_id: int,
+        *,
+        tokens: int = 0,
+    ) -> Summary:
         cur = self._write(
             "INSERT INTO summaries(conversation_id, content, first_message_id, last_message_id,"
             " created, tokens) VALUES (?,?,?,?,?,?)",
@@ -245,8 +296,9 @@ class ConversationStore:
         return _summary(row)
 
     def summaries(self, conversation_id: int) -> list[Summary]:
-        rows = self.db.execute("SELECT * FROM summaries WHERE conversation_id=? ORDER BY id",
-                               (conversation_id,)).fetchall()
+        rows = self.db.execute(
+            "SELECT * FROM summaries WHERE conversation_id=? ORDER BY id", (conversation_id,)
+        ).fetchall()
         return [_summary(r) for r in rows]
 
     def summary_for(self, conversation_id: int, path: list[Message]) -> Summary | None:
@@ -277,16 +329,32 @@ class ConversationStore:
 
 def _message(row: sqlite3.Row) -> Message:
     return Message(
-        row["id"], row["conversation_id"], row["parent_id"], row["role"], row["content"],
-        row["created"], row["tokens"],
+        row["id"],
+        row["conversation_id"],
+        row["parent_id"],
+        row["role"],
+        row["content"],
+        row["created"],
+        row["tokens"],
         tuple(json.loads(row["token_ids"])) if row["token_ids"] else (),
-        row["model"], json.loads(row["settings"]), json.loads(row["stats"]), bool(row["partial"]),
+        row["model"],
+        json.loads(row["settings"]),
+        json.loads(row["stats"]),
+        bool(row["partial"]),
     )
 
 
 def _summary(row: sqlite3.Row) -> Summary:
-    return Summary(row["id"], row["conversation_id"], row["content"], row["first_message_id"],
-                   row["last_message_id"], row["created"], row["tokens"], bool(row["edited"]))
+    return Summary(
+        row["id"],
+        row["conversation_id"],
+        row["content"],
+        row["first_message_id"],
+        row["last_message_id"],
+        row["created"],
+        row["tokens"],
+        bool(row["edited"]),
+    )
 
 
 def default_store() -> ConversationStore:

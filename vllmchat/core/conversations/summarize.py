@@ -24,8 +24,9 @@ def transcript(messages: Sequence[Message]) -> str:
     return "\n".join(lines)
 
 
-def summary_request(previous: str | None, messages: Sequence[Message], max_words: int
-                    ) -> list[dict[str, str]]:
+def summary_request(
+    previous: str | None, messages: Sequence[Message], max_words: int
+) -> list[dict[str, str]]:
     """Chat messages asking for an incremental summary."""
     earlier = f"Summary so far: {previous}\n\n" if previous else ""
     prompt = (

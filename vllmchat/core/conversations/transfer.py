@@ -24,8 +24,11 @@ def to_markdown(store: ConversationStore, conversation_id: int) -> str:
         mark = " *(stopped)*" if m.partial else ""
         lines += [f"**{who}:**{mark}", "", m.content, ""]
         if m.id in summaries:
-            lines += ["> **Summary of the conversation so far:** "
-                      + summaries[m.id].content.replace("\n", "\n> "), ""]
+            lines += [
+                "> **Summary of the conversation so far:** "
+                + summaries[m.id].content.replace("\n", "\n> "),
+                "",
+            ]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -40,14 +43,27 @@ def to_json(store: ConversationStore, conversation_id: int) -> dict[str, Any]:
         "created": conv.created,
         "leaf_id": conv.leaf_id,
         "messages": [
-            {"id": m.id, "parent_id": m.parent_id, "role": m.role, "content": m.content,
-             "created": m.created, "tokens": m.tokens, "model": m.model, "partial": m.partial,
-             "stats": m.stats, "settings": m.settings}
+            {
+                "id": m.id,
+                "parent_id": m.parent_id,
+                "role": m.role,
+                "content": m.content,
+                "created": m.created,
+                "tokens": m.tokens,
+                "model": m.model,
+                "partial": m.partial,
+                "stats": m.stats,
+                "settings": m.settings,
+            }
             for m in store.all_messages(conversation_id)
         ],
         "summaries": [
-            {"content": s.content, "first_message_id": s.first_message_id,
-             "last_message_id": s.last_message_id, "edited": s.edited}
+            {
+                "content": s.content,
+                "first_message_id": s.first_message_id,
+                "last_message_id": s.last_message_id,
+                "edited": s.edited,
+            }
             for s in store.summaries(conversation_id)
         ],
     }
@@ -59,8 +75,10 @@ def export_file(store: ConversationStore, conversation_id: int, path: str | Path
     if p.suffix.lower() == ".md":
         p.write_text(to_markdown(store, conversation_id), encoding="utf-8")
     else:
-        p.write_text(json.dumps(to_json(store, conversation_id), ensure_ascii=False, indent=1),
-                     encoding="utf-8")
+        p.write_text(
+            json.dumps(to_json(store, conversation_id), ensure_ascii=False, indent=1),
+            encoding="utf-8",
+        )
     return p
 
 
@@ -85,26 +103,38 @@ def import_file(store: ConversationStore, path: str | Path) -> Conversation:
         raise StoreError(f"{p.name} is not a vllmchat conversation export.")
     messages = data.get("messages")
     if not isinstance(messages, list) or not all(
-        isinstance(m, dict) and m.get("role") in ("user", "assistant", "system")
-        and isinstance(m.get("content"), str) for m in messages
+        isinstance(m, dict)
+        and m.get("role") in ("user", "assistant", "system")
+        and isinstance(m.get("content"), str)
+        for m in messages
     ):
         raise StoreError(f"{p.name} has malformed messages.")
-    conv = store.create(title=str(data.get("title", "")),
-                        system_prompt=str(data.get("system_prompt", "")))
+    conv = store.create(
+        title=str(data.get("title", "")), system_prompt=str(data.get("system_prompt", ""))
+    )
     ids: dict[Any, int] = {}
     for m in messages:
         parent = ids.get(m.get("parent_id")) if m.get("parent_id") is not None else None
-        new = store.add_message(conv.id, m["role"], m["content"], parent_id=parent,
-                                tokens=int(m.get("tokens") or 0), model=str(m.get("model", "")),
-                                stats=m.get("stats") or {}, settings=m.get("settings") or {},
-                                partial=bool(m.get("partial")), make_leaf=False)
+        new = store.add_message(
+            conv.id,
+            m["role"],
+            m["content"],
+            parent_id=parent,
+            tokens=int(m.get("tokens") or 0),
+            model=str(m.get("model", "")),
+            stats=m.get("stats") or {},
+            settings=m.get("settings") or {},
+            partial=bool(m.get("partial")),
+            make_leaf=False,
+        )
         ids[m.get("id")] = new.id
     leaf = ids.get(data.get("leaf_id")) or (max(ids.values()) if ids else None)
     store.set_leaf(conv.id, leaf)
     for s in data.get("summaries") or []:
         if s.get("first_message_id") in ids and s.get("last_message_id") in ids:
-            store.add_summary(conv.id, str(s["content"]), ids[s["first_message_id"]],
-                              ids[s["last_message_id"]])
+            store.add_summary(
+                conv.id, str(s["content"]), ids[s["first_message_id"]], ids[s["last_message_id"]]
+            )
     if data.get("title"):
         store.rename(conv.id, str(data["title"]))
     return store.conversation(conv.id)
