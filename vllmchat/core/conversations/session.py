@@ -23,6 +23,7 @@ from vllmchat.core.conversations.summarize import (
 from vllmchat.core.engine import (
     DoneEvent,
     EngineClient,
+    EngineError,
     ErrorEvent,
     ErrorKind,
     Event,
@@ -129,6 +130,13 @@ class ChatSession:
         self.client.stop()
 
     def _answer(self) -> Iterator[Event | PromptPlanEvent | SummaryEvent]:
+        """Answer the branch's last message; engine failures become an ``ErrorEvent``."""
+        try:
+            yield from self._answer_unguarded()
+        except EngineError as exc:
+            yield ErrorEvent(exc.kind, exc.message)
+
+    def _answer_unguarded(self) -> Iterator[Event | PromptPlanEvent | SummaryEvent]:
         self._stopped = False
         path = self.store.path(self.conversation_id)
         prompt, plan = self.plan(path)
@@ -240,7 +248,10 @@ class ChatSession:
     def summarize(self) -> Iterator[SummaryEvent | Event]:
         """Summarize now (the user asked), whatever the thresholds say."""
         self._stopped = False
-        yield from self._summarize(self.store.path(self.conversation_id))
+        try:
+            yield from self._summarize(self.store.path(self.conversation_id))
+        except EngineError as exc:
+            yield ErrorEvent(exc.kind, exc.message)
 
     def _summarize(self, path: list[Message]) -> Iterator[SummaryEvent | Event]:
         old = self._to_summarize(path)

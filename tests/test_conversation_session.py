@@ -1,0 +1,257 @@
+"""Chat sessions on the real engine: budget, summaries, KV states across reopen, branches."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers import GREEDY
+from vllmchat.core.conversations.kv_cache import KVStateCache
+from vllmchat.core.conversations.policy import ContextPolicy, PromptPlanEvent, SummaryEvent
+from vllmchat.core.conversations.session import ChatSession
+from vllmchat.core.conversations.store import ConversationStore
+from vllmchat.core.conversations.summarize import clean_summary
+from vllmchat.core.engine import DoneEvent, ErrorEvent, ErrorKind, StatsEvent
+from vllmchat.core.engine.runtime import common_prefix
+from vllmchat.core.settings import LoadSettings, SamplingSettings
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = ConversationStore(tmp_path / "c.sqlite3")
+    yield s
+    s.close()
+
+
+def _turn(events):
+    events = list(events)
+    by_type = {}
+    for e in events:
+        by_type.setdefault(type(e), []).append(e)
+    return events, by_type
+
+
+QUESTIONS = [
+    "Where do zebras live?",
+    "What do they eat?",
+    "How fast can they run?",
+    "Do they sleep standing?",
+    "How long do they live?",
+    "Are they related to horses?",
+]
+
+
+def test_summary_triggers_at_the_threshold_and_the_prompt_stays_in_context(
+    demo_model, store, make_client
+):
+    client = make_client()
+    client.load(LoadSettings(model_path=str(demo_model), n_ctx=512, n_threads=2))
+    conv = store.create(system_prompt="You are brief.")
+    policy = ContextPolicy(threshold=0.5, keep_last_turns=1, summary_max_words=40)
+    session = ChatSession(
+        store,
+        client,
+        conv.id,
+        policy=policy,
+        sampling=SamplingSettings(temperature=0.0, max_tokens=48),
+    )
+    summaries, plans = [], []
+    for q in QUESTIONS * 2:
+        events, by = _turn(session.send(q))
+        assert isinstance(events[-1], DoneEvent), events[-1]
+        plans += by.get(PromptPlanEvent, [])
+        summaries += [e for e in by.get(SummaryEvent, []) if e.status in ("done", "fallback")]
+        done = events[-1]
+        assert done.stats.prompt_tokens + done.stats.decode_tokens <= 512
+    assert summaries, "the threshold was passed, so a summary was attempted"
+    assert all(p.prompt_tokens <= 512 - 48 for p in plans)
+    made = [s for s in summaries if s.status == "done"]
+    if made:  # the summary is stored, visible, and the originals are kept
+        stored = store.summaries(conv.id)
+        assert stored and stored[-1].content == made[-1].text
+        assert made[-1].prefill_tokens > 0
+    assert len(store.path(conv.id)) == 2 * len(QUESTIONS) * 2
+
+
+def test_summary_longer_than_what_it_replaces_falls_back_to_keep_last(
+    tiny_models, store, make_client
+):
+    """The tiny random model rambles: its "summary" of four words is longer than them."""
+    client = make_client()
+    client.load(LoadSettings(model_path=str(tiny_models["chatml"]), n_ctx=2048, n_threads=2))
+    conv = store.create()
+    session = ChatSession(
+        store,
+        client,
+        conv.id,
+        policy=ContextPolicy(every_k_turns=3, keep_last_turns=1),
+        sampling=SamplingSettings(temperature=0.0, max_tokens=1),
+    )
+    events = []
+    for word in ("hi", "ok", "yo", "go", "so"):
+        events += list(session.send(word))
+    statuses = [e.status for e in events if isinstance(e, SummaryEvent)]
+    assert "fallback" in statuses and "done" not in statuses
+    fallback = next(e for e in events if isinstance(e, SummaryEvent) and e.status == "fallback")
+    assert "longer than what it replaces" in fallback.message
+    assert "Keeping the last" in fallback.message
+    assert store.summaries(conv.id) == []
+    assert isinstance(events[-1], DoneEvent)
+
+
+def test_a_failed_summary_falls_back_and_the_conversation_survives(demo_model, store, make_client):
+    client = make_client()
+    client.load(LoadSettings(model_path=str(demo_model), n_ctx=2048, n_threads=2))
+    conv = store.create()
+    session = ChatSession(
+        store,
+        client,
+        conv.id,
+        policy=ContextPolicy(every_k_turns=2, keep_last_turns=1),
+        sampling=SamplingSettings(temperature=0.0, max_tokens=8),
+    )
+    for q in QUESTIONS[:2]:
+        list(session.send(q))
+    events = []
+    for event in session.send(QUESTIONS[2]):
+        events.append(event)
+        if isinstance(event, SummaryEvent) and event.status == "started":
+            client.kill()
+    fallback = [e for e in events if isinstance(e, SummaryEvent) and e.status == "fallback"]
+    assert fallback and "failed" in fallback[0].message
+    assert isinstance(events[-1], ErrorEvent) and events[-1].kind == ErrorKind.ENGINE_DIED
+    client.restart()
+    session.prime()
+    assert isinstance(list(session.send("Still there?"))[-1], DoneEvent)
+    assert [m.content for m in store.path(conv.id) if m.role == "user"][-2:] == [
+        QUESTIONS[2],
+        "Still there?",
+    ]
+
+
+def test_empty_summaries_are_rejected():
+    assert clean_summary("\n\n   \n", 50) == ""
+    assert clean_summary("Summary: They met.\n\nUser: more", 50) == "They met."
+    assert clean_summary("one two three four", 2) == "one two …"
+
+
+def test_keep_last_policy_shows_what_is_left_out(demo_model, store, make_client):
+    client = make_client()
+    client.load(LoadSettings(model_path=str(demo_model), n_ctx=256, n_threads=2))
+    conv = store.create()
+    session = ChatSession(
+        store,
+        client,
+        conv.id,
+        policy=ContextPolicy(mode="keep_last"),
+        sampling=SamplingSettings(temperature=0.0, max_tokens=40, ignore_eos=True),
+    )
+    dropped = 0
+    for q in QUESTIONS:
+        events, by = _turn(session.send(q))
+        assert isinstance(events[-1], DoneEvent)
+        dropped = max(dropped, *(p.dropped_messages for p in by[PromptPlanEvent]))
+    assert dropped > 0
+    assert len(store.path(conv.id)) == 2 * len(QUESTIONS), "nothing is deleted"
+
+
+def test_ask_policy_stops_and_says_so(demo_model, store, make_client):
+    client = make_client()
+    client.load(LoadSettings(model_path=str(demo_model), n_ctx=256, n_threads=2))
+    conv = store.create()
+    session = ChatSession(
+        store,
+        client,
+        conv.id,
+        policy=ContextPolicy(mode="ask"),
+        sampling=SamplingSettings(temperature=0.0, max_tokens=40, ignore_eos=True),
+    )
+    last = None
+    for q in QUESTIONS:
+        last = list(session.send(q))[-1]
+        if isinstance(last, ErrorEvent):
+            break
+    assert isinstance(last, ErrorEvent) and last.kind == ErrorKind.CONTEXT_FULL
+    assert "summarize" in last.message
+
+
+def test_kv_state_survives_closing_and_a_mismatch_is_discarded(
+    demo_model, store, make_client, tmp_path
+):
+    settings = LoadSettings(model_path=str(demo_model), n_ctx=2048, n_threads=2)
+    kv = KVStateCache(tmp_path / "kv")
+    first = make_client()
+    first.load(settings)
+    conv = store.create()
+    session = ChatSession(store, first, conv.id, sampling=GREEDY)
+    for q in QUESTIONS[:4]:
+        list(session.send(q))
+    saved = kv.save(first, conv.id)
+    assert saved > 64
+    first.close()
+
+    second = make_client()
+    second.load(settings)
+    reopened = ChatSession(store, second, conv.id, sampling=GREEDY)
+    reopened.prime()
+    assert kv.restore(second, conv.id) == saved
+    events = list(reopened.send("Thanks!"))
+    stats = next(e.stats for e in events if isinstance(e, StatsEvent))
+    assert stats.tokens_reused == saved
+    assert stats.tokens_prefilled == stats.tokens_new < 30
+
+    kv.save(second, conv.id)
+    other = make_client()
+    other.load(settings.with_changes(type_k="q8_0", flash_attn=True))
+    assert kv.restore(other, conv.id) == 0
+    assert not kv.path_for(conv.id).exists(), "a mismatched state is deleted"
+    events = list(ChatSession(store, other, conv.id, sampling=GREEDY).send("Bye."))
+    assert isinstance(events[-1], DoneEvent)
+
+
+def test_kv_cache_evicts_least_recently_used(tmp_path):
+    kv = KVStateCache(tmp_path, cap_bytes=250)
+    for i in range(4):
+        kv.path_for(i).write_bytes(b"x" * 100)
+    import os
+
+    for i in range(4):
+        os.utime(kv.path_for(i), (1000 + i, 1000 + i))
+    removed = kv.evict()
+    assert removed == [kv.path_for(0), kv.path_for(1)]
+
+
+def test_regenerate_and_edit_reuse_the_cache_up_to_the_change(tiny_models, store, make_client):
+    client = make_client()
+    client.load(LoadSettings(model_path=str(tiny_models["chatml"]), n_ctx=2048, n_threads=2))
+    conv = store.create(system_prompt="sys")
+    session = ChatSession(store, client, conv.id, sampling=SamplingSettings(max_tokens=8))
+    for q in ("first question", "second question", "third question"):
+        list(session.send(q))
+    before = store.path(conv.id)
+    prompt = session.plan(before[:-1])[0]
+    events = list(session.regenerate())
+    stats = next(e.stats for e in events if isinstance(e, StatsEvent))
+    assert stats.tokens_reused == len(client.render(prompt)) - 1
+    assert stats.tokens_prefilled == 1
+    assert len(store.siblings(before[-1].id)) == 2, "the old reply is kept as a branch"
+
+    old_prompt = client.render(session.plan(store.path(conv.id))[0])
+    second_user = before[2]
+    events = list(session.edit(second_user.id, "second question, rephrased"))
+    stats = next(e.stats for e in events if isinstance(e, StatsEvent))
+    new_prompt = client.render(session.plan(store.path(conv.id)[:-1])[0])
+    assert stats.tokens_reused == common_prefix(old_prompt, new_prompt)
+    assert 0 < stats.tokens_reused < len(old_prompt) - 20
+    assert [m.content for m in store.path(conv.id)][-2] == "second question, rephrased"
+    assert len(store.all_messages(conv.id)) == 9
+
+
+def test_empty_and_huge_messages_get_clear_answers(demo_client, store):
+    conv = store.create()
+    session = ChatSession(store, demo_client, conv.id)
+    err = list(session.send("   "))[-1]
+    assert isinstance(err, ErrorEvent) and err.kind == ErrorKind.BAD_REQUEST
+    huge = "word " * 210_000  # about 1 MB
+    err = list(session.send(huge))[-1]
+    assert isinstance(err, ErrorEvent) and err.kind == ErrorKind.PROMPT_TOO_LONG
+    assert len(store.path(conv.id)[0].content) == len(huge), "the message itself is kept"
