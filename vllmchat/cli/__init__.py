@@ -56,15 +56,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     multiprocessing.freeze_support()
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
         try:
             from vllmchat.ui.app import run_app
-        except ImportError:
-            args = parser.parse_args(["chat"])
+        except ImportError as exc:  # no Qt: the terminal chat
+            print(f"(no desktop UI: {exc}; starting the terminal chat)", file=sys.stderr)
+            argv = ["chat", *argv]
         else:
-            return run_app(sys.argv[1:] if argv is None else list(argv))
+            return run_app(argv)
+    args = build_parser().parse_args(argv)
     return int(args.func(args) or 0)
 
 

@@ -95,18 +95,11 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def quant_advice(repo: str, settings: FitSettings) -> list[Any]:
-    """Quants of ``repo`` with their fit on this machine (reads one remote header)."""
-    from vllmchat.core.models.advisor import advise, scaled
-    from vllmchat.core.models.catalog import list_quants, remote_header
-    from vllmchat.core.models.description import describe
+    """Quants of ``repo`` with their fit on this machine."""
     from vllmchat.core.models.hardware import probe
+    from vllmchat.core.models.repo_advice import repo_quant_advice
 
-    quants = list_quants(repo, token=_token())
-    if not quants:
-        return []
-    desc = describe(remote_header(repo, quants[0].filename, token=_token()))
-    rows = advise([(q.filename, q.size, scaled(desc, q.size)) for q in quants], probe(), settings)
-    return list(zip(quants, rows, strict=True))
+    return repo_quant_advice(repo, settings, probe(), token=_token())
 
 
 def cmd_files(args: argparse.Namespace) -> int:

@@ -77,12 +77,12 @@ class EngineClient:
         """Start the engine process if it is not running."""
         if self.alive:
             return
-        from vllmchat.core.engine.worker import worker_main
+        from vllmchat.core.engine.entry import engine_main
 
         self._discard_process()
         parent, child = self._ctx.Pipe(duplex=True)
         proc = self._ctx.Process(
-            target=worker_main, args=(child,), daemon=True, name="vllmchat-engine"
+            target=engine_main, args=(child,), daemon=True, name="vllmchat-engine"
         )
         proc.start()
         child.close()
@@ -200,6 +200,11 @@ class EngineClient:
         pairs = [(text, list(ids)) for text, ids in replies if ids]
         if pairs:
             self._call("remember_replies", pairs)
+
+    def probe(self) -> Any:
+        """``HardwareInfo`` as the engine process sees it (never loads GPU code here)."""
+        self.start()
+        return self._call("probe")
 
     def kv(self) -> dict[str, Any]:
         return self._call("kv")

@@ -168,6 +168,12 @@ class Worker:
         for text, ids in pairs:
             rt.remember_reply(text, ids)
 
+    def op_probe(self) -> Any:
+        """RAM, GPUs and offload support, read where llama.cpp's backends live."""
+        from vllmchat.core.models.hardware import probe
+
+        return probe()
+
     def op_kv(self) -> dict[str, Any]:
         rt = self.require_runtime()
         return {"kv_tokens": rt.llm.n_tokens, "n_ctx": rt.n_ctx}

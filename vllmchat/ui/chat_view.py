@@ -1,0 +1,191 @@
+"""The conversation view: one widget per message; streaming appends to the last only."""
+
+from __future__ import annotations
+
+import re
+
+from PySide6.QtCore import Qt, QTimer, QUrl, Signal
+from PySide6.QtGui import QGuiApplication, QTextCursor
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QScrollArea,
+    QSizePolicy,
+    QTextBrowser,
+    QVBoxLayout,
+    QWidget,
+)
+
+_FENCE = re.compile(r"```[^\n]*\n(.*?)```", re.DOTALL)
+ROLE_NAMES = {"user": "You", "assistant": "Assistant", "summary": "Summary"}
+
+
+def with_copy_links(markdown: str) -> tuple[str, list[str]]:
+    """Markdown with a "Copy" link before each code block, and the blocks' code."""
+    blocks: list[str] = []
+
+    def link(match: re.Match[str]) -> str:
+        blocks.append(match.group(1))
+        return f"[⧉ Copy code](copy:{len(blocks) - 1})\n\n{match.group(0)}"
+
+    return _FENCE.sub(link, markdown), blocks
+
+
+class MessageWidget(QFrame):
+    """A message: who, the text (Markdown when complete), and its actions."""
+
+    edit_requested = Signal(int)
+    regenerate_requested = Signal()
+    summary_edit_requested = Signal(int)
+
+    def __init__(
+        self,
+        role: str,
+        text: str = "",
+        *,
+        message_id: int | None = None,
+        partial: bool = False,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.role = role
+        self.message_id = message_id
+        self.text = text
+        self._code: list[str] = []
+        self.setObjectName(f"message-{role}")
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(10, 6, 10, 6)
+        top = QHBoxLayout()
+        self.who = QLabel(f"<b>{ROLE_NAMES.get(role, role)}</b>")
+        self.note = QLabel("(stopped)" if partial else "")
+        self.note.setStyleSheet("color: #a60;")
+        top.addWidget(self.who)
+        top.addWidget(self.note)
+        top.addStretch()
+        self.buttons = QHBoxLayout()
+        top.addLayout(self.buttons)
+        layout.addLayout(top)
+        self.body = QTextBrowser()
+        self.body.setOpenLinks(False)
+        self.body.anchorClicked.connect(self._on_link)
+        self.body.setFrameShape(QFrame.Shape.NoFrame)
+        self.body.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.body.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.body.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.body.document().documentLayout().documentSizeChanged.connect(self._fit_height)
+        layout.addWidget(self.body)
+        self._add_actions()
+        self.set_markdown(text)
+
+    def _add_actions(self) -> None:
+        if self.role == "user" and self.message_id is not None:
+            self._button("Edit", lambda: self.edit_requested.emit(self.message_id))
+        if self.role == "summary" and self.message_id is not None:
+            self._button("Edit summary", lambda: self.summary_edit_requested.emit(self.message_id))
+        self._button("Copy", lambda: QGuiApplication.clipboard().setText(self.text))
+
+    def _button(self, label: str, slot: object) -> QPushButton:
+        button = QPushButton(label)
+        button.setFlat(True)
+        button.setCursor(Qt.CursorShape.PointingHandCursor)
+        button.clicked.connect(slot)
+        self.buttons.addWidget(button)
+        return button
+
+    def add_regenerate(self) -> None:
+        self._button("Regenerate", self.regenerate_requested.emit)
+
+    def set_markdown(self, text: str) -> None:
+        """Render the whole message (once, when it is complete)."""
+        self.text = text
+        markdown, self._code = with_copy_links(text)
+        self.body.setMarkdown(markdown)
+
+    def append_plain(self, text: str) -> None:
+        """Append streamed text at the end, without re-rendering."""
+        self.text += text
+        cursor = self.body.textCursor()
+        cursor.movePosition(QTextCursor.MoveOperation.End)
+        cursor.insertText(text)
+
+    def set_partial(self, partial: bool) -> None:
+        self.note.setText("(stopped)" if partial else "")
+
+    def _on_link(self, url: QUrl) -> None:
+        if url.scheme() == "copy":
+            index = int(url.path() or url.toString().split(":", 1)[1])
+            QGuiApplication.clipboard().setText(self._code[index])
+
+    def _fit_height(self) -> None:
+        """Grow with the text. (The browser reflows on resize and signals the new size;
+        overriding resizeEvent to do this re-enters PySide6 and corrupts refcounts.)"""
+        height = int(self.body.document().size().height()) + 6
+        if height != self.body.height():
+            self.body.setFixedHeight(max(24, height))
+
+
+class ChatView(QScrollArea):
+    """All messages of the current branch, newest at the bottom."""
+
+    edit_requested = Signal(int)
+    regenerate_requested = Signal()
+    summary_edit_requested = Signal(int)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWidgetResizable(True)
+        self.inner = QWidget()
+        self.column = QVBoxLayout(self.inner)
+        self.column.addStretch()
+        self.setWidget(self.inner)
+        self.streaming: MessageWidget | None = None
+        self._follow = True
+        self.verticalScrollBar().rangeChanged.connect(self._keep_at_bottom)
+
+    def messages(self) -> list[MessageWidget]:
+        return [self.column.itemAt(i).widget() for i in range(self.column.count() - 1)]
+
+    def clear(self) -> None:
+        while self.column.count() > 1:
+            widget = self.column.takeAt(0).widget()
+            widget.deleteLater()
+        self.streaming = None
+
+    def add_message(
+        self, role: str, text: str, *, message_id: int | None = None, partial: bool = False
+    ) -> MessageWidget:
+        widget = MessageWidget(role, text, message_id=message_id, partial=partial)
+        widget.edit_requested.connect(self.edit_requested)
+        widget.regenerate_requested.connect(self.regenerate_requested)
+        widget.summary_edit_requested.connect(self.summary_edit_requested)
+        self.column.insertWidget(self.column.count() - 1, widget)
+        self._follow = True
+        return widget
+
+    def start_reply(self) -> MessageWidget:
+        self.streaming = self.add_message("assistant", "")
+        return self.streaming
+
+    def append_token(self, text: str) -> None:
+        if self.streaming is None:
+            self.start_reply()
+        assert self.streaming is not None
+        self.streaming.append_plain(text)
+
+    def finish_reply(self, text: str, *, partial: bool) -> None:
+        if self.streaming is None:
+            self.start_reply()
+        assert self.streaming is not None
+        self.streaming.set_markdown(text)
+        self.streaming.set_partial(partial)
+        self.streaming.add_regenerate()
+        self.streaming = None
+
+    def _keep_at_bottom(self, _low: int, high: int) -> None:
+        bar = self.verticalScrollBar()
+        if self._follow or bar.value() >= bar.maximum() - 40:
+            QTimer.singleShot(0, lambda: bar.setValue(bar.maximum()))
+            self._follow = False

@@ -1,0 +1,441 @@
+"""The main window: conversations, chat, offload and memory panels, status line."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import psutil
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QInputDialog,
+    QMainWindow,
+    QMessageBox,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
+
+from vllmchat.core.app_settings import AppSettings, save_app_settings
+from vllmchat.core.conversations.kv_cache import KVStateCache
+from vllmchat.core.conversations.store import ConversationStore, StoreError
+from vllmchat.core.conversations.transfer import export_file, import_file
+from vllmchat.core.engine import ErrorKind
+from vllmchat.core.gguf_header import read_header
+from vllmchat.core.models.description import describe
+from vllmchat.core.models.memory import FitSettings, kv_bytes_per_layer
+from vllmchat.ui.banner import EngineBanner
+from vllmchat.ui.chat_input import ChatInput
+from vllmchat.ui.chat_view import ChatView
+from vllmchat.ui.conversation_list import ConversationList
+from vllmchat.ui.engine_bridge import EngineBridge
+from vllmchat.ui.offload_panel import MemoryPanel, OffloadPanel
+from vllmchat.ui.status_line import StatusLine
+from vllmchat.ui.workers import Workers
+
+
+class MainWindow(QMainWindow):
+    """Everything a chat needs; slow work happens on the engine thread or workers."""
+
+    def __init__(
+        self,
+        store: ConversationStore,
+        settings: AppSettings,
+        kv: KVStateCache,
+        *,
+        save_settings: bool = True,
+    ) -> None:
+        super().__init__()
+        self.setWindowTitle("vllmchat")
+        self.resize(1280, 800)
+        self.store, self.settings, self.kv = store, settings, kv
+        self.save_settings = save_settings
+        self.workers = Workers(self)
+        self.bridge = EngineBridge(store, kv, self)
+        self.info: Any = None
+        self.desc: Any = None
+        self.last_stats: Any = None
+        self.loading = False
+        self.conversation_id: int | None = None
+        self._build()
+        self._connect()
+        self._menus()
+        self.conversations.refresh()
+        existing = store.conversations()
+        self.open_conversation(existing[0].id if existing else self.new_conversation(False))
+        self.conversations.select(self.conversation_id or 0)
+        self._memory_timer = QTimer(self)
+        self._memory_timer.setInterval(2000)
+        self._memory_timer.timeout.connect(self._update_memory)
+        self._memory_timer.start()
+
+    # -- layout ---------------------------------------------------------------------
+    def _build(self) -> None:
+        self.conversations = ConversationList(self.store)
+        self.banner = EngineBanner()
+        self.chat = ChatView()
+        self.input = ChatInput()
+        center = QWidget()
+        v = QVBoxLayout(center)
+        v.addWidget(self.banner)
+        v.addWidget(self.chat, 1)
+        v.addWidget(self.input)
+        self.offload = OffloadPanel()
+        self.memory = MemoryPanel()
+        side = QWidget()
+        s = QVBoxLayout(side)
+        s.addWidget(self.offload)
+        s.addWidget(self.memory)
+        s.addStretch()
+        split = QSplitter(Qt.Orientation.Horizontal)
+        for w, stretch in ((self.conversations, 0), (center, 1), (side, 0)):
+            split.addWidget(w)
+            split.setStretchFactor(split.count() - 1, stretch)
+        split.setSizes([240, 760, 280])
+        self.setCentralWidget(split)
+        self.status_line = StatusLine()
+        self.statusBar().addPermanentWidget(self.status_line, 1)
+
+    def _connect(self) -> None:
+        e = self.bridge.events
+        # Bound methods only: a lambda connected to the engine thread's signals would
+        # run on that thread.
+        e.load_started.connect(self._on_load_started)
+        e.load_finished.connect(self._on_loaded)
+        e.load_failed.connect(self._on_load_failed)
+        e.turn_started.connect(self._on_turn_started)
+        e.token_received.connect(self.chat.append_token)
+        e.prefill_progress.connect(self._on_prefill)
+        e.prompt_planned.connect(self._on_plan)
+        e.summary_changed.connect(self._on_summary)
+        e.stats_ready.connect(self._on_stats)
+        e.turn_finished.connect(self._on_done)
+        e.turn_failed.connect(self._on_failed)
+        self.bridge.engine_died.connect(self._on_died)
+        self.input.send_requested.connect(self.send)
+        self.input.stop_requested.connect(self.bridge.stop)
+        self.chat.regenerate_requested.connect(self.regenerate)
+        self.chat.edit_requested.connect(self.edit_message)
+        self.chat.summary_edit_requested.connect(self.edit_summary)
+        self.conversations.conversation_selected.connect(self.open_conversation)
+        self.conversations.new_requested.connect(self.new_conversation)
+        self.offload.reload_requested.connect(self.set_gpu_layers)
+        self.banner.restart_requested.connect(lambda: self.restart(fewer_layers=False))
+        self.banner.restart_fewer_layers_requested.connect(lambda: self.restart(fewer_layers=True))
+
+    def _menus(self) -> None:
+        bar = self.menuBar()
+        model = bar.addMenu("&Model")
+        self._action(model, "Choose model…", self.choose_model, "Ctrl+M")
+        self._action(model, "Settings…", self.open_settings, "Ctrl+,")
+        conv = bar.addMenu("&Conversation")
+        self._action(conv, "New", lambda: self.new_conversation(), "Ctrl+N")
+        self._action(conv, "Summarize now", self.bridge.summarize)
+        self._action(conv, "Export…", self.export_conversation, "Ctrl+E")
+        self._action(conv, "Import…", self.import_conversation)
+
+    def _action(self, menu: Any, label: str, slot: Any, shortcut: str | None = None) -> QAction:
+        action = QAction(label, self)
+        if shortcut:
+            action.setShortcut(QKeySequence(shortcut))
+        action.triggered.connect(slot)
+        menu.addAction(action)
+        return action
+
+    # -- conversations --------------------------------------------------------------------
+    def new_conversation(self, select: bool = True) -> int:
+        conv = self.store.create(system_prompt=self.settings.system_prompt)
+        if select:
+            self.conversations.refresh()
+            self.conversations.select(conv.id)
+        return conv.id
+
+    def open_conversation(self, conversation_id: int) -> None:
+        if conversation_id == self.conversation_id:
+            return
+        self.conversation_id = conversation_id
+        self.bridge.open_conversation(conversation_id)
+        self.render_conversation()
+
+    def render_conversation(self) -> None:
+        """Rebuild the view from the store (on open, edit or import; never per token)."""
+        self.chat.clear()
+        if self.conversation_id is None:
+            return
+        path = self.store.path(self.conversation_id)
+        summaries = {s.last_message_id: s for s in self.store.summaries(self.conversation_id)}
+        for m in path:
+            widget = self.chat.add_message(m.role, m.content, message_id=m.id, partial=m.partial)
+            if m is path[-1] and m.role == "assistant":
+                widget.add_regenerate()
+            if m.id in summaries:
+                s = summaries[m.id]
+                self.chat.add_message("summary", s.content, message_id=s.id)
+
+    # -- turns ---------------------------------------------------------------------------
+    def send(self, text: str) -> None:
+        if self.info is None:
+            self.statusBar().showMessage("Load a model first (Model → Choose model…).")
+            return
+        self.chat.add_message("user", text)
+        self.chat.start_reply()
+        self.bridge.send(text)
+
+    def regenerate(self) -> None:
+        widgets = self.chat.messages()
+        if widgets and widgets[-1].role == "assistant":
+            widgets[-1].deleteLater()
+            self.chat.column.removeWidget(widgets[-1])
+        self.chat.start_reply()
+        self.bridge.regenerate()
+
+    def edit_message(self, message_id: int) -> None:
+        original = self.store.message(message_id)
+        text, ok = QInputDialog.getMultiLineText(self, "Edit message", "Message:", original.content)
+        if not ok or not text.strip():
+            return
+        widgets = self.chat.messages()
+        index = next(i for i, w in enumerate(widgets) if w.message_id == message_id)
+        for w in widgets[index:]:
+            self.chat.column.removeWidget(w)
+            w.deleteLater()
+        self.chat.add_message("user", text)
+        self.chat.start_reply()
+        self.bridge.edit(message_id, text)
+
+    def edit_summary(self, summary_id: int) -> None:
+        text, ok = QInputDialog.getMultiLineText(
+            self, "Edit summary", "Summary:", self.store.summary(summary_id).content
+        )
+        if ok and text.strip():
+            self.store.edit_summary(summary_id, text.strip())
+            self.render_conversation()
+
+    def _on_load_started(self) -> None:
+        self._set_loading(True)
+
+    def _on_turn_started(self) -> None:
+        self.input.set_generating(True)
+
+    def _on_prefill(self, done: int, total: int) -> None:
+        self.statusBar().showMessage(f"Reading prompt {done}/{total}…")
+
+    def _on_plan(self, plan: Any) -> None:
+        summary = self.store.summary(plan.summary_id) if plan.summary_id else None
+        self.status_line.set_plan(plan.prompt_tokens, plan.n_ctx, summary.tokens if summary else 0)
+        if plan.dropped_messages:
+            self.statusBar().showMessage(
+                f"The {plan.dropped_messages} oldest messages are left out of this turn.", 8000
+            )
+
+    def _on_summary(self, event: Any) -> None:
+        self.statusBar().showMessage(event.message, 8000)
+        if event.status == "done":
+            widget = self.chat.messages()[-2] if len(self.chat.messages()) > 1 else None
+            self.chat.add_message("summary", event.text, message_id=event.summary_id)
+            if widget is not None:  # keep the pending reply last
+                self.chat.column.removeWidget(self.chat.streaming)
+                self.chat.column.insertWidget(self.chat.column.count() - 1, self.chat.streaming)
+
+    def _on_stats(self, stats: Any) -> None:
+        self.last_stats = stats
+        self.status_line.set_stats(stats)
+
+    def _on_done(self, event: Any) -> None:
+        self.chat.finish_reply(event.text, partial=event.stop_reason == "stopped")
+        self.input.set_generating(False)
+        self.statusBar().clearMessage()
+        self._assign_ids()
+        self.conversations.refresh()
+        if self.info is not None:
+            self.offload.show_measured(self.info.buffers_mib, event.stats.decode_tok_s)
+
+    def _assign_ids(self) -> None:
+        """The view's new messages get their store ids (for Edit)."""
+        path = self.store.path(self.conversation_id) if self.conversation_id else []
+        plain = [w for w in self.chat.messages() if w.role != "summary"]
+        for widget, message in zip(reversed(plain), reversed(path), strict=False):
+            if widget.message_id is None:
+                widget.message_id = message.id
+                if message.role == "user":
+                    widget._button(
+                        "Edit", lambda mid=message.id: self.chat.edit_requested.emit(mid)
+                    )
+
+    def _on_failed(self, event: Any) -> None:
+        self.input.set_generating(False)
+        if self.chat.streaming is not None:
+            if event.partial_text:
+                self.chat.finish_reply(event.partial_text, partial=True)
+            else:
+                self.chat.column.removeWidget(self.chat.streaming)
+                self.chat.streaming.deleteLater()
+                self.chat.streaming = None
+        self._assign_ids()
+        if event.kind == ErrorKind.ENGINE_DIED:
+            self.bridge.notice_death(event)
+            return
+        self.memory.show_error(event.kind.value, event.message)
+        self.statusBar().showMessage(f"{event.message} {event.fix}".strip(), 15000)
+
+    # -- model ---------------------------------------------------------------------------
+    def load_model(self, path: str) -> None:
+        self.settings = self.settings.with_changes(model_path=path)
+        self._save()
+        self.bridge.load(self.settings)
+
+    def set_gpu_layers(self, n: int) -> None:
+        self.settings = self.settings.with_changes(n_gpu_layers=n)
+        self._save()
+        self.bridge.load(self.settings, live=True)
+
+    def restart(self, *, fewer_layers: bool) -> None:
+        if fewer_layers and self.settings.n_gpu_layers > 0:
+            n = self.settings.n_gpu_layers
+            self.settings = self.settings.with_changes(n_gpu_layers=max(0, n - max(1, n // 4)))
+            self._save()
+        self.banner.hide()
+        self.bridge.load(self.settings)
+
+    def _set_loading(self, loading: bool) -> None:
+        self.loading = loading
+        self.input.set_loading(loading)
+        self.offload.set_busy(loading)
+        if loading:
+            self.statusBar().showMessage("Loading the model…")
+
+    def _on_loaded(self, info: Any, reload: dict[str, Any] | None) -> None:
+        self.info = info
+        self._set_loading(False)
+        self.memory.clear_error()
+        quant = Path(info.path).stem.rsplit("-", 1)[-1].upper()
+        self.status_line.set_model(info.name, quant, info.n_ctx)
+        note = ""
+        if reload is not None:
+            note = (
+                f"Reloaded in {reload['seconds']:.2f}s; the KV cache of "
+                f"{reload['tokens']} tokens was kept."
+                if reload["restored"]
+                else f"Reloaded; the history will be read again ({reload['reason']})."
+            )
+        self.statusBar().showMessage(note or f"{info.name} loaded in {info.load_s:.2f}s.", 8000)
+        self.offload.show_measured(info.buffers_mib, None)
+        path, client = info.path, self.bridge.client
+        self.workers.run(lambda: (describe(read_header(path)), client.probe()), self._on_machine)
+
+    def _on_machine(self, result: tuple[Any, Any]) -> None:
+        self.desc, self.hw = result
+        s = self.settings
+        fit = FitSettings(n_ctx=s.n_ctx, type_k=s.type_k, type_v=s.type_v, flash_attn=s.flash_attn)
+        self.offload.set_model(self.desc, self.hw, fit, s.n_gpu_layers)
+        self.offload.set_busy(self.loading)
+
+    def _on_load_failed(self, kind: str, message: str) -> None:
+        self._set_loading(False)
+        self.memory.show_error(kind, message)
+        self.statusBar().showMessage(message, 20000)
+        if not self.bridge.client.alive:
+            self.banner.show_reason(message, fewer_layers_possible=self.settings.n_gpu_layers > 0)
+
+    def _on_died(self, message: str) -> None:
+        self.input.set_generating(False)
+        self.banner.show_reason(message, fewer_layers_possible=self.settings.n_gpu_layers > 0)
+
+    def _update_memory(self) -> None:
+        pid = self.bridge.client.pid
+        if self.info is None or pid is None or not self.bridge.client.alive:
+            return
+        try:
+            rss = psutil.Process(pid).memory_info().rss
+        except psutil.Error:
+            rss = None
+        per_token = 0.0
+        if self.desc is not None:
+            s = self.settings
+            fit = FitSettings(n_ctx=256, type_k=s.type_k, type_v=s.type_v)
+            per_token = sum(kv_bytes_per_layer(self.desc, fit)) / 256
+        kv_tokens = self.last_stats.kv_tokens if self.last_stats else 0
+        self.memory.update_usage(
+            rss=rss,
+            buffers_mib=self.info.buffers_mib,
+            kv_tokens=kv_tokens,
+            n_ctx=self.info.n_ctx,
+            kv_bytes_per_token=per_token,
+        )
+
+    def choose_model(self) -> None:
+        from vllmchat.ui.model_picker import ModelPicker
+
+        s = self.settings
+        picker = ModelPicker(
+            getattr(self, "hw", None),
+            FitSettings(n_ctx=s.n_ctx),
+            folders=s.model_folders,
+            first_run=not s.model_path,
+            parent=self,
+        )
+        if picker.exec() and picker.chosen_path:
+            self.load_model(picker.chosen_path)
+
+    def open_settings(self) -> None:
+        from vllmchat.ui.settings_dialog import SettingsDialog
+
+        dialog = SettingsDialog(self.settings, self)
+        if not dialog.exec():
+            return
+        new = dialog.result_settings()
+        reload = new.needs_reload(self.settings)
+        self.settings = new
+        self._save()
+        self.bridge.configure(new)
+        if reload and self.info is not None:
+            self.bridge.load(new, live=True)
+
+    def export_conversation(self) -> None:
+        if self.conversation_id is None:
+            return
+        path, _ = QFileDialog.getSaveFileName(
+            self, "Export", str(Path.home() / "chat.md"), "Markdown (*.md);;JSON (*.json)"
+        )
+        if path:
+            export_file(self.store, self.conversation_id, path)
+
+    def import_conversation(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Import", str(Path.home()), "JSON (*.json)")
+        if not path:
+            return
+        try:
+            conv = import_file(self.store, path)
+        except StoreError as exc:
+            QMessageBox.warning(self, "Import", str(exc))
+            return
+        self.conversations.refresh()
+        self.conversations.select(conv.id)
+
+    def _save(self) -> None:
+        if self.save_settings:
+            try:
+                save_app_settings(self.settings)
+            except OSError as exc:
+                self.statusBar().showMessage(f"Settings not saved: {exc.strerror}", 8000)
+
+    def start(self) -> None:
+        """After the window is shown: load the model, or offer the picker on first run."""
+        path = self.settings.model_path
+        if path and os.path.exists(path):
+            self.bridge.load(self.settings)
+        else:
+            QTimer.singleShot(0, self.choose_model)
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        self._memory_timer.stop()
+        self.workers.join()
+        self.bridge.close()
+        super().closeEvent(event)
+
+    def _fit(self) -> FitSettings:
+        return replace(FitSettings(), n_ctx=self.settings.n_ctx)

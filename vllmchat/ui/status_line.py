@@ -1,0 +1,81 @@
+"""The status line: model, speed, prefill vs reused tokens, and the context bar."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QColor, QPainter
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QWidget
+
+
+class ContextBar(QWidget):
+    """Used / n_ctx, with where the verbatim history (after the summary) begins."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.used = 0
+        self.n_ctx = 1
+        self.summary_tokens = 0
+        self.setMinimumSize(180, 14)
+        self.setToolTip("Context used")
+
+    def set_usage(self, used: int, n_ctx: int, summary_tokens: int = 0) -> None:
+        self.used, self.n_ctx, self.summary_tokens = used, max(1, n_ctx), summary_tokens
+        note = f", summary {summary_tokens} tokens" if summary_tokens else ""
+        self.setToolTip(f"Context: {used:,} of {n_ctx:,} tokens{note}")
+        self.update()
+
+    def paintEvent(self, _event: object) -> None:
+        p = QPainter(self)
+        r = QRectF(self.rect()).adjusted(0.5, 2.5, -0.5, -2.5)
+        p.setPen(QColor("#888"))
+        p.setBrush(QColor("#eee"))
+        p.drawRoundedRect(r, 3, 3)
+        frac = min(1.0, self.used / self.n_ctx)
+        fill = QRectF(r.left(), r.top(), r.width() * frac, r.height())
+        p.setPen(Qt.PenStyle.NoPen)
+        p.setBrush(QColor("#d9534f") if frac > 0.9 else QColor("#5b9bd5"))
+        p.drawRoundedRect(fill, 3, 3)
+        if self.summary_tokens:
+            x = r.left() + r.width() * min(1.0, self.summary_tokens / self.n_ctx)
+            p.setBrush(QColor("#f0ad4e"))
+            p.drawRect(QRectF(r.left(), r.top(), x - r.left(), r.height()))
+            p.setPen(QColor("#333"))
+            p.drawLine(int(x), int(r.top()), int(x), int(r.bottom()))
+
+
+class StatusLine(QWidget):
+    """Model · quant · tok/s · prefilled/reused · context."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(6, 2, 6, 2)
+        self.model = QLabel("No model")
+        self.speed = QLabel("")
+        self.tokens = QLabel("")
+        self.context = ContextBar()
+        self.context_label = QLabel("")
+        for w in (self.model, self.speed, self.tokens):
+            layout.addWidget(w)
+            layout.addSpacing(12)
+        layout.addStretch()
+        layout.addWidget(self.context_label)
+        layout.addWidget(self.context)
+
+    def set_model(self, name: str, quant: str, n_ctx: int) -> None:
+        self.model.setText(f"<b>{name}</b> · {quant}" if quant else f"<b>{name}</b>")
+        self.context.set_usage(0, n_ctx)
+
+    def set_stats(self, stats: object) -> None:
+        self.speed.setText(f"{stats.decode_tok_s:.1f} tok/s")
+        self.tokens.setText(
+            f"prefilled {stats.tokens_prefilled:,} · reused "
+            f"{stats.tokens_reused:,} · first token {stats.ttft_s * 1000:.0f} ms"
+        )
+        used = stats.prompt_tokens + stats.decode_tokens
+        self.context.set_usage(used, stats.n_ctx, self.context.summary_tokens)
+        self.context_label.setText(f"{used:,} / {stats.n_ctx:,}")
+
+    def set_plan(self, prompt_tokens: int, n_ctx: int, summary_tokens: int) -> None:
+        self.context.set_usage(prompt_tokens, n_ctx, summary_tokens)
+        self.context_label.setText(f"{prompt_tokens:,} / {n_ctx:,}")
