@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-_FENCE = re.compile(r"```[^\n]*\n(.*?)```", re.DOTALL)
+_FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.DOTALL | re.MULTILINE)
 ROLE_NAMES = {"user": "You", "assistant": "Assistant", "summary": "Summary"}
 
 
@@ -28,7 +28,7 @@ def with_copy_links(markdown: str) -> tuple[str, list[str]]:
 
     def link(match: re.Match[str]) -> str:
         blocks.append(match.group(1))
-        return f"[⧉ Copy code](copy:{len(blocks) - 1})\n\n{match.group(0)}"
+        return f"[Copy code](copy:{len(blocks) - 1})\n\n{match.group(0)}"
 
     return _FENCE.sub(link, markdown), blocks
 
@@ -62,6 +62,7 @@ class MessageWidget(QFrame):
         self.who = QLabel(f"<b>{ROLE_NAMES.get(role, role)}</b>")
         self.note = QLabel("(stopped)" if partial else "")
         self.note.setStyleSheet("color: #a60;")
+        self.note.setMinimumWidth(80)
         top.addWidget(self.who)
         top.addWidget(self.note)
         top.addStretch()
@@ -103,6 +104,7 @@ class MessageWidget(QFrame):
         self.text = text
         markdown, self._code = with_copy_links(text)
         self.body.setMarkdown(markdown)
+        QTimer.singleShot(0, self._fit_height)
 
     def append_plain(self, text: str) -> None:
         """Append streamed text at the end, without re-rendering."""

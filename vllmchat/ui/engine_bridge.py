@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
+from PySide6.QtCore import QObject, Qt, QThread, QTimer, Signal, Slot
 
 from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.conversations.kv_cache import KVStateCache
@@ -172,7 +172,8 @@ class EngineBridge(QObject):
         self._run.connect(self.worker.run)
         self._open.connect(self.worker.open_conversation)
         self._configure.connect(self.worker.configure)
-        self._shutdown.connect(self.worker.shutdown)
+        # Blocking: the KV state is saved and the process ended before the thread quits.
+        self._shutdown.connect(self.worker.shutdown, Qt.ConnectionType.BlockingQueuedConnection)
         self.worker.busy_changed.connect(self._on_busy)
         self.busy = False
         self._was_alive = False

@@ -61,12 +61,17 @@ class MainWindow(QMainWindow):
         self.last_stats: Any = None
         self.loading = False
         self.conversation_id: int | None = None
+        # Counters the GUI thread updates when a turn or a load ends (tests, benchmarks).
+        self.turns_ended = 0
+        self.last_turn: Any = None
+        self.loads_ended = 0
+        self.last_load: Any = None
         self._build()
         self._connect()
         self._menus()
-        self.conversations.refresh()
         existing = store.conversations()
         self.open_conversation(existing[0].id if existing else self.new_conversation(False))
+        self.conversations.refresh()
         self.conversations.select(self.conversation_id or 0)
         self._memory_timer = QTimer(self)
         self._memory_timer.setInterval(2000)
@@ -246,11 +251,14 @@ class MainWindow(QMainWindow):
         self.status_line.set_stats(stats)
 
     def _on_done(self, event: Any) -> None:
+        self.turns_ended += 1
+        self.last_turn = event
         self.chat.finish_reply(event.text, partial=event.stop_reason == "stopped")
         self.input.set_generating(False)
         self.statusBar().clearMessage()
         self._assign_ids()
         self.conversations.refresh()
+        self._update_memory()
         if self.info is not None:
             self.offload.show_measured(self.info.buffers_mib, event.stats.decode_tok_s)
 
@@ -267,6 +275,8 @@ class MainWindow(QMainWindow):
                     )
 
     def _on_failed(self, event: Any) -> None:
+        self.turns_ended += 1
+        self.last_turn = event
         self.input.set_generating(False)
         if self.chat.streaming is not None:
             if event.partial_text:
@@ -309,6 +319,8 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage("Loading the model…")
 
     def _on_loaded(self, info: Any, reload: dict[str, Any] | None) -> None:
+        self.loads_ended += 1
+        self.last_load = reload
         self.info = info
         self._set_loading(False)
         self.memory.clear_error()
@@ -335,6 +347,8 @@ class MainWindow(QMainWindow):
         self.offload.set_busy(self.loading)
 
     def _on_load_failed(self, kind: str, message: str) -> None:
+        self.loads_ended += 1
+        self.last_load = (kind, message)
         self._set_loading(False)
         self.memory.show_error(kind, message)
         self.statusBar().showMessage(message, 20000)

@@ -1,0 +1,191 @@
+"""The desktop app with real widgets, the real engine and the demo model (offscreen)."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+pytest.importorskip("PySide6")
+
+from vllmchat.core.app_settings import AppSettings
+from vllmchat.core.conversations.kv_cache import KVStateCache
+from vllmchat.core.conversations.store import ConversationStore
+from vllmchat.core.models.hardware import GpuInfo, HardwareInfo
+
+TIMEOUT = 60_000
+
+
+@pytest.fixture
+def window(qtbot, tmp_path, demo_model):
+    from vllmchat.ui.main_window import MainWindow
+
+    store = ConversationStore(tmp_path / "c.sqlite3")
+    settings = AppSettings(
+        model_path=str(demo_model), n_ctx=2048, n_threads=2, max_tokens=48, temperature=0.0
+    )
+    w = MainWindow(store, settings, KVStateCache(tmp_path / "kv"), save_settings=False)
+    qtbot.addWidget(w)
+    w.show()
+    w.start()
+    qtbot.waitUntil(lambda: w.loads_ended == 1 and w.desc is not None, timeout=TIMEOUT)
+    yield w
+    w.close()
+    assert w.bridge.thread.isFinished(), "the engine thread was left running"
+    assert not w.workers.busy, "a worker thread was left running"
+    assert not w.bridge.client.alive, "the engine process was left running"
+    store.close()
+
+
+def _send(qtbot, w, text: str) -> object:
+    """Type and send; wait until the GUI thread has handled the end of the turn."""
+    n = w.turns_ended
+    w.input.edit.setPlainText(text)
+    w.input._submit()
+    qtbot.waitUntil(lambda: w.turns_ended > n, timeout=TIMEOUT)
+    return w.last_turn
+
+
+def _load(qtbot, w, action) -> object:
+    n = w.loads_ended
+    action()
+    qtbot.waitUntil(lambda: w.loads_ended > n, timeout=TIMEOUT)
+    return w.last_load
+
+
+def test_tokens_stream_into_the_view_and_stop_works(qtbot, window):
+    window.settings = window.settings.with_changes(max_tokens=400)
+    window.bridge.configure(window.settings)
+    window.input.edit.setPlainText("Tell me a long story about a lighthouse.")
+    window.input._submit()
+    qtbot.waitUntil(
+        lambda: window.chat.streaming is not None and len(window.chat.streaming.text) > 20,
+        timeout=TIMEOUT,
+    )
+    assert window.input.stop.isEnabled() and not window.input.send.isEnabled()
+    window.input.stop.click()
+    qtbot.waitUntil(lambda: window.turns_ended == 1, timeout=TIMEOUT)
+    event = window.last_turn
+    assert event.stop_reason == "stopped" and event.stats.decode_tokens < 60
+    last = window.chat.messages()[-1]
+    assert last.role == "assistant" and last.note.text() == "(stopped)"
+    assert window.store.path(window.conversation_id)[-1].partial
+
+
+def test_enter_sends_and_shift_enter_breaks_the_line(qtbot, window):
+    from PySide6.QtCore import Qt
+
+    edit = window.input.edit
+    edit.setFocus()
+    qtbot.keyClicks(edit, "line one")
+    qtbot.keyClick(edit, Qt.Key.Key_Return, Qt.KeyboardModifier.ShiftModifier)
+    qtbot.keyClicks(edit, "line two")
+    assert edit.toPlainText() == "line one\nline two"
+    qtbot.keyClick(edit, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: window.turns_ended == 1, timeout=TIMEOUT)
+    assert window.store.path(window.conversation_id)[0].content == "line one\nline two"
+
+
+def test_slider_reload_keeps_the_cache_and_the_next_turn_prefills_only_new(qtbot, window):
+    # No GPU here: the panel is given a machine description with one (plain data), so
+    # the slider is enabled; llama.cpp's CPU build then loads the layers on the CPU.
+    _send(qtbot, window, "Name three rivers.")
+    _send(qtbot, window, "And three lakes?")
+    gpu = HardwareInfo(8 << 30, 8 << 30, [GpuInfo("Test GPU", 8 << 30, 8 << 30, "test")], True)
+    window.offload.set_model(window.desc, gpu, window._fit(), 0)
+    assert window.offload.slider.isEnabled()
+    n = window.loads_ended
+    window.offload.slider.setValue(5)  # keyboard-like change: debounced reload
+    qtbot.waitUntil(lambda: not window.input.edit.isEnabled(), timeout=5000)
+    qtbot.waitUntil(lambda: window.loads_ended > n, timeout=TIMEOUT)
+    assert window.last_load["restored"] and window.settings.n_gpu_layers == 5
+    assert "VRAM" in window.offload.estimate.text()
+    assert window.input.edit.isEnabled()
+    done = _send(qtbot, window, "And three seas?")
+    assert done.stats.tokens_reused > 50
+    assert done.stats.tokens_prefilled == done.stats.tokens_new
+
+
+def test_no_gpu_disables_the_slider_with_the_reason(qtbot, window):
+    assert not window.offload.slider.isEnabled()
+    assert "CPU-only" in window.offload.reason.text()
+
+
+def test_killed_engine_shows_the_banner_and_restart_recovers(qtbot, window):
+    _send(qtbot, window, "Hello!")
+    before = [m.content for m in window.store.path(window.conversation_id)]
+    os.kill(window.bridge.client.pid, signal.SIGKILL)
+    qtbot.waitUntil(window.banner.isVisible, timeout=10_000)
+    assert "SIGKILL" in window.banner.label.text()
+    _load(qtbot, window, window.banner.restart.click)
+    assert not window.banner.isVisible()
+    assert [m.content for m in window.store.path(window.conversation_id)] == before
+    assert len(window.chat.messages()) == 2
+    done = _send(qtbot, window, "Still there?")
+    assert done.text is not None and window.bridge.client.alive
+
+
+def test_conversations_new_search_and_switch(qtbot, window):
+    _send(qtbot, window, "Tell me about zebras.")
+    first = window.conversation_id
+    window.new_conversation()
+    qtbot.waitUntil(lambda: window.conversation_id != first, timeout=5000)
+    assert window.chat.messages() == []
+    window.conversations.search.setText("zebras")
+    assert window.conversations.list.count() == 1
+    window.conversations.list.setCurrentRow(0)
+    assert window.conversation_id == first and len(window.chat.messages()) == 2
+
+
+def test_picker_lists_hub_quants_and_downloads_one(qtbot, hub, small_quants, tmp_path, monkeypatch):
+    from vllmchat.core.models.memory import FitSettings
+    from vllmchat.ui.model_picker import ModelPicker
+
+    monkeypatch.setenv("VLLMCHAT_MODELS_DIR", str(tmp_path / "models"))
+    hub.add(
+        "test-org/Small-GGUF",
+        {"Small-Q8_0.gguf": small_quants["Q8_0"], "Small-Q4_K_M.gguf": small_quants["Q4_K_M"]},
+        downloads=7,
+    )
+    hw = HardwareInfo(16 << 30, 16 << 30, [], False, "CPU-only build")
+    picker = ModelPicker(hw, FitSettings(n_ctx=2048))
+    qtbot.addWidget(picker)
+    picker.show()
+    picker.tabs.setCurrentIndex(1)
+    picker.query.setText("small")
+    picker.search()
+    qtbot.waitUntil(lambda: picker.repos.count() == 1, timeout=TIMEOUT)
+    picker.repos.setCurrentRow(0)
+    qtbot.waitUntil(lambda: picker.quant_table.rowCount() == 2, timeout=TIMEOUT)
+    fits = [picker.quant_table.item(r, 2).text() for r in range(2)]
+    assert sum("★ recommended" in f for f in fits) == 1 and all("RAM only" in f for f in fits)
+    with qtbot.waitSignal(picker.accepted, timeout=TIMEOUT):
+        picker.download_selected()
+    assert picker.chosen_path and os.path.exists(picker.chosen_path)
+    assert picker.bar.value() == 1000
+    picker.workers.join()
+
+
+def test_first_run_picker_offers_the_demo_model_offline(qtbot, hub):
+    from vllmchat.core.models.memory import FitSettings
+    from vllmchat.ui.model_picker import ModelPicker
+
+    picker = ModelPicker(None, FitSettings(), first_run=True)
+    qtbot.addWidget(picker)
+    with qtbot.waitSignal(picker.accepted, timeout=TIMEOUT):
+        picker.demo.click()
+    assert picker.chosen_path.endswith("gemma-3-270m-q4_k_m.gguf")
+
+
+def test_bad_model_file_gets_a_message_and_the_window_lives(qtbot, window, tmp_path):
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"GGUF\x03\x00\x00\x00" + os.urandom(1000))
+    good = window.info.path
+    kind, _message = _load(qtbot, window, lambda: window.load_model(str(bad)))
+    assert kind == "corrupt"
+    assert "damaged" in window.statusBar().currentMessage()
+    assert "damaged" in window.memory.advice.text()
+    assert window.isVisible() and window.input.edit.isEnabled()
+    _load(qtbot, window, lambda: window.load_model(good))
+    assert window.info.path == good
