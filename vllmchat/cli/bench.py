@@ -9,7 +9,7 @@ from typing import Any
 
 def register(sub: Any) -> None:
     p = sub.add_parser("bench", help="benchmarks (prints JSON)")
-    p.add_argument("name", choices=["engine", "estimate", "conversation"])
+    p.add_argument("name", choices=["engine", "estimate", "conversation", "ui"])
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--model", help="GGUF to use (default: the demo model)")
     p.add_argument("--quick", action="store_true", help="fewer repetitions")
@@ -17,7 +17,11 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.name == "conversation":
+    if args.name == "ui":
+        from vllmchat.ui import bench_ui
+
+        result = bench_ui.run()
+    elif args.name == "conversation":
         from vllmchat.bench import conversation_bench
 
         result = conversation_bench.run(model=args.model, quick=args.quick)

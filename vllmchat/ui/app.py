@@ -24,6 +24,7 @@ def _parser() -> argparse.ArgumentParser:
         help="start headless, load the demo model, answer once, and exit",
     )
     p.add_argument("--model", help="load this .gguf")
+    p.add_argument("--exit-after-show", action="store_true", help=argparse.SUPPRESS)
     return p
 
 
@@ -62,7 +63,11 @@ def run_app(argv: Sequence[str]) -> int:
         store, settings, KVStateCache(kv_cache_dir()), save_settings=not args.self_test
     )
     window.show()
-    print(f"window shown in {time.perf_counter() - START:.2f}s", file=sys.stderr)
+    print(f"window shown in {time.perf_counter() - START:.2f}s", file=sys.stderr, flush=True)
+    if args.exit_after_show:
+        window.close()
+        store.close()
+        return 0
     if args.self_test:
         return _self_test(app, window)
     window.start()
