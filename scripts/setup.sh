@@ -21,9 +21,11 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] && ! grep -qx "$(sha256sum pypro
   .venv/bin/python -m pip install -q -e ".$extras"
   echo "$want" > "$stamp"
 fi
-# Qt needs a few system libraries that minimal Linux images lack.
-if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
-   ! .venv/bin/python -c "import PySide6.QtWidgets" 2>/dev/null; then
+# Qt needs a few system libraries that minimal Linux images lack; the tests also
+# validate the desktop entry (desktop-file-utils).
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null && { \
+   ! .venv/bin/python -c "import PySide6.QtWidgets" 2>/dev/null || \
+   { [ "$profile" = dev ] && ! command -v desktop-file-validate >/dev/null; }; }; then
   apt-get update -qq && apt-get install -y -qq libegl1 libgl1 libxkbcommon0 libfontconfig1 \
-    libdbus-1-3 >/dev/null
+    libdbus-1-3 desktop-file-utils >/dev/null
 fi

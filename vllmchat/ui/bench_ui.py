@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import statistics
 import subprocess
@@ -50,7 +51,7 @@ class _Heartbeat:
         inside = [t for t in self.ticks if start <= t <= end]
         if len(inside) < 2:
             return float("inf")
-        return max(b - a for a, b in zip(inside, inside[1:], strict=False)) * 1000
+        return max(b - a for a, b in itertools.pairwise(inside)) * 1000
 
 
 def _stalls(folder: Path) -> dict[str, Any]:

@@ -1,0 +1,57 @@
+"""Double-click launch: the desktop entry, and the PyInstaller bundle starting headless."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_install_desktop_writes_a_valid_entry_and_icon(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "vllmchat", "--install-desktop"],
+        env={"XDG_DATA_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    entry = tmp_path / "applications" / "vllmchat.desktop"
+    assert Path(proc.stdout.strip()) == entry
+    text = entry.read_text()
+    assert "Exec=" in text and "vllmchat" in text.split("Exec=")[1].split("\n")[0]
+    assert (tmp_path / "icons/hicolor/scalable/apps/vllmchat.svg").exists()
+    validator = shutil.which("desktop-file-validate")
+    if validator is None:
+        pytest.skip("desktop-file-validate is not installed (scripts/setup.sh installs it)")
+    check = subprocess.run([validator, str(entry)], capture_output=True, text=True)
+    assert check.returncode == 0 and not check.stdout.strip(), check.stdout + check.stderr
+
+
+def test_startup_probe_shows_the_window(tmp_path):
+    env = {**__import__("os").environ, "QT_QPA_PLATFORM": "offscreen"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "vllmchat", "--exit-after-show"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0 and "window shown" in proc.stderr
+
+
+@pytest.mark.slow
+def test_bundle_builds_and_answers_headless():
+    if shutil.which("pyinstaller", path=str(Path(sys.executable).parent)) is None:
+        pytest.skip("PyInstaller is not installed (it is in the dev extras)")
+    proc = subprocess.run(
+        ["bash", str(ROOT / "packaging" / "smoke.sh")], capture_output=True, text=True, timeout=900
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "vllmchat 0.1.0" in proc.stdout
+    assert "self-test: ok" in proc.stdout
