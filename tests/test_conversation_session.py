@@ -128,6 +128,32 @@ def test_a_failed_summary_falls_back_and_the_conversation_survives(demo_model, s
     ]
 
 
+def test_summarizing_can_be_cancelled(demo_model, store, make_client):
+    client = make_client()
+    client.load(LoadSettings(model_path=str(demo_model), n_ctx=2048, n_threads=2))
+    conv = store.create()
+    session = ChatSession(
+        store,
+        client,
+        conv.id,
+        policy=ContextPolicy(every_k_turns=2, keep_last_turns=1, summary_max_tokens=400),
+        sampling=SamplingSettings(temperature=0.0, max_tokens=16),
+    )
+    for q in QUESTIONS[:2]:
+        list(session.send(q))
+    events = []
+    for event in session.send(QUESTIONS[2]):
+        events.append(event)
+        if isinstance(event, SummaryEvent) and event.status == "started":
+            session.stop()
+    statuses = [e.status for e in events if isinstance(e, SummaryEvent)]
+    assert statuses == ["started", "cancelled"]
+    assert not any(isinstance(e, DoneEvent) for e in events), "no reply after a cancel"
+    assert store.summaries(conv.id) == []
+    assert store.path(conv.id)[-1].content == QUESTIONS[2], "the message is kept"
+    assert isinstance(list(session.regenerate())[-1], DoneEvent)
+
+
 def test_empty_summaries_are_rejected():
     assert clean_summary("\n\n   \n", 50) == ""
     assert clean_summary("Summary: They met.\n\nUser: more", 50) == "They met."

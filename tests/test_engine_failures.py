@@ -92,3 +92,52 @@ def test_garbled_weights_load_without_crashing(make_client, tmp_path, tiny_model
     client.load(LoadSettings(model_path=path, n_ctx=256))
     events = list(client.chat([{"role": "user", "content": "x"}], SamplingSettings(max_tokens=4)))
     assert client.alive and events, "garbled weights give noise, not a crash"
+
+
+def _address_space(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as fh:
+        return next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmSize"))
+
+
+def test_out_of_memory_for_weights_and_for_kv_are_told_apart(make_client, demo_model):
+    """A real allocation failure: the engine's address space is capped (RLIMIT_AS)."""
+    from vllmchat.core.engine import EngineClient
+
+    probe = make_client()
+    probe.start()
+    with pytest.raises(EngineError):
+        probe.kv()  # no model yet: answers, so the process is up
+    base = _address_space(probe.pid)
+    probe.close()
+    cases = [
+        (100, dict(use_mmap=False, n_ctx=512), ErrorKind.OOM_LOAD, "weights"),
+        (420, dict(use_mmap=True, n_ctx=2048), ErrorKind.OOM_GENERATE, "KV cache"),
+    ]
+    for extra_mib, settings, kind, words in cases:
+        client = EngineClient(memory_limit=base + (extra_mib << 20))
+        try:
+            with pytest.raises(EngineError) as info:
+                client.load(LoadSettings(model_path=str(demo_model), **settings))
+            assert info.value.kind == kind and words in info.value.message
+            assert client.alive, "an allocation failure is an error, not a crash"
+        finally:
+            client.close()
+
+
+def test_unsupported_architecture_is_named(make_client, tmp_path):
+    import gguf
+    import numpy as np
+
+    path = tmp_path / "alien.gguf"
+    w = gguf.GGUFWriter(str(path), "alienformer")
+    w.add_block_count(1)
+    w.add_tensor("token_embd.weight", np.zeros((4, 8), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    client = make_client()
+    with pytest.raises(EngineError) as info:
+        client.load(LoadSettings(model_path=str(path), n_ctx=256))
+    assert info.value.kind == ErrorKind.UNSUPPORTED_ARCH
+    assert "alienformer" in info.value.message

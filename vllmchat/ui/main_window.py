@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (
     QInputDialog,
     QMainWindow,
     QMessageBox,
+    QProgressBar,
     QSplitter,
     QVBoxLayout,
     QWidget,
@@ -104,6 +105,11 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(split)
         self.status_line = StatusLine()
         self.statusBar().addPermanentWidget(self.status_line, 1)
+        self.busy_bar = QProgressBar()
+        self.busy_bar.setRange(0, 0)  # indeterminate while the model loads
+        self.busy_bar.setMaximumWidth(140)
+        self.busy_bar.hide()
+        self.statusBar().addPermanentWidget(self.busy_bar)
 
     def _connect(self) -> None:
         e = self.bridge.events
@@ -315,6 +321,7 @@ class MainWindow(QMainWindow):
         self.loading = loading
         self.input.set_loading(loading)
         self.offload.set_busy(loading)
+        self.busy_bar.setVisible(loading)
         if loading:
             self.statusBar().showMessage("Loading the model…")
 

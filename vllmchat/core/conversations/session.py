@@ -298,7 +298,11 @@ class ChatSession:
             seed=0,
         )
         text, prefill = "", 0
+        if self._stopped:
+            return SummaryOutcome(cancelled=True), 0
         for event in self.client.chat(request, sampling):
+            if self._stopped:
+                self.client.stop()  # a stop that came before the request reached the engine
             if isinstance(event, StatsEvent):
                 prefill = event.stats.tokens_prefilled
             elif isinstance(event, ErrorEvent):

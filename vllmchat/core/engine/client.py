@@ -52,7 +52,9 @@ def describe_exit(exitcode: int | None) -> str:
 class EngineClient:
     """Start, load, chat with, reload and restart the engine process."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, memory_limit: int | None = None) -> None:
+        """``memory_limit``: cap on the engine process's address space, in bytes."""
+        self.memory_limit = memory_limit
         self._ctx = mp.get_context("spawn")
         self._proc: Any = None
         self._conn: Any = None
@@ -82,7 +84,10 @@ class EngineClient:
         self._discard_process()
         parent, child = self._ctx.Pipe(duplex=True)
         proc = self._ctx.Process(
-            target=engine_main, args=(child,), daemon=True, name="vllmchat-engine"
+            target=engine_main,
+            args=(child, self.memory_limit),
+            daemon=True,
+            name="vllmchat-engine",
         )
         proc.start()
         child.close()

@@ -9,7 +9,13 @@ from __future__ import annotations
 from multiprocessing.connection import Connection
 
 
-def engine_main(conn: Connection) -> None:
+def engine_main(conn: Connection, memory_limit: int | None = None) -> None:
+    """Run the engine; ``memory_limit`` caps its address space (bytes), so that
+    llama.cpp reports out-of-memory instead of the system swapping or killing."""
+    if memory_limit:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
     from vllmchat.core.engine.worker import worker_main
 
     worker_main(conn)

@@ -104,6 +104,11 @@ class LlamaRuntime:
                 swa_full=settings.swa_full,
                 verbose=False,
             )
+        except MemoryError as exc:
+            raise EngineError(
+                ErrorKind.OOM_LOAD,
+                f"Not enough memory to load the model (n_gpu_layers={settings.n_gpu_layers}).",
+            ) from exc
         except (ValueError, RuntimeError) as exc:
             lines = llama_log.lines_since(mark)
             if any("llama_init_from_model" in ln or "llama_context" in ln for ln in lines) or (
