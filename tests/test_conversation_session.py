@@ -30,6 +30,23 @@ def _turn(events):
     return events, by_type
 
 
+def _session(
+    make_client,
+    model,
+    store,
+    *,
+    n_ctx: int,
+    policy: ContextPolicy,
+    sampling: SamplingSettings,
+    system: str = "",
+) -> ChatSession:
+    """A new conversation on a freshly loaded engine."""
+    client = make_client()
+    client.load(LoadSettings(model_path=str(model), n_ctx=n_ctx, n_threads=2))
+    conv = store.create(system_prompt=system)
+    return ChatSession(store, client, conv.id, policy=policy, sampling=sampling)
+
+
 QUESTIONS = [
     "Where do zebras live?",
     "What do they eat?",
@@ -76,16 +93,15 @@ def test_summary_longer_than_what_it_replaces_falls_back_to_keep_last(
     tiny_models, store, make_client
 ):
     """The tiny random model rambles: its "summary" of four words is longer than them."""
-    client = make_client()
-    client.load(LoadSettings(model_path=str(tiny_models["chatml"]), n_ctx=2048, n_threads=2))
-    conv = store.create()
-    session = ChatSession(
+    session = _session(
+        make_client,
+        tiny_models["chatml"],
         store,
-        client,
-        conv.id,
+        n_ctx=2048,
         policy=ContextPolicy(every_k_turns=3, keep_last_turns=1),
         sampling=SamplingSettings(temperature=0.0, max_tokens=1),
     )
+    _client, conv = session.client, store.conversation(session.conversation_id)
     events = []
     for word in ("hi", "ok", "yo", "go", "so"):
         events += list(session.send(word))
@@ -99,16 +115,15 @@ def test_summary_longer_than_what_it_replaces_falls_back_to_keep_last(
 
 
 def test_a_failed_summary_falls_back_and_the_conversation_survives(demo_model, store, make_client):
-    client = make_client()
-    client.load(LoadSettings(model_path=str(demo_model), n_ctx=2048, n_threads=2))
-    conv = store.create()
-    session = ChatSession(
+    session = _session(
+        make_client,
+        demo_model,
         store,
-        client,
-        conv.id,
+        n_ctx=2048,
         policy=ContextPolicy(every_k_turns=2, keep_last_turns=1),
         sampling=SamplingSettings(temperature=0.0, max_tokens=8),
     )
+    client, conv = session.client, store.conversation(session.conversation_id)
     for q in QUESTIONS[:2]:
         list(session.send(q))
     events = []
@@ -129,16 +144,15 @@ def test_a_failed_summary_falls_back_and_the_conversation_survives(demo_model, s
 
 
 def test_summarizing_can_be_cancelled(demo_model, store, make_client):
-    client = make_client()
-    client.load(LoadSettings(model_path=str(demo_model), n_ctx=2048, n_threads=2))
-    conv = store.create()
-    session = ChatSession(
+    session = _session(
+        make_client,
+        demo_model,
         store,
-        client,
-        conv.id,
+        n_ctx=2048,
         policy=ContextPolicy(every_k_turns=2, keep_last_turns=1, summary_max_tokens=400),
         sampling=SamplingSettings(temperature=0.0, max_tokens=16),
     )
+    _client, conv = session.client, store.conversation(session.conversation_id)
     for q in QUESTIONS[:2]:
         list(session.send(q))
     events = []
@@ -161,16 +175,15 @@ def test_empty_summaries_are_rejected():
 
 
 def test_keep_last_policy_shows_what_is_left_out(demo_model, store, make_client):
-    client = make_client()
-    client.load(LoadSettings(model_path=str(demo_model), n_ctx=256, n_threads=2))
-    conv = store.create()
-    session = ChatSession(
+    session = _session(
+        make_client,
+        demo_model,
         store,
-        client,
-        conv.id,
+        n_ctx=256,
         policy=ContextPolicy(mode="keep_last"),
         sampling=SamplingSettings(temperature=0.0, max_tokens=40, ignore_eos=True),
     )
+    _client, conv = session.client, store.conversation(session.conversation_id)
     dropped = 0
     for q in QUESTIONS:
         events, by = _turn(session.send(q))
@@ -181,16 +194,15 @@ def test_keep_last_policy_shows_what_is_left_out(demo_model, store, make_client)
 
 
 def test_ask_policy_stops_and_says_so(demo_model, store, make_client):
-    client = make_client()
-    client.load(LoadSettings(model_path=str(demo_model), n_ctx=256, n_threads=2))
-    conv = store.create()
-    session = ChatSession(
+    session = _session(
+        make_client,
+        demo_model,
         store,
-        client,
-        conv.id,
+        n_ctx=256,
         policy=ContextPolicy(mode="ask"),
         sampling=SamplingSettings(temperature=0.0, max_tokens=40, ignore_eos=True),
     )
+    _client, _conv = session.client, store.conversation(session.conversation_id)
     last = None
     for q in QUESTIONS:
         last = list(session.send(q))[-1]
