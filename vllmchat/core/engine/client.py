@@ -266,8 +266,14 @@ class EngineClient:
             self._current = rid
             self._send(("chat", rid, payload, sampling))
             while True:
-                kind, got, event = self._recv()
-                if kind != "event" or got != rid:
+                message = self._recv()
+                if message[1] != rid:
+                    continue
+                if message[0] == "tok":
+                    event: Event = TokenEvent(message[2], message[3])
+                elif message[0] == "event":
+                    event = message[2]
+                else:
                     continue
                 if isinstance(event, TokenEvent):
                     t_last = time.perf_counter()
@@ -301,8 +307,12 @@ class EngineClient:
         try:
             self._send(("stop", rid))
             while True:
-                kind, got, event = self._recv()
-                if kind == "event" and got == rid and isinstance(event, DoneEvent | ErrorEvent):
+                message = self._recv()
+                if (
+                    message[0] == "event"
+                    and message[1] == rid
+                    and isinstance(message[2], DoneEvent | ErrorEvent)
+                ):
                     return
         except EngineError:
             return

@@ -17,7 +17,7 @@ from typing import Any
 import llama_cpp  # noqa: F401  (first: the CUDA build segfaults if numpy loads before it)
 
 from vllmchat.core.engine import llama_log
-from vllmchat.core.engine.events import EngineError, ErrorEvent, ErrorKind
+from vllmchat.core.engine.events import EngineError, ErrorEvent, ErrorKind, TokenEvent
 from vllmchat.core.engine.runtime import LlamaRuntime
 from vllmchat.core.engine.state_file import KVState, read_state, write_state
 from vllmchat.core.engine.turn import run_turn
@@ -78,7 +78,10 @@ class Worker:
 
     def chat(self, rid: int, messages: list[dict[str, str]], sampling: Any) -> None:
         def emit(event: Any) -> None:
-            self.send(("event", rid, event))
+            if type(event) is TokenEvent:  # the hot path: a plain tuple pickles faster
+                self.send(("tok", rid, event.text, event.token_id))
+            else:
+                self.send(("event", rid, event))
 
         if self.runtime is None:
             emit(ErrorEvent(ErrorKind.NO_MODEL, "No model is loaded."))
