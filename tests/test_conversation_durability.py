@@ -8,6 +8,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from vllmchat.core.conversations.policy import ContextPolicy, PromptPlanEvent, SummaryEvent
 from vllmchat.core.conversations.session import ChatSession
 from vllmchat.core.conversations.store import ConversationStore
@@ -69,6 +71,7 @@ def test_sigkill_of_the_app_mid_reply_keeps_messages_and_marks_the_partial(tmp_p
         store.close()
 
 
+@pytest.mark.timeout(1200)
 def test_sixty_turn_soak_stays_within_the_context(demo_model, make_client, tmp_path):
     client = make_client()
     client.load(LoadSettings(model_path=str(demo_model), n_ctx=1024, n_threads=2))

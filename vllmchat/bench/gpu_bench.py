@@ -67,6 +67,30 @@ def estimate_cases(model: str, layers: list[int], n_ctx: int) -> list[dict[str, 
     return cases
 
 
+def in_process_tps(settings: LoadSettings, n: int) -> float:
+    """The engine's turn loop in this process, with no pipe: where does overhead live?"""
+    from vllmchat.core.engine.events import StatsEvent
+    from vllmchat.core.engine.turn import run_turn
+    from vllmchat.core.settings import SamplingSettings
+
+    rt = LlamaRuntime(settings)
+    stats = []
+    try:
+        sampling = SamplingSettings(
+            temperature=0.0, repeat_penalty=1.0, max_tokens=n, ignore_eos=True
+        )
+        run_turn(
+            rt,
+            [{"role": "user", "content": "Write a long story."}],
+            sampling,
+            should_stop=lambda: False,
+            emit=lambda e: stats.append(e.stats) if isinstance(e, StatsEvent) else None,
+        )
+    finally:
+        rt.close()
+    return stats[-1].decode_tok_s
+
+
 def engine_figures(model: str, n_layer: int) -> dict[str, Any]:
     full = LoadSettings(
         model_path=model, n_gpu_layers=n_layer + 1, n_ctx=4096, flash_attn=True, n_threads=8
@@ -76,11 +100,13 @@ def engine_figures(model: str, n_layer: int) -> dict[str, Any]:
         t0 = time.perf_counter()
         client.load(full)
         cold = time.perf_counter() - t0
-        raw, ours = [], []
+        raw, ours, inproc = [], [], []
         for _ in range(3):
             raw.append(_raw_decode_tps(full, DECODE_TOKENS))
             ours.append(_engine_decode_tps(client, DECODE_TOKENS))
+            inproc.append(in_process_tps(full, DECODE_TOKENS))
         result = {
+            "in_process_turn_tok_s": round(statistics.median(inproc), 1),
             "raw_decode_tok_s": round(statistics.median(raw), 1),
             "engine_decode_tok_s": round(statistics.median(ours), 1),
             "decode_ratio": round(statistics.median(ours) / statistics.median(raw), 4),
