@@ -33,11 +33,23 @@ class Worker:
         self.runtime: LlamaRuntime | None = None
         self.requests: queue.Queue[tuple[Any, ...]] = queue.Queue()
         self.stopped: set[int] = set()
-        self.send_lock = threading.Lock()
+        # Messages are pickled and written by a sender thread, which runs while the
+        # decode loop is inside llama.cpp (ctypes releases the GIL): the token loop
+        # only queues them.
+        self.outbox: queue.SimpleQueue[tuple[Any, ...] | None] = queue.SimpleQueue()
 
     def send(self, message: tuple[Any, ...]) -> None:
-        with self.send_lock:
-            self.conn.send(message)
+        self.outbox.put(message)
+
+    def send_loop(self) -> None:
+        while True:
+            message = self.outbox.get()
+            if message is None:
+                return
+            try:
+                self.conn.send(message)
+            except (OSError, ValueError):
+                return
 
     def read_loop(self) -> None:
         while True:
@@ -53,6 +65,8 @@ class Worker:
 
     def serve(self) -> None:
         threading.Thread(target=self.read_loop, daemon=True, name="engine-reader").start()
+        sender = threading.Thread(target=self.send_loop, daemon=True, name="engine-sender")
+        sender.start()
         while True:
             op, rid, *args = self.requests.get()
             if op == "exit":
@@ -68,6 +82,8 @@ class Worker:
                 self.send(("reply", rid, False, EngineError(ErrorKind.INTERNAL, repr(exc))))
             else:
                 self.send(("reply", rid, True, value))
+        self.outbox.put(None)
+        sender.join(5)
         if self.runtime is not None:
             self.runtime.close()
 
