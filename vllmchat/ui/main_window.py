@@ -3,32 +3,27 @@
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import psutil
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
-    QFileDialog,
     QInputDialog,
     QMainWindow,
-    QMessageBox,
     QProgressBar,
     QSplitter,
     QVBoxLayout,
     QWidget,
 )
 
-from vllmchat.core.app_settings import AppSettings, save_app_settings
+from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.conversations.kv_cache import KVStateCache
-from vllmchat.core.conversations.store import ConversationStore, StoreError
-from vllmchat.core.conversations.transfer import export_file, import_file
+from vllmchat.core.conversations.store import ConversationStore
 from vllmchat.core.engine import ErrorKind
 from vllmchat.core.gguf_header import read_header
 from vllmchat.core.models.description import describe
-from vllmchat.core.models.memory import FitSettings, kv_bytes_per_layer
+from vllmchat.core.models.memory import FitSettings
 from vllmchat.ui.banner import EngineBanner
 from vllmchat.ui.chat_input import ChatInput
 from vllmchat.ui.chat_view import ChatView
@@ -36,10 +31,11 @@ from vllmchat.ui.conversation_list import ConversationList
 from vllmchat.ui.engine_bridge import EngineBridge
 from vllmchat.ui.offload_panel import MemoryPanel, OffloadPanel
 from vllmchat.ui.status_line import StatusLine
+from vllmchat.ui.window_actions import WindowActions
 from vllmchat.ui.workers import Workers
 
 
-class MainWindow(QMainWindow):
+class MainWindow(WindowActions, QMainWindow):
     """Everything a chat needs; slow work happens on the engine thread or workers."""
 
     def __init__(
@@ -348,9 +344,7 @@ class MainWindow(QMainWindow):
 
     def _on_machine(self, result: tuple[Any, Any]) -> None:
         self.desc, self.hw = result
-        s = self.settings
-        fit = FitSettings(n_ctx=s.n_ctx, type_k=s.type_k, type_v=s.type_v, flash_attn=s.flash_attn)
-        self.offload.set_model(self.desc, self.hw, fit, s.n_gpu_layers)
+        self.offload.set_model(self.desc, self.hw, self._fit(), self.settings.n_gpu_layers)
         self.offload.set_busy(self.loading)
 
     def _on_load_failed(self, kind: str, message: str) -> None:
@@ -365,84 +359,6 @@ class MainWindow(QMainWindow):
     def _on_died(self, message: str) -> None:
         self.input.set_generating(False)
         self.banner.show_reason(message, fewer_layers_possible=self.settings.n_gpu_layers > 0)
-
-    def _update_memory(self) -> None:
-        pid = self.bridge.client.pid
-        if self.info is None or pid is None or not self.bridge.client.alive:
-            return
-        try:
-            rss = psutil.Process(pid).memory_info().rss
-        except psutil.Error:
-            rss = None
-        per_token = 0.0
-        if self.desc is not None:
-            s = self.settings
-            fit = FitSettings(n_ctx=256, type_k=s.type_k, type_v=s.type_v)
-            per_token = sum(kv_bytes_per_layer(self.desc, fit)) / 256
-        kv_tokens = self.last_stats.kv_tokens if self.last_stats else 0
-        self.memory.update_usage(
-            rss=rss,
-            buffers_mib=self.info.buffers_mib,
-            kv_tokens=kv_tokens,
-            n_ctx=self.info.n_ctx,
-            kv_bytes_per_token=per_token,
-        )
-
-    def choose_model(self) -> None:
-        from vllmchat.ui.model_picker import ModelPicker
-
-        s = self.settings
-        picker = ModelPicker(
-            getattr(self, "hw", None),
-            FitSettings(n_ctx=s.n_ctx),
-            folders=s.model_folders,
-            first_run=not s.model_path,
-            parent=self,
-        )
-        if picker.exec() and picker.chosen_path:
-            self.load_model(picker.chosen_path)
-
-    def open_settings(self) -> None:
-        from vllmchat.ui.settings_dialog import SettingsDialog
-
-        dialog = SettingsDialog(self.settings, self)
-        if not dialog.exec():
-            return
-        new = dialog.result_settings()
-        reload = new.needs_reload(self.settings)
-        self.settings = new
-        self._save()
-        self.bridge.configure(new)
-        if reload and self.info is not None:
-            self.bridge.load(new, live=True)
-
-    def export_conversation(self) -> None:
-        if self.conversation_id is None:
-            return
-        path, _ = QFileDialog.getSaveFileName(
-            self, "Export", str(Path.home() / "chat.md"), "Markdown (*.md);;JSON (*.json)"
-        )
-        if path:
-            export_file(self.store, self.conversation_id, path)
-
-    def import_conversation(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Import", str(Path.home()), "JSON (*.json)")
-        if not path:
-            return
-        try:
-            conv = import_file(self.store, path)
-        except StoreError as exc:
-            QMessageBox.warning(self, "Import", str(exc))
-            return
-        self.conversations.refresh()
-        self.conversations.select(conv.id)
-
-    def _save(self) -> None:
-        if self.save_settings:
-            try:
-                save_app_settings(self.settings)
-            except OSError as exc:
-                self.statusBar().showMessage(f"Settings not saved: {exc.strerror}", 8000)
 
     def start(self) -> None:
         """After the window is shown: load the model, or offer the picker on first run."""
@@ -459,4 +375,12 @@ class MainWindow(QMainWindow):
         super().closeEvent(event)
 
     def _fit(self) -> FitSettings:
-        return replace(FitSettings(), n_ctx=self.settings.n_ctx)
+        """The memory-relevant settings, for estimates."""
+        s = self.settings
+        return FitSettings(
+            n_gpu_layers=s.n_gpu_layers,
+            n_ctx=s.n_ctx,
+            type_k=s.type_k,
+            type_v=s.type_v,
+            flash_attn=s.flash_attn,
+        )

@@ -1,0 +1,100 @@
+"""Menu actions of the main window: dialogs, import/export, settings, memory readout."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import psutil
+from PySide6.QtWidgets import QFileDialog, QMessageBox
+
+from vllmchat.core.app_settings import save_app_settings
+from vllmchat.core.conversations.store import StoreError
+from vllmchat.core.conversations.transfer import export_file, import_file
+from vllmchat.core.models.memory import FitSettings, kv_bytes_per_layer
+
+
+class WindowActions:
+    """Mixed into ``MainWindow``; uses its widgets, bridge, store and settings."""
+
+    settings: Any
+    store: Any
+    bridge: Any
+
+    def _update_memory(self) -> None:
+        pid = self.bridge.client.pid
+        if self.info is None or pid is None or not self.bridge.client.alive:
+            return
+        try:
+            rss = psutil.Process(pid).memory_info().rss
+        except psutil.Error:
+            rss = None
+        per_token = 0.0
+        if self.desc is not None:
+            s = self.settings
+            fit = FitSettings(n_ctx=256, type_k=s.type_k, type_v=s.type_v)
+            per_token = sum(kv_bytes_per_layer(self.desc, fit)) / 256
+        kv_tokens = self.last_stats.kv_tokens if self.last_stats else 0
+        self.memory.update_usage(
+            rss=rss,
+            buffers_mib=self.info.buffers_mib,
+            kv_tokens=kv_tokens,
+            n_ctx=self.info.n_ctx,
+            kv_bytes_per_token=per_token,
+        )
+
+    def choose_model(self) -> None:
+        from vllmchat.ui.model_picker import ModelPicker
+
+        s = self.settings
+        picker = ModelPicker(
+            getattr(self, "hw", None),
+            FitSettings(n_ctx=s.n_ctx),
+            folders=s.model_folders,
+            first_run=not s.model_path,
+            parent=self,
+        )
+        if picker.exec() and picker.chosen_path:
+            self.load_model(picker.chosen_path)
+
+    def open_settings(self) -> None:
+        from vllmchat.ui.settings_dialog import SettingsDialog
+
+        dialog = SettingsDialog(self.settings, self)
+        if not dialog.exec():
+            return
+        new = dialog.result_settings()
+        reload = new.needs_reload(self.settings)
+        self.settings = new
+        self._save()
+        self.bridge.configure(new)
+        if reload and self.info is not None:
+            self.bridge.load(new, live=True)
+
+    def export_conversation(self) -> None:
+        if self.conversation_id is None:
+            return
+        path, _ = QFileDialog.getSaveFileName(
+            self, "Export", str(Path.home() / "chat.md"), "Markdown (*.md);;JSON (*.json)"
+        )
+        if path:
+            export_file(self.store, self.conversation_id, path)
+
+    def import_conversation(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Import", str(Path.home()), "JSON (*.json)")
+        if not path:
+            return
+        try:
+            conv = import_file(self.store, path)
+        except StoreError as exc:
+            QMessageBox.warning(self, "Import", str(exc))
+            return
+        self.conversations.refresh()
+        self.conversations.select(conv.id)
+
+    def _save(self) -> None:
+        if self.save_settings:
+            try:
+                save_app_settings(self.settings)
+            except OSError as exc:
+                self.statusBar().showMessage(f"Settings not saved: {exc.strerror}", 8000)
