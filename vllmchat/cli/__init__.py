@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import multiprocessing
 import sys
 from collections.abc import Sequence
@@ -58,13 +59,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     multiprocessing.freeze_support()
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
+        # The desktop UI is optional: it is loaded by name, so the command line keeps
+        # working (as the terminal chat) where Qt cannot be imported.
         try:
-            from vllmchat.ui.app import run_app
-        except ImportError as exc:  # no Qt: the terminal chat
+            app = importlib.import_module("vllmchat.ui.app")
+        except ImportError as exc:
             print(f"(no desktop UI: {exc}; starting the terminal chat)", file=sys.stderr)
             argv = ["chat", *argv]
         else:
-            return run_app(argv)
+            return int(app.run_app(argv))
     args = build_parser().parse_args(argv)
     return int(args.func(args) or 0)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 from typing import Any
 
@@ -18,9 +19,7 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.name == "ui":
-        from vllmchat.ui import bench_ui
-
-        result = bench_ui.run()
+        result = importlib.import_module("vllmchat.ui.bench_ui").run()  # needs Qt
     elif args.name == "conversation":
         from vllmchat.bench import conversation_bench
 

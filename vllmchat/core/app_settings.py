@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from vllmchat.core.conversations.policy import ContextPolicy
+from vllmchat.core.models.memory import FitSettings
 from vllmchat.core.settings import LoadSettings, SamplingSettings, default_threads
 
 DEFAULT_PRESETS = {
@@ -85,6 +86,16 @@ class AppSettings:
             threshold=self.summarize_threshold,  # type: ignore[arg-type]
             every_k_turns=self.summarize_every,
             keep_last_turns=self.keep_last_turns,
+        )
+
+    def fit_settings(self) -> FitSettings:
+        """The settings the memory estimate needs."""
+        return FitSettings(
+            n_gpu_layers=self.n_gpu_layers,
+            n_ctx=self.n_ctx,
+            type_k=self.type_k,
+            type_v=self.type_v,
+            flash_attn=self.flash_attn,
         )
 
     def needs_reload(self, other: AppSettings) -> bool:

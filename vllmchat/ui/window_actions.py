@@ -49,7 +49,7 @@ class WindowActions:
         s = self.settings
         picker = ModelPicker(
             getattr(self, "hw", None),
-            FitSettings(n_ctx=s.n_ctx),
+            s.fit_settings(),
             folders=s.model_folders,
             first_run=not s.model_path,
             parent=self,
