@@ -8,6 +8,7 @@ by a reader thread, so a turn in progress sees it at its next token.
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 import time
@@ -33,13 +34,20 @@ class Worker:
         self.runtime: LlamaRuntime | None = None
         self.requests: queue.Queue[tuple[Any, ...]] = queue.Queue()
         self.stopped: set[int] = set()
-        # Messages are pickled and written by a sender thread, which runs while the
-        # decode loop is inside llama.cpp (ctypes releases the GIL): the token loop
-        # only queues them.
+        # With cores to spare, messages are pickled and written by a sender thread,
+        # which runs while the decode loop is inside llama.cpp (ctypes releases the
+        # GIL). Without, that thread would take a core from llama.cpp's own threads,
+        # so the decode loop writes them itself.
         self.outbox: queue.SimpleQueue[tuple[Any, ...] | None] = queue.SimpleQueue()
+        self.send_lock = threading.Lock()
+        self.threaded_send = False
 
     def send(self, message: tuple[Any, ...]) -> None:
-        self.outbox.put(message)
+        if self.threaded_send:
+            self.outbox.put(message)
+            return
+        with self.send_lock:
+            self.conn.send(message)
 
     def send_loop(self) -> None:
         while True:
@@ -47,7 +55,8 @@ class Worker:
             if message is None:
                 return
             try:
-                self.conn.send(message)
+                with self.send_lock:
+                    self.conn.send(message)
             except (OSError, ValueError):
                 return
 
@@ -122,7 +131,15 @@ class Worker:
             self.runtime.close()
             self.runtime = None
         self.runtime = LlamaRuntime(settings)
+        self._choose_sender(settings)
         return self.runtime.info
+
+    def _choose_sender(self, settings: LoadSettings) -> None:
+        spare = (os.cpu_count() or 1) - settings.n_threads
+        deadline = time.monotonic() + 5
+        while not self.outbox.empty() and time.monotonic() < deadline:
+            time.sleep(0.001)  # keep the order of messages across the switch
+        self.threaded_send = spare >= 2
 
     def binding(self, runtime: LlamaRuntime) -> dict[str, Any]:
         return {
@@ -140,6 +157,7 @@ class Worker:
         old.close()
         self.runtime = None
         self.runtime = LlamaRuntime(settings)
+        self._choose_sender(settings)
         new = self.runtime
         new._replies = replies
         reason = ""
