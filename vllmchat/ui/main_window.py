@@ -22,6 +22,7 @@ from vllmchat.core.conversations.kv_cache import KVStateCache
 from vllmchat.core.conversations.store import ConversationStore
 from vllmchat.core.engine import ErrorKind
 from vllmchat.core.gguf_header import read_header
+from vllmchat.core.models.advisor import quant_label
 from vllmchat.core.models.description import describe
 from vllmchat.core.models.memory import FitSettings
 from vllmchat.ui.banner import EngineBanner
@@ -327,7 +328,7 @@ class MainWindow(WindowActions, QMainWindow):
         self.info = info
         self._set_loading(False)
         self.memory.clear_error()
-        quant = Path(info.path).stem.rsplit("-", 1)[-1].upper()
+        quant = quant_label(Path(info.path).name)
         self.status_line.set_model(info.name, quant, info.n_ctx)
         note = ""
         if reload is not None:
