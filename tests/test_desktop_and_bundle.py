@@ -55,3 +55,21 @@ def test_bundle_builds_and_answers_headless():
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "vllmchat 0.1.0" in proc.stdout
     assert "self-test: ok" in proc.stdout
+
+
+def test_without_a_display_the_app_falls_back_to_the_terminal_chat():
+    env = {
+        k: v
+        for k, v in __import__("os").environ.items()
+        if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "vllmchat", "--model", "/nonexistent.gguf"],
+        env=env,
+        input="/quit\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "terminal chat" in proc.stderr
+    assert proc.returncode == 2 and "Model file not found" in proc.stderr

@@ -28,6 +28,13 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _no_display() -> bool:
+    """On Linux without X11, Wayland or an explicit Qt platform there is no window to show."""
+    if not sys.platform.startswith("linux"):
+        return False
+    return not any(os.environ.get(v) for v in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM"))
+
+
 def run_app(argv: Sequence[str]) -> int:
     args = _parser().parse_args(list(argv))
     if args.install_desktop:
@@ -35,8 +42,13 @@ def run_app(argv: Sequence[str]) -> int:
 
         print(install_desktop_entry())
         return 0
-    if args.self_test:
+    if args.self_test or args.exit_after_show:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    if _no_display():
+        print("No display here: starting the terminal chat (vllmchat chat).", file=sys.stderr)
+        from vllmchat.cli import main as cli_main
+
+        return cli_main(["chat", *(["--model", args.model] if args.model else [])])
     from PySide6.QtGui import QIcon
     from PySide6.QtWidgets import QApplication
 
