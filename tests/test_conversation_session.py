@@ -47,6 +47,18 @@ def _session(
     return ChatSession(store, client, conv.id, policy=policy, sampling=sampling)
 
 
+def _third_turn(session: ChatSession, *, when_summarizing) -> list:
+    """Two turns, then a third whose summary is interrupted by ``when_summarizing``."""
+    for q in QUESTIONS[:2]:
+        list(session.send(q))
+    events = []
+    for event in session.send(QUESTIONS[2]):
+        events.append(event)
+        if isinstance(event, SummaryEvent) and event.status == "started":
+            when_summarizing()
+    return events
+
+
 QUESTIONS = [
     "Where do zebras live?",
     "What do they eat?",
@@ -124,13 +136,7 @@ def test_a_failed_summary_falls_back_and_the_conversation_survives(demo_model, s
         sampling=SamplingSettings(temperature=0.0, max_tokens=8),
     )
     client, conv = session.client, store.conversation(session.conversation_id)
-    for q in QUESTIONS[:2]:
-        list(session.send(q))
-    events = []
-    for event in session.send(QUESTIONS[2]):
-        events.append(event)
-        if isinstance(event, SummaryEvent) and event.status == "started":
-            client.kill()
+    events = _third_turn(session, when_summarizing=client.kill)
     fallback = [e for e in events if isinstance(e, SummaryEvent) and e.status == "fallback"]
     assert fallback and "failed" in fallback[0].message
     assert isinstance(events[-1], ErrorEvent) and events[-1].kind == ErrorKind.ENGINE_DIED
@@ -153,13 +159,7 @@ def test_summarizing_can_be_cancelled(demo_model, store, make_client):
         sampling=SamplingSettings(temperature=0.0, max_tokens=16),
     )
     _client, conv = session.client, store.conversation(session.conversation_id)
-    for q in QUESTIONS[:2]:
-        list(session.send(q))
-    events = []
-    for event in session.send(QUESTIONS[2]):
-        events.append(event)
-        if isinstance(event, SummaryEvent) and event.status == "started":
-            session.stop()
+    events = _third_turn(session, when_summarizing=session.stop)
     statuses = [e.status for e in events if isinstance(e, SummaryEvent)]
     assert statuses == ["started", "cancelled"]
     assert not any(isinstance(e, DoneEvent) for e in events), "no reply after a cancel"

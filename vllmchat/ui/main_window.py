@@ -377,11 +377,4 @@ class MainWindow(WindowActions, QMainWindow):
 
     def _fit(self) -> FitSettings:
         """The memory-relevant settings, for estimates."""
-        s = self.settings
-        return FitSettings(
-            n_gpu_layers=s.n_gpu_layers,
-            n_ctx=s.n_ctx,
-            type_k=s.type_k,
-            type_v=s.type_v,
-            flash_attn=s.flash_attn,
-        )
+        return self.settings.fit_settings()
