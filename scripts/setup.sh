@@ -1,31 +1,98 @@
 #!/usr/bin/env bash
 # Set up vllmchat in a project-local virtual environment (.venv). Idempotent:
-# the second run only checks a stamp. llama-cpp-python is built portably
-# (GGML_NATIVE=OFF): a -march=native build can die with SIGILL on CPUs whose
-# features differ from the build machine's. pip caches the built wheel.
-#   usage: scripts/setup.sh [run|dev]
+# a second run only checks its stamps.
+#   usage: scripts/setup.sh [run|dev|llama]
+#     run    the app (default)      dev    the app and the test tools
+#     llama  only (re)build llama-cpp-python for this machine's backend
+# llama.cpp is built with the best backend this machine can build (CUDA,
+# Vulkan, Metal, ROCm/HIP, else CPU); VLLMCHAT_BACKEND=cuda|vulkan|metal|hip|cpu
+# forces one. The CPU side is always portable (GGML_NATIVE=OFF: a -march=native
+# build can die with SIGILL). Each backend's wheel is cached, so switching back
+# does not rebuild. As root with apt, missing system libraries are installed;
+# otherwise the exact packages are printed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 profile=${1:-run}
 python=${PYTHON:-python3}
-[ -x .venv/bin/python ] || "$python" -m venv .venv
+venv=${VLLMCHAT_VENV:-.venv}
+say() { echo "vllmchat set-up: $*" >&2; }
+as_root_with_apt() { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; }
+apt_install() {
+  say "installing with apt: $*"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+# 1. Which llama.cpp backend (stdlib-only Python: no venv needed yet).
+plan=$("$python" -m vllmchat.core.machine.setup_plan) || exit 2
+BACKEND= CMAKE_ARGS_PLAN= APT_PACKAGES= CUDACXX_PLAN=
+eval "$(sed -e 's/^CMAKE_ARGS=/CMAKE_ARGS_PLAN=/' -e 's/^CUDACXX=/CUDACXX_PLAN=/' <<<"$plan")"
+if [ -n "$APT_PACKAGES" ]; then
+  if as_root_with_apt; then
+    # shellcheck disable=SC2086
+    apt_install $APT_PACKAGES
+  else
+    say "the $BACKEND build needs: sudo apt-get install $APT_PACKAGES"; exit 2
+  fi
+fi
+
+# 2. The virtual environment.
+[ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
+vpy="$venv/bin/python"
+
+# 3. llama-cpp-python for that backend, from a per-backend wheel cache.
+lcp_version=$(sed -n 's/.*"llama-cpp-python==\([^"]*\)".*/\1/p' pyproject.toml)
+cmake_args="$CMAKE_ARGS_PLAN${CMAKE_ARGS:+ $CMAKE_ARGS}"
+pyver=$("$vpy" -c 'import sys, platform; print(f"cp{sys.version_info[0]}{sys.version_info[1]}-{platform.machine()}")')
+want_llama="llama-cpp-python==$lcp_version $BACKEND $pyver $cmake_args"
+llama_stamp="$venv/.vllmchat-llama"
+if [ "$(cat "$llama_stamp" 2>/dev/null)" != "$want_llama" ]; then
+  key=$(printf '%s' "$want_llama" | sha256sum | cut -c1-16)
+  wheels="${VLLMCHAT_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/vllmchat/wheels}/$BACKEND-$key"
+  if ! ls "$wheels"/llama_cpp_python-*.whl >/dev/null 2>&1; then
+    say "building llama.cpp ($BACKEND: $cmake_args); the first time takes several minutes"
+    "$vpy" -m pip install -q --upgrade pip >/dev/null
+    tmp=$(mktemp -d)
+    start=$(date +%s)
+    # pip's own wheel cache ignores CMAKE_ARGS: build without it, cache by backend here.
+    env CMAKE_ARGS="$cmake_args" CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" \
+      ${CUDACXX_PLAN:+CUDACXX="$CUDACXX_PLAN"} \
+      "$vpy" -m pip wheel -q --no-deps --no-cache-dir --no-binary llama-cpp-python \
+      "llama-cpp-python==$lcp_version" -w "$tmp"
+    mkdir -p "$wheels" && mv "$tmp"/llama_cpp_python-*.whl "$wheels"/ && rm -rf "$tmp"
+    say "llama.cpp ($BACKEND) built in $(( $(date +%s) - start )) s"
+  fi
+  "$vpy" -m pip install -q --force-reinstall --no-deps "$wheels"/llama_cpp_python-*.whl
+  echo "$want_llama" > "$llama_stamp"
+fi
+[ "$profile" = llama ] && exit 0
+
+# 4. The app and its dependencies (again only when pyproject.toml changed).
 extras=""
 [ "$profile" = dev ] && extras="[dev]"
-want="$(sha256sum pyproject.toml | cut -c1-16) $profile"
-stamp=.venv/.vllmchat-setup
-if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] && ! grep -qx "$(sha256sum pyproject.toml | cut -c1-16) dev" "$stamp" 2>/dev/null; then
-  export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF}"
-  export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
-  echo "Setting up .venv (the first time builds llama.cpp: several minutes)..." >&2
-  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-  .venv/bin/python -m pip install -q -e ".$extras"
-  echo "$want" > "$stamp"
+hash=$(sha256sum pyproject.toml | cut -c1-16)
+stamp="$venv/.vllmchat-setup"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$hash $profile" ] && ! grep -qx "$hash dev" "$stamp" 2>/dev/null; then
+  say "installing vllmchat and its dependencies into $venv"
+  "$vpy" -m pip install -q --upgrade pip >/dev/null
+  "$vpy" -m pip install -q -e ".$extras"
+  echo "$hash $profile" > "$stamp"
 fi
-# Qt needs a few system libraries that minimal Linux images lack; the tests also
-# validate the desktop entry (desktop-file-utils).
-if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null && { \
-   ! .venv/bin/python -c "import PySide6.QtWidgets" 2>/dev/null || \
-   { [ "$profile" = dev ] && ! command -v desktop-file-validate >/dev/null; }; }; then
-  apt-get update -qq && apt-get install -y -qq libegl1 libgl1 libxkbcommon0 libfontconfig1 \
-    libdbus-1-3 desktop-file-utils >/dev/null
+
+# 5. The demo chat model (SmolLM2-135M-Instruct), verified, into the user cache.
+"$vpy" -m vllmchat.core.demo_model || say "the demo model is missing; the app works with any other GGUF"
+
+# 6. System libraries: Qt's xcb platform plugin (the window), desktop-file-utils (tests).
+qt_missing=$("$vpy" -m vllmchat.core.machine.qt_check --apt-packages || true)
+dev_missing=""
+[ "$profile" = dev ] && ! command -v desktop-file-validate >/dev/null && dev_missing=desktop-file-utils
+if [ -n "$qt_missing$dev_missing" ]; then
+  if as_root_with_apt; then
+    # shellcheck disable=SC2086
+    apt_install $qt_missing $dev_missing
+    "$vpy" -m vllmchat.core.machine.qt_check --quiet || true
+  elif command -v apt-get >/dev/null; then
+    say "the window needs system libraries: sudo apt-get install $qt_missing $dev_missing"
+  else
+    "$vpy" -m vllmchat.core.machine.qt_check || true
+  fi
 fi

@@ -1,4 +1,4 @@
-"""Shared fixtures: the real demo model, tiny synthetic models, engine clients."""
+"""Shared fixtures: the real demo and Gemma models, tiny synthetic models, engine clients."""
 
 from __future__ import annotations
 
@@ -35,9 +35,18 @@ def _isolated_dirs(tmp_path_factory: pytest.TempPathFactory) -> None:
 
 @pytest.fixture(scope="session")
 def demo_model() -> Path:
+    """The app's demo chat model: SmolLM2-135M-Instruct (llama shape, ChatML in its GGUF)."""
     from vllmchat.core.demo_model import demo_model_path
 
     return demo_model_path()
+
+
+@pytest.fixture(scope="session")
+def gemma_model() -> Path:
+    """Gemma 3 270M base: sliding-window layers, no template in its GGUF."""
+    from vllmchat.core.demo_model import gemma_model_path
+
+    return gemma_model_path()
 
 
 @pytest.fixture(scope="session")
@@ -99,12 +108,12 @@ def make_client() -> Iterator:
 
 
 @pytest.fixture
-def demo_client(make_client, demo_model: Path):
-    """An engine with the demo model loaded (n_ctx 2048)."""
+def gemma_client(make_client, gemma_model: Path):
+    """An engine with Gemma 3 270M loaded (n_ctx 2048)."""
     from vllmchat.core.settings import LoadSettings
 
     client = make_client()
-    client.load(LoadSettings(model_path=str(demo_model), n_ctx=2048, n_threads=2))
+    client.load(LoadSettings(model_path=str(gemma_model), n_ctx=2048, n_threads=2))
     return client
 
 

@@ -72,9 +72,9 @@ def test_sigkill_of_the_app_mid_reply_keeps_messages_and_marks_the_partial(tmp_p
 
 
 @pytest.mark.timeout(1200)
-def test_sixty_turn_soak_stays_within_the_context(demo_model, make_client, tmp_path):
+def test_sixty_turn_soak_stays_within_the_context(gemma_model, make_client, tmp_path):
     client = make_client()
-    client.load(LoadSettings(model_path=str(demo_model), n_ctx=1024, n_threads=2))
+    client.load(LoadSettings(model_path=str(gemma_model), n_ctx=1024, n_threads=2))
     store = ConversationStore(tmp_path / "c.sqlite3")
     conv = store.create(system_prompt="You are brief.")
     session = ChatSession(

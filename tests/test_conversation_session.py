@@ -70,10 +70,10 @@ QUESTIONS = [
 
 
 def test_summary_triggers_at_the_threshold_and_the_prompt_stays_in_context(
-    demo_model, store, make_client
+    gemma_model, store, make_client
 ):
     client = make_client()
-    client.load(LoadSettings(model_path=str(demo_model), n_ctx=512, n_threads=2))
+    client.load(LoadSettings(model_path=str(gemma_model), n_ctx=512, n_threads=2))
     conv = store.create(system_prompt="You are brief.")
     policy = ContextPolicy(threshold=0.5, keep_last_turns=1, summary_max_words=40)
     session = ChatSession(
@@ -126,10 +126,10 @@ def test_summary_longer_than_what_it_replaces_falls_back_to_keep_last(
     assert isinstance(events[-1], DoneEvent)
 
 
-def test_a_failed_summary_falls_back_and_the_conversation_survives(demo_model, store, make_client):
+def test_a_failed_summary_falls_back_and_the_conversation_survives(gemma_model, store, make_client):
     session = _session(
         make_client,
-        demo_model,
+        gemma_model,
         store,
         n_ctx=2048,
         policy=ContextPolicy(every_k_turns=2, keep_last_turns=1),
@@ -149,10 +149,10 @@ def test_a_failed_summary_falls_back_and_the_conversation_survives(demo_model, s
     ]
 
 
-def test_summarizing_can_be_cancelled(demo_model, store, make_client):
+def test_summarizing_can_be_cancelled(gemma_model, store, make_client):
     session = _session(
         make_client,
-        demo_model,
+        gemma_model,
         store,
         n_ctx=2048,
         policy=ContextPolicy(every_k_turns=2, keep_last_turns=1, summary_max_tokens=400),
@@ -174,10 +174,10 @@ def test_empty_summaries_are_rejected():
     assert clean_summary("one two three four", 2) == "one two …"
 
 
-def test_keep_last_policy_shows_what_is_left_out(demo_model, store, make_client):
+def test_keep_last_policy_shows_what_is_left_out(gemma_model, store, make_client):
     session = _session(
         make_client,
-        demo_model,
+        gemma_model,
         store,
         n_ctx=256,
         policy=ContextPolicy(mode="keep_last"),
@@ -193,10 +193,10 @@ def test_keep_last_policy_shows_what_is_left_out(demo_model, store, make_client)
     assert len(store.path(conv.id)) == 2 * len(QUESTIONS), "nothing is deleted"
 
 
-def test_ask_policy_stops_and_says_so(demo_model, store, make_client):
+def test_ask_policy_stops_and_says_so(gemma_model, store, make_client):
     session = _session(
         make_client,
-        demo_model,
+        gemma_model,
         store,
         n_ctx=256,
         policy=ContextPolicy(mode="ask"),
@@ -213,9 +213,9 @@ def test_ask_policy_stops_and_says_so(demo_model, store, make_client):
 
 
 def test_kv_state_survives_closing_and_a_mismatch_is_discarded(
-    demo_model, store, make_client, tmp_path
+    gemma_model, store, make_client, tmp_path
 ):
-    settings = LoadSettings(model_path=str(demo_model), n_ctx=2048, n_threads=2)
+    settings = LoadSettings(model_path=str(gemma_model), n_ctx=2048, n_threads=2)
     kv = KVStateCache(tmp_path / "kv")
     first = make_client()
     first.load(settings)
@@ -284,9 +284,9 @@ def test_regenerate_and_edit_reuse_the_cache_up_to_the_change(tiny_models, store
     assert len(store.all_messages(conv.id)) == 9
 
 
-def test_empty_and_huge_messages_get_clear_answers(demo_client, store):
+def test_empty_and_huge_messages_get_clear_answers(gemma_client, store):
     conv = store.create()
-    session = ChatSession(store, demo_client, conv.id)
+    session = ChatSession(store, gemma_client, conv.id)
     err = list(session.send("   "))[-1]
     assert isinstance(err, ErrorEvent) and err.kind == ErrorKind.BAD_REQUEST
     huge = "word " * 210_000  # about 1 MB

@@ -13,39 +13,39 @@ from vllmchat.core.engine import EngineError, ErrorKind, TokenEvent
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 
 
-def test_sigkill_mid_stream_becomes_an_error_and_restart_recovers(demo_client):
+def test_sigkill_mid_stream_becomes_an_error_and_restart_recovers(gemma_client):
     conversation = [{"role": "user", "content": "Write a long poem about the sea."}]
     events = []
-    for event in demo_client.chat(conversation, SamplingSettings(max_tokens=300, ignore_eos=True)):
+    for event in gemma_client.chat(conversation, SamplingSettings(max_tokens=300, ignore_eos=True)):
         events.append(event)
         if len(events) == 3:
-            os.kill(demo_client.pid, signal.SIGKILL)
+            os.kill(gemma_client.pid, signal.SIGKILL)
     err = error(events)
     assert err.kind == ErrorKind.ENGINE_DIED
     assert "SIGKILL" in err.message
     assert err.partial_text == "".join(e.text for e in events if isinstance(e, TokenEvent))
-    assert not demo_client.alive
+    assert not gemma_client.alive
     # A request while dead is an error, not a hang or a crash.
-    _, events = run_turn(demo_client, conversation)
+    _, events = run_turn(gemma_client, conversation)
     assert error(events).kind == ErrorKind.ENGINE_DIED
-    demo_client.restart()
+    gemma_client.restart()
     conversation += [
         {"role": "assistant", "content": err.partial_text},
         {"role": "user", "content": "Shorter, please."},
     ]
-    _, events = run_turn(demo_client, conversation)
+    _, events = run_turn(gemma_client, conversation)
     done(events)
 
 
 @pytest.mark.parametrize(("how", "words"), [("segfault", "segmentation"), ("abort", "abort")])
-def test_crash_and_abort_are_reported(demo_client, how, words):
-    demo_client.crash(how)
+def test_crash_and_abort_are_reported(gemma_client, how, words):
+    gemma_client.crash(how)
     with pytest.raises(EngineError) as info:
-        demo_client.kv()
+        gemma_client.kv()
     assert info.value.kind == ErrorKind.ENGINE_DIED
     assert words in info.value.message
-    demo_client.restart()
-    assert demo_client.kv()["kv_tokens"] == 0
+    gemma_client.restart()
+    assert gemma_client.kv()["kv_tokens"] == 0
 
 
 def _write(path: Path, data: bytes) -> str:
@@ -99,7 +99,7 @@ def _address_space(pid: int) -> int:
         return next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmSize"))
 
 
-def test_out_of_memory_for_weights_and_for_kv_are_told_apart(make_client, demo_model):
+def test_out_of_memory_for_weights_and_for_kv_are_told_apart(make_client, gemma_model):
     """A real allocation failure: the engine's address space is capped (RLIMIT_AS)."""
     from vllmchat.core.engine import EngineClient
 
@@ -117,7 +117,7 @@ def test_out_of_memory_for_weights_and_for_kv_are_told_apart(make_client, demo_m
         client = EngineClient(memory_limit=base + (extra_mib << 20))
         try:
             with pytest.raises(EngineError) as info:
-                client.load(LoadSettings(model_path=str(demo_model), **settings))
+                client.load(LoadSettings(model_path=str(gemma_model), **settings))
             assert info.value.kind == kind and words in info.value.message
             assert client.alive, "an allocation failure is an error, not a crash"
         finally:

@@ -20,52 +20,52 @@ def _chat(client, turns: int) -> list[dict[str, str]]:
     return messages
 
 
-def test_live_reload_keeps_the_kv_cache(demo_client, demo_model):
-    messages = _chat(demo_client, 3)
-    kv_before = demo_client.kv()["kv_tokens"]
-    settings = demo_client.settings.with_changes(n_gpu_layers=1, n_threads=1)
-    result = demo_client.reload(settings)
+def test_live_reload_keeps_the_kv_cache(gemma_client, gemma_model):
+    messages = _chat(gemma_client, 3)
+    kv_before = gemma_client.kv()["kv_tokens"]
+    settings = gemma_client.settings.with_changes(n_gpu_layers=1, n_threads=1)
+    result = gemma_client.reload(settings)
     assert result["restored"], result["reason"]
     assert result["tokens"] == kv_before
-    assert demo_client.settings.n_gpu_layers == 1
+    assert gemma_client.settings.n_gpu_layers == 1
     messages.append({"role": "user", "content": "One more."})
-    _, events = run_turn(demo_client, messages)
+    _, events = run_turn(gemma_client, messages)
     stats = stats_of(events)
     assert stats.tokens_reused == kv_before
     assert stats.tokens_prefilled == stats.tokens_new < 20
 
 
-def test_reload_to_a_smaller_context_reprefills_and_says_why(demo_client):
-    messages = _chat(demo_client, 2)
-    used = demo_client.kv()["kv_tokens"]
-    result = demo_client.reload(demo_client.settings.with_changes(n_ctx=64))
+def test_reload_to_a_smaller_context_reprefills_and_says_why(gemma_client):
+    messages = _chat(gemma_client, 2)
+    used = gemma_client.kv()["kv_tokens"]
+    result = gemma_client.reload(gemma_client.settings.with_changes(n_ctx=64))
     assert not result["restored"]
     assert "smaller" in result["reason"] and str(used) in result["reason"]
-    result = demo_client.reload(demo_client.settings.with_changes(n_ctx=1024))
+    result = gemma_client.reload(gemma_client.settings.with_changes(n_ctx=1024))
     assert result["restored"] and result["tokens"] == 0
     messages.append({"role": "user", "content": "Go on."})
-    _, events = run_turn(demo_client, messages)
+    _, events = run_turn(gemma_client, messages)
     stats = stats_of(events)
     assert stats.tokens_reused == 0 and stats.tokens_prefilled == stats.prompt_tokens
 
 
-def test_reload_with_another_kv_type_reprefills_and_says_why(demo_client):
-    _chat(demo_client, 1)
-    result = demo_client.reload(demo_client.settings.with_changes(type_k="q8_0"))
+def test_reload_with_another_kv_type_reprefills_and_says_why(gemma_client):
+    _chat(gemma_client, 1)
+    result = gemma_client.reload(gemma_client.settings.with_changes(type_k="q8_0"))
     assert not result["restored"]
     assert "KV cache type" in result["reason"]
 
 
 def test_exported_state_restores_and_is_bound_to_model_and_settings(
-    make_client, demo_client, tiny_models, tmp_path
+    make_client, gemma_client, tiny_models, tmp_path
 ):
-    messages = _chat(demo_client, 2)
+    messages = _chat(gemma_client, 2)
     path = tmp_path / "conv.kv"
-    exported = demo_client.export_state(str(path))
+    exported = gemma_client.export_state(str(path))
     assert exported["tokens"] > 50 and path.stat().st_size == exported["bytes"]
 
     fresh = make_client()
-    fresh.load(demo_client.settings.with_changes(n_threads=1))
+    fresh.load(gemma_client.settings.with_changes(n_threads=1))
     assert fresh.import_state(str(path))["tokens"] == exported["tokens"]
     messages.append({"role": "user", "content": "Thanks."})
     _, events = run_turn(fresh, messages)
@@ -73,7 +73,7 @@ def test_exported_state_restores_and_is_bound_to_model_and_settings(
     assert stats.tokens_reused == exported["tokens"]
 
     other_settings = make_client()
-    other_settings.load(demo_client.settings.with_changes(type_k="q8_0"))
+    other_settings.load(gemma_client.settings.with_changes(type_k="q8_0"))
     with pytest.raises(EngineError) as info:
         other_settings.import_state(str(path))
     assert info.value.kind == ErrorKind.STATE_MISMATCH and "type_k" in info.value.message
@@ -117,15 +117,15 @@ def test_restored_state_gives_bit_identical_logits_on_a_llama_model(tiny_models,
     assert np.array_equal(got, expected)
 
 
-def test_greedy_reply_after_restore_matches_on_the_demo_model(demo_client, make_client, tmp_path):
+def test_greedy_reply_after_restore_matches_on_the_demo_model(gemma_client, make_client, tmp_path):
     """Gemma's sliding-window cache restores with the same argmax (see README)."""
-    messages = _chat(demo_client, 2)
+    messages = _chat(gemma_client, 2)
     path = tmp_path / "s.kv"
-    demo_client.export_state(str(path))
+    gemma_client.export_state(str(path))
     messages.append({"role": "user", "content": "And the longest river?"})
-    expected, _ = run_turn(demo_client, messages, GREEDY)
+    expected, _ = run_turn(gemma_client, messages, GREEDY)
     fresh = make_client()
-    fresh.load(demo_client.settings)
+    fresh.load(gemma_client.settings)
     fresh.import_state(str(path))
     got, _ = run_turn(fresh, messages, GREEDY)
     assert got == expected

@@ -44,10 +44,10 @@ def _measured(path, **settings) -> float:
         dict(n_ctx=4096, swa_full=True, n_ubatch=256),
     ],
 )
-def test_estimate_matches_llama_cpp_on_the_demo_model(demo_model, settings):
-    desc = describe(read_header(demo_model))
+def test_estimate_matches_llama_cpp_on_the_demo_model(gemma_model, settings):
+    desc = describe(read_header(gemma_model))
     e = estimate(desc, FitSettings(gpu=False, **settings))
-    real = _measured(demo_model, **settings)
+    real = _measured(gemma_model, **settings)
     assert abs(e.total / MIB - real) / real < 0.05
 
 
@@ -59,8 +59,8 @@ def test_estimate_matches_llama_cpp_on_quantized_synthetic_models(small_quants, 
     assert abs(e.total / MIB - real) / real < 0.05
 
 
-def test_gemma_sliding_window_layers_hold_only_the_window(demo_model):
-    desc = describe(read_header(demo_model))
+def test_gemma_sliding_window_layers_hold_only_the_window(gemma_model):
+    desc = describe(read_header(gemma_model))
     windowed = estimate(desc, FitSettings(n_ctx=32768, gpu=False))
     full = estimate(desc, FitSettings(n_ctx=32768, swa_full=True, gpu=False))
     assert full.kv > 4 * windowed.kv

@@ -57,14 +57,14 @@ def test_search_finds_gguf_repositories(hub, small_quants):
     assert [h.repo for h in search("tiny")] == ["b/Tiny-Qwen-GGUF", "a/Tiny-Llama-GGUF"]
 
 
-def test_remote_header_reads_only_the_header_of_the_demo_model(hub, demo_model):
-    hub.add("google/gemma-3-270m-GGUF", {"gemma-3-270m-Q4_K_M.gguf": demo_model})
+def test_remote_header_reads_only_the_header_of_the_demo_model(hub, gemma_model):
+    hub.add("google/gemma-3-270m-GGUF", {"gemma-3-270m-Q4_K_M.gguf": gemma_model})
     desc = describe(remote_header("google/gemma-3-270m-GGUF", "gemma-3-270m-Q4_K_M.gguf"))
     assert (desc.architecture, desc.n_layer, desc.n_swa) == ("gemma3", 18, 512)
     assert sum(desc.swa_layers) == 15 and desc.n_vocab == 262144
     ranges = hub.range_requests("gemma-3-270m-Q4_K_M.gguf")
     fetched = sum(int(r.split("-")[1]) - int(r.split("=")[1].split("-")[0]) + 1 for r in ranges)
-    assert fetched <= 16 << 20 < demo_model.stat().st_size
+    assert fetched <= 16 << 20 < gemma_model.stat().st_size
 
 
 def test_full_download_is_verified_and_listed(small_repo, small_quants, tmp_path):

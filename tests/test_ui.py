@@ -175,7 +175,7 @@ def test_first_run_picker_offers_the_demo_model_offline(qtbot, hub):
     qtbot.addWidget(picker)
     with qtbot.waitSignal(picker.accepted, timeout=TIMEOUT):
         picker.demo.click()
-    assert picker.chosen_path.endswith("gemma-3-270m-q4_k_m.gguf")
+    assert picker.chosen_path.endswith("SmolLM2-135M-Instruct.Q4_1.gguf")
 
 
 def test_bad_model_file_gets_a_message_and_the_window_lives(qtbot, window, tmp_path):
@@ -189,3 +189,27 @@ def test_bad_model_file_gets_a_message_and_the_window_lives(qtbot, window, tmp_p
     assert window.isVisible() and window.input.edit.isEnabled()
     _load(qtbot, window, lambda: window.load_model(good))
     assert window.info.path == good
+
+
+def test_first_run_loads_the_instruct_demo_and_it_answers(qtbot, tmp_path, hub):
+    """A newcomer's first minute: no model set, the picker's demo, a question, an answer."""
+    from vllmchat.core.models.memory import FitSettings
+    from vllmchat.ui.main_window import MainWindow
+    from vllmchat.ui.model_picker import ModelPicker
+
+    picker = ModelPicker(None, FitSettings(), first_run=True)
+    qtbot.addWidget(picker)
+    with qtbot.waitSignal(picker.accepted, timeout=TIMEOUT):
+        picker.demo.click()
+    store = ConversationStore(tmp_path / "c.sqlite3")
+    settings = AppSettings(temperature=0.0, max_tokens=32)  # otherwise the app's defaults
+    assert settings.model_path == "" and settings.system_prompt == ""
+    w = MainWindow(store, settings, KVStateCache(tmp_path / "kv"), save_settings=False)
+    qtbot.addWidget(w)
+    w.show()
+    _load(qtbot, w, lambda: w.load_model(picker.chosen_path))
+    assert w.info.chat_template and w.info.template_source == "gguf"
+    turn = _send(qtbot, w, "What is the capital of France?")
+    assert "Paris" in turn.text
+    w.close()
+    store.close()

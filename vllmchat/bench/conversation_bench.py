@@ -118,9 +118,9 @@ def _reopen(model: str, folder: Path) -> dict[str, Any]:
 
 
 def run(*, model: str | None = None, quick: bool = False) -> dict[str, Any]:
-    from vllmchat.core.demo_model import demo_model_path
+    from vllmchat.core.demo_model import gemma_model_path
 
-    path = model or str(demo_model_path())
+    path = model or str(gemma_model_path())
     with tempfile.TemporaryDirectory() as tmp:
         result = {"model": Path(path).name}
         result.update(_soak(path, Path(tmp), 40 if quick else 200))

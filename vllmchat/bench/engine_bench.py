@@ -94,9 +94,9 @@ def _grow(client: EngineClient, messages: list[dict[str, str]], min_tokens: int)
 
 
 def run(*, model: str | None = None, quick: bool = False) -> dict[str, Any]:
-    from vllmchat.core.demo_model import demo_model_path
+    from vllmchat.core.demo_model import gemma_model_path
 
-    settings = LoadSettings(model_path=model or str(demo_model_path()), n_ctx=4096, n_threads=2)
+    settings = LoadSettings(model_path=model or str(gemma_model_path()), n_ctx=4096, n_threads=2)
     client = EngineClient()
     result: dict[str, Any] = {"model": Path(settings.model_path).name}
     try:

@@ -44,9 +44,9 @@ def _quantize(src: Path, dst: Path, ftype: int) -> Path:
 
 
 def _models(folder: Path, quick: bool) -> dict[str, Path]:
-    from vllmchat.core.demo_model import demo_model_path
+    from vllmchat.core.demo_model import gemma_model_path
 
-    models = {"gemma-3-270m-Q4_K_M": demo_model_path()}
+    models = {"gemma-3-270m-Q4_K_M": gemma_model_path()}
     for name, shape in SHAPES.items():
         f16 = write_llama_gguf(folder / f"{name}-F16.gguf", shape, dtype="f16")
         models[f"{name}-Q4_K_M"] = _quantize(f16, folder / f"{name}-Q4_K_M.gguf", 15)

@@ -47,10 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vllmchat", description=__doc__)
     parser.add_argument("--version", action="version", version=f"vllmchat {__version__}")
     sub = parser.add_subparsers(dest="command")
-    from vllmchat.cli import bench, chat, models
+    from vllmchat.cli import bench, chat, doctor, models
 
     chat.register(sub)
     models.register(sub)
+    doctor.register(sub)
     bench.register(sub)
     return parser
 

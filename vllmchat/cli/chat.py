@@ -41,7 +41,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser("chat", help="chat in the terminal (streams tokens)")
     add_load_options(p)
     p.add_argument("--conversation", default="new", help="conversation id to continue, or new")
-    p.add_argument("--system", default="You are a helpful assistant.", help="system prompt")
+    p.add_argument("--system", default="", help="system prompt (default: the model's own)")
     p.add_argument("--temperature", type=float, default=0.7)
     p.add_argument("--max-tokens", type=int, default=512)
     p.add_argument("--seed", type=int, default=-1)

@@ -13,7 +13,11 @@ from vllmchat.core.conversations.policy import ContextPolicy
 from vllmchat.core.models.memory import FitSettings
 from vllmchat.core.settings import LoadSettings, SamplingSettings, default_threads
 
+# The default is the model's own: its chat template supplies the system prompt it
+# was tuned with (SmolLM2: "You are a helpful AI assistant named SmolLM, ..."),
+# which small models answer best with.
 DEFAULT_PRESETS = {
+    "Model's default": "",
     "Helpful assistant": "You are a helpful assistant.",
     "Concise": "You are a concise assistant. Answer in as few words as possible.",
     "Programmer": "You are an expert programmer. Answer with correct, idiomatic code.",
@@ -50,7 +54,7 @@ class AppSettings:
     repeat_penalty: float = 1.1
     max_tokens: int = 512
     seed: int = -1
-    system_prompt: str = DEFAULT_PRESETS["Helpful assistant"]
+    system_prompt: str = DEFAULT_PRESETS["Model's default"]
     presets: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_PRESETS))
     policy: str = "summarize"
     summarize_threshold: float = 0.75

@@ -8,6 +8,8 @@ import sys
 import time
 from collections.abc import Sequence
 
+from vllmchat.core.machine.qt_runtime import window_blocker
+
 START = time.perf_counter()
 
 
@@ -28,13 +30,6 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _no_display() -> bool:
-    """On Linux without X11, Wayland or an explicit Qt platform there is no window to show."""
-    if not sys.platform.startswith("linux"):
-        return False
-    return not any(os.environ.get(v) for v in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM"))
-
-
 def run_app(argv: Sequence[str]) -> int:
     args = _parser().parse_args(list(argv))
     if args.install_desktop:
@@ -44,8 +39,10 @@ def run_app(argv: Sequence[str]) -> int:
         return 0
     if args.self_test or args.exit_after_show:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    if _no_display():
-        print("No display here: starting the terminal chat (vllmchat chat).", file=sys.stderr)
+    blocker = window_blocker()
+    if blocker:
+        # Without a loadable platform plugin Qt would abort the process: say why instead.
+        print(f"{blocker}\nStarting the terminal chat (vllmchat chat).", file=sys.stderr)
         from vllmchat.cli import main as cli_main
 
         return cli_main(["chat", *(["--model", args.model] if args.model else [])])

@@ -60,13 +60,13 @@ def _stalls(folder: Path) -> dict[str, Any]:
     from vllmchat.core.app_settings import AppSettings
     from vllmchat.core.conversations.kv_cache import KVStateCache
     from vllmchat.core.conversations.store import ConversationStore
-    from vllmchat.core.demo_model import demo_model_path
+    from vllmchat.core.demo_model import gemma_model_path
     from vllmchat.ui.main_window import MainWindow
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     store = ConversationStore(folder / "c.sqlite3")
     settings = AppSettings(
-        model_path=str(demo_model_path()),
+        model_path=str(gemma_model_path()),
         n_ctx=2048,
         n_threads=2,
         max_tokens=160,

@@ -145,6 +145,8 @@ class MainWindow(WindowActions, QMainWindow):
         self._action(conv, "Summarize now", self.bridge.summarize)
         self._action(conv, "Export…", self.export_conversation, "Ctrl+E")
         self._action(conv, "Import…", self.import_conversation)
+        help_menu = bar.addMenu("&Help")
+        self._action(help_menu, "About and diagnostics…", self.show_diagnostics)
 
     def _action(self, menu: Any, label: str, slot: Any, shortcut: str | None = None) -> QAction:
         action = QAction(label, self)

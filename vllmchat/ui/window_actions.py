@@ -57,6 +57,13 @@ class WindowActions:
         if picker.exec() and picker.chosen_path:
             self.load_model(picker.chosen_path)
 
+    def show_diagnostics(self) -> None:
+        from vllmchat.ui.diagnostics_dialog import DiagnosticsDialog
+
+        dialog = DiagnosticsDialog(self)
+        dialog.start()
+        dialog.exec()
+
     def open_settings(self) -> None:
         from vllmchat.ui.settings_dialog import SettingsDialog
 

@@ -29,6 +29,14 @@ class GpuInfo:
 
 
 @dataclass(frozen=True)
+class BackendInfo:
+    """One backend compiled into llama.cpp (ggml's registry) and the devices it sees."""
+
+    name: str
+    devices: tuple[GpuInfo, ...] = ()
+
+
+@dataclass(frozen=True)
 class HardwareInfo:
     """RAM, GPUs, and whether this llama.cpp build can offload layers."""
 
@@ -37,6 +45,8 @@ class HardwareInfo:
     gpus: list[GpuInfo] = field(default_factory=list)
     gpu_offload: bool = False
     offload_reason: str = ""
+    backends: tuple[BackendInfo, ...] = ()
+    system_info: str = ""  # llama_print_system_info(): the CPU features compiled in
 
     @property
     def vram_free(self) -> int:
@@ -47,32 +57,67 @@ class HardwareInfo:
         return sum(g.total for g in self.gpus)
 
 
-def _ggml_devices() -> list[GpuInfo]:
+def _ggml() -> ctypes.CDLL | None:
+    """llama.cpp's ggml library with the backend-registry functions typed."""
     import llama_cpp
 
     lib_dir = Path(os.environ.get("LLAMA_CPP_LIB_PATH") or Path(llama_cpp.__file__).parent / "lib")
     try:
         ggml = ctypes.CDLL(str(lib_dir / "libggml.so"))
     except OSError:
+        return None
+    vp, size = ctypes.c_void_p, ctypes.c_size_t
+    signatures = {
+        "ggml_backend_reg_count": (size, []),
+        "ggml_backend_reg_get": (vp, [size]),
+        "ggml_backend_reg_name": (ctypes.c_char_p, [vp]),
+        "ggml_backend_reg_dev_count": (size, [vp]),
+        "ggml_backend_reg_dev_get": (vp, [vp, size]),
+        "ggml_backend_dev_type": (ctypes.c_int, [vp]),
+        "ggml_backend_dev_description": (ctypes.c_char_p, [vp]),
+        "ggml_backend_dev_memory": (None, [vp, ctypes.POINTER(size), ctypes.POINTER(size)]),
+    }
+    for name, (restype, argtypes) in signatures.items():
+        fn = getattr(ggml, name)
+        fn.restype, fn.argtypes = restype, argtypes
+    return ggml
+
+
+def _device(ggml: ctypes.CDLL, dev: int) -> tuple[int, GpuInfo]:
+    free, total = ctypes.c_size_t(), ctypes.c_size_t()
+    ggml.ggml_backend_dev_memory(dev, ctypes.byref(free), ctypes.byref(total))
+    name = (ggml.ggml_backend_dev_description(dev) or b"device").decode(errors="replace")
+    return ggml.ggml_backend_dev_type(dev), GpuInfo(name, total.value, free.value)
+
+
+def ggml_backends() -> tuple[BackendInfo, ...]:
+    """The backends compiled into llama.cpp (CPU, CUDA, Vulkan, Metal, ...) and their devices."""
+    ggml = _ggml()
+    if ggml is None:
+        return ()
+    backends = []
+    for i in range(ggml.ggml_backend_reg_count()):
+        reg = ggml.ggml_backend_reg_get(i)
+        name = (ggml.ggml_backend_reg_name(reg) or b"?").decode(errors="replace")
+        count = ggml.ggml_backend_reg_dev_count(reg)
+        devices = tuple(
+            _device(ggml, ggml.ggml_backend_reg_dev_get(reg, j))[1] for j in range(count)
+        )
+        backends.append(BackendInfo(name, devices))
+    return tuple(backends)
+
+
+def _ggml_devices() -> list[GpuInfo]:
+    ggml = _ggml()
+    if ggml is None:
         return []
-    ggml.ggml_backend_dev_count.restype = ctypes.c_size_t
-    ggml.ggml_backend_dev_get.restype = ctypes.c_void_p
-    ggml.ggml_backend_dev_get.argtypes = [ctypes.c_size_t]
-    ggml.ggml_backend_dev_type.argtypes = [ctypes.c_void_p]
-    ggml.ggml_backend_dev_description.restype = ctypes.c_char_p
-    ggml.ggml_backend_dev_description.argtypes = [ctypes.c_void_p]
-    ggml.ggml_backend_dev_memory.argtypes = [
-        ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)
-    ]  # fmt: skip
     gpus = []
-    for i in range(ggml.ggml_backend_dev_count()):
-        dev = ggml.ggml_backend_dev_get(i)
-        if ggml.ggml_backend_dev_type(dev) not in (_GPU, _IGPU):
-            continue
-        free, total = ctypes.c_size_t(), ctypes.c_size_t()
-        ggml.ggml_backend_dev_memory(dev, ctypes.byref(free), ctypes.byref(total))
-        name = (ggml.ggml_backend_dev_description(dev) or b"GPU").decode(errors="replace")
-        gpus.append(GpuInfo(name, total.value, free.value))
+    for i in range(ggml.ggml_backend_reg_count()):
+        reg = ggml.ggml_backend_reg_get(i)
+        for j in range(ggml.ggml_backend_reg_dev_count(reg)):
+            kind, info = _device(ggml, ggml.ggml_backend_reg_dev_get(reg, j))
+            if kind in (_GPU, _IGPU):
+                gpus.append(info)
     return gpus
 
 
@@ -114,8 +159,10 @@ def probe() -> HardwareInfo:
 
         offload = bool(llama_cpp.llama_supports_gpu_offload())
         gpus = _ggml_devices()
+        backends = ggml_backends()
+        system_info = llama_cpp.llama_print_system_info().decode(errors="replace").strip()
     except (ImportError, OSError, AttributeError):
-        offload, gpus = False, []
+        offload, gpus, backends, system_info = False, [], (), ""
     if not gpus:
         gpus = _nvml_devices()
     if offload and gpus:
@@ -123,7 +170,12 @@ def probe() -> HardwareInfo:
     elif offload:
         reason = "llama.cpp can offload, but no GPU was found."
     elif gpus:
-        reason = "This llama.cpp build is CPU-only; rebuild it with CUDA, Metal or Vulkan."
+        from vllmchat.core.machine.backend import rebuild_advice
+        from vllmchat.core.machine.detect import detect_machine
+
+        reason = f"This llama.cpp build is CPU-only: {rebuild_advice(detect_machine())}."
     else:
         reason = "No GPU was found and this llama.cpp build is CPU-only."
-    return HardwareInfo(vm.total, vm.available, gpus, offload and bool(gpus), reason)
+    return HardwareInfo(
+        vm.total, vm.available, gpus, offload and bool(gpus), reason, backends, system_info
+    )

@@ -1,0 +1,22 @@
+"""Run every check, in the order a user reads them."""
+
+from __future__ import annotations
+
+from vllmchat.core.doctor import engine_checks, system_checks
+from vllmchat.core.doctor.findings import Finding, Report, Status
+from vllmchat.core.machine.detect import detect_machine
+
+
+def run_doctor(*, load_model: bool = True) -> Report:
+    """All findings; ``load_model=False`` skips loading the demo model (seconds faster)."""
+    facts = detect_machine()
+    found: list[Finding] = [system_checks.versions(), system_checks.machine(facts)]
+    toolkit = system_checks.cuda_toolkit(facts)
+    demo = system_checks.demo_model()
+    path = demo.data.get("path") if demo.status is Status.OK else None
+    engine = engine_checks.engine_checks(facts, path, load=load_model)
+    found += engine.findings
+    found.append(system_checks.cpu(engine.hardware.system_info if engine.hardware else ""))
+    found += [toolkit] if toolkit else []
+    found += [system_checks.display(), *system_checks.models_folder(), demo]
+    return Report(tuple(found))

@@ -1,0 +1,5 @@
+"""What this machine is: GPUs, toolkits, the llama.cpp backend to build, Qt's runtime libraries.
+
+Standard library only: ``scripts/setup.sh`` runs these modules with the system
+Python before the virtual environment exists.
+"""
