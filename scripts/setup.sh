@@ -50,7 +50,7 @@ if [ "$(cat "$llama_stamp" 2>/dev/null)" != "$want_llama" ]; then
   wheels="${VLLMCHAT_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/vllmchat/wheels}/$BACKEND-$key"
   if ! ls "$wheels"/llama_cpp_python-*.whl >/dev/null 2>&1; then
     say "building llama.cpp ($BACKEND: $cmake_args); the first time takes several minutes"
-    "$vpy" -m pip install -q --upgrade pip >/dev/null
+    "$vpy" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
     tmp=$(mktemp -d)
     start=$(date +%s)
     # pip's own wheel cache ignores CMAKE_ARGS: build without it, cache by backend here.
@@ -73,7 +73,7 @@ hash=$(sha256sum pyproject.toml | cut -c1-16)
 stamp="$venv/.vllmchat-setup"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$hash $profile" ] && ! grep -qx "$hash dev" "$stamp" 2>/dev/null; then
   say "installing vllmchat and its dependencies into $venv"
-  "$vpy" -m pip install -q --upgrade pip >/dev/null
+  "$vpy" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
   "$vpy" -m pip install -q -e ".$extras"
   echo "$hash $profile" > "$stamp"
 fi

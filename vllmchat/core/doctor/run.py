@@ -7,13 +7,16 @@ from vllmchat.core.doctor.findings import Finding, Report, Status
 from vllmchat.core.machine.detect import detect_machine
 
 
-def run_doctor(*, load_model: bool = True) -> Report:
-    """All findings; ``load_model=False`` skips loading the demo model (seconds faster)."""
+def run_doctor(*, load_model: bool = True, model_path: str | None = None) -> Report:
+    """All findings; ``load_model=False`` skips loading a model (seconds faster).
+
+    The offload and chat checks load ``model_path``, by default the demo model.
+    """
     facts = detect_machine()
     found: list[Finding] = [system_checks.versions(), system_checks.machine(facts)]
     toolkit = system_checks.cuda_toolkit(facts)
     demo = system_checks.demo_model()
-    path = demo.data.get("path") if demo.status is Status.OK else None
+    path = model_path or (demo.data.get("path") if demo.status is Status.OK else None)
     engine = engine_checks.engine_checks(facts, path, load=load_model)
     found += engine.findings
     found.append(system_checks.cpu(engine.hardware.system_info if engine.hardware else ""))
