@@ -3,7 +3,8 @@
     .venv/bin/python scripts/screenshots.py [OUTDIR]     (default: screenshots/)
 
 Shots: the main window mid-stream, the model picker (hub tab on the loopback
-mirror of the tests), the offload panel after a reload, and the engine banner.
+mirror of the tests), the offload panel after a reload, the About/diagnostics
+dialog, and the engine banner.
 Needs Xvfb (apt-get install xvfb) when there is no display.
 """
 
@@ -78,7 +79,8 @@ def _shoot(out: Path, mirror: object) -> int:
 
     app = QApplication(sys.argv[:1])
     demo = demo_model_path()
-    mirror.add("google/gemma-3-270m-GGUF", {"gemma-3-270m-Q4_K_M.gguf": demo}, downloads=900)
+    repo = "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF"
+    mirror.add(repo, {"SmolLM2-135M-Instruct.Q4_1.gguf": demo}, downloads=900)
     store = default_store()
     window = MainWindow(
         store,
@@ -109,9 +111,9 @@ def _shoot(out: Path, mirror: object) -> int:
     picker = ModelPicker(window.hw, window._fit(), parent=window)
     picker.show()
     picker.tabs.setCurrentIndex(1)
-    picker.query.setText("gemma")
+    picker.query.setText("smollm2")
     picker.search()
-    _wait(app, lambda: picker.repos.count() > 0 and "gemma" in picker.repos.item(0).text())
+    _wait(app, lambda: picker.repos.count() > 0 and "SmolLM2" in picker.repos.item(0).text())
     picker.repos.setCurrentRow(0)
     _wait(app, lambda: picker.quant_table.rowCount() > 0)
     picker.grab().save(str(out / "model-picker-hub.png"))
@@ -119,6 +121,14 @@ def _shoot(out: Path, mirror: object) -> int:
     _wait(app, lambda: picker.installed.rowCount() > 0, 10)
     picker.grab().save(str(out / "model-picker-installed.png"))
     picker.reject()
+    from vllmchat.ui.diagnostics_dialog import DiagnosticsDialog
+
+    about = DiagnosticsDialog(window)
+    about.show()
+    about.start()
+    _wait(app, lambda: about.report is not None, 60)
+    about.grab().save(str(out / "about-diagnostics.png"))
+    about.accept()
     window.bridge.client.kill()
     _wait(app, lambda: window.banner.isVisible(), 10)
     window.grab().save(str(out / "engine-died-banner.png"))

@@ -173,6 +173,11 @@ def test_first_run_picker_offers_the_demo_model_offline(qtbot, hub):
 
     picker = ModelPicker(None, FitSettings(), first_run=True)
     qtbot.addWidget(picker)
+    # Before any model is loaded the picker still knows this machine's RAM: the demo fits.
+    qtbot.waitUntil(lambda: picker.installed.rowCount() > 0, timeout=TIMEOUT)
+    names = [picker.installed.item(r, 0).text() for r in range(picker.installed.rowCount())]
+    row = names.index("SmolLM2-135M-Instruct.Q4_1.gguf")
+    assert "does not fit" not in picker.installed.item(row, 3).text()
     with qtbot.waitSignal(picker.accepted, timeout=TIMEOUT):
         picker.demo.click()
     assert picker.chosen_path.endswith("SmolLM2-135M-Instruct.Q4_1.gguf")

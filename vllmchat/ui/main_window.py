@@ -330,6 +330,7 @@ class MainWindow(WindowActions, QMainWindow):
         self.info = info
         self._set_loading(False)
         self.memory.clear_error()
+        self.input.edit.setFocus()  # ready to type, also right after the first-run picker
         quant = quant_label(Path(info.path).name)
         self.status_line.set_model(info.name, quant, info.n_ctx)
         note = ""

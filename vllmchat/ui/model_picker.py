@@ -30,7 +30,7 @@ from vllmchat.core.model_check import check_model_file
 from vllmchat.core.models.advisor import GPU_FULL, GPU_PARTIAL, NO_FIT, RAM_ONLY, best_fit
 from vllmchat.core.models.description import describe
 from vllmchat.core.models.download import Downloader, DownloadProgress
-from vllmchat.core.models.hardware import HardwareInfo
+from vllmchat.core.models.hardware import HardwareInfo, quick_probe
 from vllmchat.core.models.local import LocalModel, discover
 from vllmchat.core.models.memory import MIB, FitSettings
 from vllmchat.core.paths import models_dir
@@ -82,7 +82,7 @@ class ModelPicker(QDialog):
         super().__init__(parent)
         self.setWindowTitle("Choose a model")
         self.resize(860, 560)
-        self.hw = hw or HardwareInfo(0, 0)
+        self.hw = hw or quick_probe()  # before any model is loaded: RAM and NVML GPUs
         self.fit_settings = settings
         self.folders = folders or []
         self.chosen_path: str | None = None

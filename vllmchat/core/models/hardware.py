@@ -151,6 +151,16 @@ def _nvml_devices() -> list[GpuInfo]:
     return gpus
 
 
+def quick_probe() -> HardwareInfo:
+    """RAM and NVIDIA GPUs without loading llama.cpp (safe in the GUI process, instant).
+
+    Offload support is unknown until the engine probes, so fits are RAM-only.
+    """
+    vm = psutil.virtual_memory()
+    reason = "Offload is known once a model is loaded."
+    return HardwareInfo(vm.total, vm.available, _nvml_devices(), False, reason)
+
+
 def probe() -> HardwareInfo:
     """Read RAM, GPUs and the llama.cpp build's offload support."""
     vm = psutil.virtual_memory()
