@@ -45,7 +45,7 @@ def test_crash_and_abort_are_reported(gemma_client, how, words):
     assert info.value.kind == ErrorKind.ENGINE_DIED
     assert words in info.value.message
     gemma_client.restart()
-    assert gemma_client.kv()["kv_tokens"] == 0
+    assert gemma_client.kv().kv_tokens == 0
 
 
 def _write(path: Path, data: bytes) -> str:

@@ -22,11 +22,11 @@ def _chat(client, turns: int) -> list[dict[str, str]]:
 
 def test_live_reload_keeps_the_kv_cache(gemma_client, gemma_model):
     messages = _chat(gemma_client, 3)
-    kv_before = gemma_client.kv()["kv_tokens"]
+    kv_before = gemma_client.kv().kv_tokens
     settings = gemma_client.settings.with_changes(n_gpu_layers=1, n_threads=1)
     result = gemma_client.reload(settings)
-    assert result["restored"], result["reason"]
-    assert result["tokens"] == kv_before
+    assert result.restored, result.reason
+    assert result.tokens == kv_before
     assert gemma_client.settings.n_gpu_layers == 1
     messages.append({"role": "user", "content": "One more."})
     _, events = run_turn(gemma_client, messages)
@@ -37,12 +37,12 @@ def test_live_reload_keeps_the_kv_cache(gemma_client, gemma_model):
 
 def test_reload_to_a_smaller_context_reprefills_and_says_why(gemma_client):
     messages = _chat(gemma_client, 2)
-    used = gemma_client.kv()["kv_tokens"]
+    used = gemma_client.kv().kv_tokens
     result = gemma_client.reload(gemma_client.settings.with_changes(n_ctx=64))
-    assert not result["restored"]
-    assert "smaller" in result["reason"] and str(used) in result["reason"]
+    assert not result.restored
+    assert "smaller" in result.reason and str(used) in result.reason
     result = gemma_client.reload(gemma_client.settings.with_changes(n_ctx=1024))
-    assert result["restored"] and result["tokens"] == 0
+    assert result.restored and result.tokens == 0
     messages.append({"role": "user", "content": "Go on."})
     _, events = run_turn(gemma_client, messages)
     stats = stats_of(events)
@@ -52,8 +52,8 @@ def test_reload_to_a_smaller_context_reprefills_and_says_why(gemma_client):
 def test_reload_with_another_kv_type_reprefills_and_says_why(gemma_client):
     _chat(gemma_client, 1)
     result = gemma_client.reload(gemma_client.settings.with_changes(type_k="q8_0"))
-    assert not result["restored"]
-    assert "KV cache type" in result["reason"]
+    assert not result.restored
+    assert "KV cache type" in result.reason
 
 
 def test_exported_state_restores_and_is_bound_to_model_and_settings(
@@ -62,15 +62,15 @@ def test_exported_state_restores_and_is_bound_to_model_and_settings(
     messages = _chat(gemma_client, 2)
     path = tmp_path / "conv.kv"
     exported = gemma_client.export_state(str(path))
-    assert exported["tokens"] > 50 and path.stat().st_size == exported["bytes"]
+    assert exported.tokens > 50 and path.stat().st_size == exported.bytes
 
     fresh = make_client()
     fresh.load(gemma_client.settings.with_changes(n_threads=1))
-    assert fresh.import_state(str(path))["tokens"] == exported["tokens"]
+    assert fresh.import_state(str(path)).tokens == exported.tokens
     messages.append({"role": "user", "content": "Thanks."})
     _, events = run_turn(fresh, messages)
     stats = stats_of(events)
-    assert stats.tokens_reused == exported["tokens"]
+    assert stats.tokens_reused == exported.tokens
 
     other_settings = make_client()
     other_settings.load(gemma_client.settings.with_changes(type_k="q8_0"))

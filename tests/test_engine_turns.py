@@ -18,7 +18,7 @@ def test_each_turn_prefills_only_the_new_tokens(gemma_client):
     first = stats_of(events)
     assert first.tokens_reused == 0
     assert first.tokens_prefilled == first.prompt_tokens
-    previous_kv = gemma_client.kv()["kv_tokens"]
+    previous_kv = gemma_client.kv().kv_tokens
     assert previous_kv == first.prompt_tokens + first.decode_tokens
     for question in ("And three animals?", "And three cities in Europe?"):
         messages += [{"role": "assistant", "content": reply}, {"role": "user", "content": question}]
@@ -29,7 +29,7 @@ def test_each_turn_prefills_only_the_new_tokens(gemma_client):
         assert stats.tokens_prefilled < 30 < stats.tokens_reused
         assert stats.prompt_tokens == stats.tokens_reused + stats.tokens_prefilled
         assert stats.ttft_s > 0 and stats.prefill_s > 0
-        previous_kv = gemma_client.kv()["kv_tokens"]
+        previous_kv = gemma_client.kv().kv_tokens
 
 
 def test_stop_mid_decode_ends_within_a_token_and_cache_stays_usable(gemma_client):

@@ -99,7 +99,7 @@ def test_slider_reload_keeps_the_cache_and_the_next_turn_prefills_only_new(qtbot
     window.offload.slider.setValue(5)  # keyboard-like change: debounced reload
     qtbot.waitUntil(lambda: not window.input.edit.isEnabled(), timeout=5000)
     qtbot.waitUntil(lambda: window.loads_ended > n, timeout=TIMEOUT)
-    assert window.last_load["restored"] and window.settings.n_gpu_layers == 5
+    assert window.last_load.restored and window.settings.n_gpu_layers == 5
     assert "VRAM" in window.offload.estimate.text()
     assert window.input.edit.isEnabled()
     done = _send(qtbot, window, "And three seas?")
@@ -187,7 +187,7 @@ def test_bad_model_file_gets_a_message_and_the_window_lives(qtbot, window, tmp_p
     bad = tmp_path / "broken.gguf"
     bad.write_bytes(b"GGUF\x03\x00\x00\x00" + os.urandom(1000))
     good = window.info.path
-    kind, _message = _load(qtbot, window, lambda: window.load_model(str(bad)))
+    kind = _load(qtbot, window, lambda: window.load_model(str(bad))).kind
     assert kind == "corrupt"
     assert "damaged" in window.statusBar().currentMessage()
     assert "damaged" in window.memory.advice.text()
@@ -218,3 +218,29 @@ def test_first_run_loads_the_instruct_demo_and_it_answers(qtbot, tmp_path, hub):
     assert "Paris" in turn.text
     w.close()
     store.close()
+
+
+def test_sigterm_closes_like_the_user_would(qtbot, window):
+    """A logout or ``kill``: the streaming reply is kept (partial), the KV state saved."""
+    from vllmchat.ui.app import quit_on_termination
+
+    _send(qtbot, window, "Tell me about zebras, in detail, with many examples.")
+    window.settings = window.settings.with_changes(max_tokens=2000)
+    window.bridge.configure(window.settings)
+    tokens = []
+    window.bridge.events.token_received.connect(tokens.append)
+    timer = quit_on_termination(window)
+    try:
+        window.input.edit.setPlainText("Now write a very long story about a lighthouse.")
+        window.input._submit()
+        qtbot.waitUntil(lambda: len(tokens) > 20, timeout=TIMEOUT)
+        os.kill(os.getpid(), signal.SIGTERM)
+        qtbot.waitUntil(lambda: not window.isVisible(), timeout=TIMEOUT)
+    finally:
+        timer.stop()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    reply = window.store.path(window.conversation_id)[-1]
+    assert reply.role == "assistant" and reply.partial and reply.content
+    assert window.kv.path_for(window.conversation_id).exists()
+    assert not window.bridge.client.alive

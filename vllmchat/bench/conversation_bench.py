@@ -90,7 +90,7 @@ def _reopen(model: str, folder: Path) -> dict[str, Any]:
             store, client, conv.id, sampling=sampling, policy=ContextPolicy(threshold=0.95)
         )
         i = 0
-        while client.kv()["kv_tokens"] < 2000:
+        while client.kv().kv_tokens < 2000:
             list(session.send(f"Continue the story, chapter {i}. " + "Add details. " * 10))
             i += 1
         tokens = kv.save(client, conv.id)

@@ -86,7 +86,7 @@ def _scripted_chat(client: EngineClient) -> tuple[list[dict[str, str]], list[Any
 def _grow(client: EngineClient, messages: list[dict[str, str]], min_tokens: int) -> None:
     sampling = SamplingSettings(temperature=0.0, max_tokens=96, ignore_eos=True)
     i = 0
-    while client.kv()["kv_tokens"] < min_tokens:
+    while client.kv().kv_tokens < min_tokens:
         messages.append({"role": "user", "content": f"Continue the story, part {i}."})
         reply, _ = _turn(client, messages, sampling)
         messages.append({"role": "assistant", "content": reply})
@@ -147,7 +147,7 @@ def _reload_figures(
     target_layers: int = 1,
 ) -> dict[str, Any]:
     """Reload a long conversation live, then count history tokens prefilled again."""
-    kv = client.kv()["kv_tokens"]
+    kv = client.kv().kv_tokens
     t0 = time.perf_counter()
     reload = client.reload(settings.with_changes(n_gpu_layers=target_layers))
     reload_s = time.perf_counter() - t0
@@ -155,7 +155,7 @@ def _reload_figures(
     _, stats = _turn(client, turn, SamplingSettings(temperature=0.0, max_tokens=8))
     return {
         "reload_history_tokens": kv,
-        "reload_restored": reload["restored"],
+        "reload_restored": reload.restored,
         "reload_reprefilled_tokens": stats.tokens_prefilled - stats.tokens_new,
         "reload_s": round(reload_s, 4),
     }
@@ -167,7 +167,7 @@ def _restore_figures(
     """Import a >= 2,000-token state against re-prefilling the same tokens."""
     client.load(settings)
     _grow(client, messages, 2000)
-    n = client.kv()["kv_tokens"]
+    n = client.kv().kv_tokens
     with tempfile.TemporaryDirectory() as tmp:
         path = str(Path(tmp) / "state.kv")
         exported = client.export_state(path)
@@ -179,7 +179,7 @@ def _restore_figures(
     _, stats = _turn(client, messages[:-1], SamplingSettings(temperature=0.0, max_tokens=1))
     return {
         "state_tokens": n,
-        "state_mib": round(exported["bytes"] / 2**20, 1),
+        "state_mib": round(exported.bytes / 2**20, 1),
         "state_import_s": round(import_s, 4),
         "reprefill_s": round(stats.prefill_s, 4),
         "state_restore_ratio": round(import_s / stats.prefill_s, 4),

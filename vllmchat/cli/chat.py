@@ -8,21 +8,20 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+from vllmchat.core.app import ChatApp, EngineDied, Loaded, LoadFailed
+from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.conversations.kv_cache import KVStateCache
-from vllmchat.core.conversations.policy import ContextPolicy, PromptPlanEvent, SummaryEvent
-from vllmchat.core.conversations.session import ChatSession
+from vllmchat.core.conversations.policy import PromptPlanEvent, SummaryEvent
 from vllmchat.core.conversations.store import StoreError, default_store
 from vllmchat.core.conversations.transfer import export_file
 from vllmchat.core.engine import (
     DoneEvent,
-    EngineClient,
     EngineError,
     ErrorEvent,
     PrefillProgressEvent,
     TokenEvent,
 )
 from vllmchat.core.paths import kv_cache_dir
-from vllmchat.core.settings import SamplingSettings
 
 HELP = """commands:
   /history        the messages the model is given, and the summary
@@ -75,46 +74,74 @@ def _print_stats(stats: Any, out: Any) -> None:
     )
 
 
-def run(args: argparse.Namespace) -> int:
+def _app_settings(args: argparse.Namespace) -> AppSettings:
+    """The terminal's options as the app's settings (the model defaults to the demo)."""
     from vllmchat.cli import load_settings_from
 
+    load = load_settings_from(args)
+    return AppSettings(
+        model_path=load.model_path,
+        n_gpu_layers=load.n_gpu_layers,
+        n_ctx=load.n_ctx,
+        n_threads=load.n_threads,
+        n_batch=load.n_batch,
+        type_k=load.type_k,
+        type_v=load.type_v,
+        flash_attn=load.flash_attn,
+        use_mmap=load.use_mmap,
+        temperature=args.temperature,
+        max_tokens=args.max_tokens,
+        seed=args.seed,
+        policy=args.policy,
+        system_prompt=args.system,
+    )
+
+
+class _Quit(Exception):
+    """SIGTERM (a logout, ``kill``) while waiting for input: leave like /quit."""
+
+
+def run(args: argparse.Namespace) -> int:
     out = sys.stdout
-    client = EngineClient()
     store = default_store()
-    kv = KVStateCache(kv_cache_dir())
+    app = ChatApp(store, KVStateCache(kv_cache_dir()))
     try:
-        info = client.load(load_settings_from(args))
+        settings = _app_settings(args)
         if args.conversation == "new":
             conv = store.create(system_prompt=args.system)
         else:
             conv = store.conversation(int(args.conversation))
-    except (EngineError, StoreError, ValueError) as exc:
+    except (StoreError, ValueError, EngineError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        client.close()
         store.close()
         return 2
-    session = ChatSession(
-        store,
-        client,
-        conv.id,
-        model_name=info.name,
-        sampling=SamplingSettings(
-            temperature=args.temperature, max_tokens=args.max_tokens, seed=args.seed
-        ),
-        policy=ContextPolicy(mode=args.policy),
-    )
-    session.prime()
-    restored = kv.restore(client, conv.id)
+    app.open_conversation(conv.id)
+    loaded = _load(app, settings)
+    if loaded is None:
+        app.shutdown()
+        store.close()
+        return 2
+    info = loaded.info
+    restored = loaded.restored_tokens
     out.write(
         f"{info.name} · {info.architecture} · {info.chat_template} template · "
         f"n_ctx {info.n_ctx} · loaded in {info.load_s:.2f}s · conversation {conv.id}"
         + (f" ({restored} tokens of KV cache restored)" if restored else "")
         + ". /help for commands.\n"
     )
-    signal.signal(signal.SIGINT, lambda *_: session.stop())
-    state: dict[str, Any] = {"last": None}
+    state: dict[str, Any] = {"last": None, "streaming": False, "quit": False}
+
+    def on_term(*_: object) -> None:
+        state["quit"] = True
+        if state["streaming"]:
+            app.stop()  # the reply is kept, marked partial; then leave
+        else:
+            raise _Quit
+
+    signal.signal(signal.SIGINT, lambda *_: app.stop())
+    signal.signal(signal.SIGTERM, on_term)
     try:
-        while True:
+        while not state["quit"]:
             out.write("you> ")
             out.flush()
             line = sys.stdin.readline()
@@ -123,14 +150,31 @@ def run(args: argparse.Namespace) -> int:
                 return 0
             text = line.rstrip("\n")
             if text.startswith("/"):
-                if _command(text, session, state, out):
+                if _command(text, app, state, out):
                     return 0
             elif text.strip():
-                _show(session.send(text), out, args.stats, state)
+                state["streaming"] = True
+                try:
+                    _show(app.send(text), out, args.stats, state)
+                finally:
+                    state["streaming"] = False
+        return 0
+    except _Quit:
+        return 0
     finally:
-        kv.save(client, conv.id)
-        client.close()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        app.shutdown()
         store.close()
+
+
+def _load(app: ChatApp, settings: AppSettings, *, live: bool = False) -> Loaded | None:
+    for event in app.load(settings, live=live):
+        if isinstance(event, LoadFailed):
+            print(f"error: {event.message} {event.fix}".strip(), file=sys.stderr)
+            return None
+        if isinstance(event, Loaded):
+            return event
+    return None
 
 
 def _show(events: Iterator[Any], out: Any, show_stats: bool, state: dict[str, Any]) -> None:
@@ -154,12 +198,15 @@ def _show(events: Iterator[Any], out: Any, show_stats: bool, state: dict[str, An
                 _print_stats(event.stats, out)
         elif isinstance(event, ErrorEvent):
             out.write(f"\nerror: {event.message} {event.fix}\n")
+        elif isinstance(event, EngineDied):
+            out.write("(/restart brings the engine back; the conversation is kept)\n")
         out.flush()
 
 
-def _command(text: str, session: ChatSession, state: dict[str, Any], out: Any) -> bool:
+def _command(text: str, app: ChatApp, state: dict[str, Any], out: Any) -> bool:
     name, _, arg = text.partition(" ")
-    client = session.client
+    session, engine = app.session, app.engine
+    assert session is not None
     try:
         if name in ("/quit", "/exit"):
             return True
@@ -179,25 +226,32 @@ def _command(text: str, session: ChatSession, state: dict[str, Any], out: Any) -
                 f"({info['prompt_tokens']} of {info['n_ctx']} tokens; × = summarized or left out)\n"
             )
         elif name == "/summary":
-            _show(session.summarize(), out, False, state)
+            _show(app.summarize(), out, False, state)
         elif name == "/export":
             path = export_file(session.store, session.conversation_id, arg.strip())
             out.write(f"exported to {path}\n")
         elif name == "/stats":
             _print_stats(state["last"], out) if state["last"] else out.write("no turn yet\n")
         elif name == "/restart":
-            client.restart()
-            session.prime()
-            out.write("engine restarted; the conversation is kept\n")
+            restarted = next((e for e in app.restart() if isinstance(e, Loaded | LoadFailed)), None)
+            if isinstance(restarted, Loaded):
+                out.write(
+                    "engine restarted; the conversation is kept"
+                    f" ({restarted.restored_tokens} tokens of KV cache restored)\n"
+                )
+            elif restarted is not None:
+                out.write(f"error: {restarted.message} {restarted.fix}\n")
         elif name == "/ngl":
-            result = client.reload(client.settings.with_changes(n_gpu_layers=int(arg)))
-            kept = "KV cache kept" if result["restored"] else f"re-prefill: {result['reason']}"
-            out.write(f"reloaded in {result['seconds']:.2f}s ({kept})\n")
+            loaded = _load(app, app.settings.with_changes(n_gpu_layers=int(arg)), live=True)
+            if loaded is not None and loaded.reload is not None:
+                result = loaded.reload
+                kept = "KV cache kept" if result.restored else f"re-prefill: {result.reason}"
+                out.write(f"reloaded in {result.seconds:.2f}s ({kept})\n")
         elif name == "/save":
-            r = client.export_state(arg.strip())
-            out.write(f"saved {r['tokens']} tokens ({r['bytes'] / 2**20:.1f} MiB)\n")
+            r = engine.export_state(arg.strip())
+            out.write(f"saved {r.tokens} tokens ({r.bytes / 2**20:.1f} MiB)\n")
         elif name == "/load":
-            out.write(f"restored {client.import_state(arg.strip())['tokens']} tokens\n")
+            out.write(f"restored {engine.import_state(arg.strip()).tokens} tokens\n")
         else:
             out.write(f"unknown command {name}; /help lists them\n")
     except (EngineError, StoreError, ValueError, OSError) as exc:

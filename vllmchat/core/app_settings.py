@@ -33,6 +33,8 @@ RELOAD_FIELDS = (
     "type_k",
     "type_v",
     "flash_attn",
+    "n_batch",
+    "use_mmap",
 )
 
 
@@ -47,6 +49,8 @@ class AppSettings:
     type_k: str = "f16"
     type_v: str = "f16"
     flash_attn: bool = False
+    n_batch: int = 512
+    use_mmap: bool = True
     temperature: float = 0.7
     top_p: float = 0.95
     top_k: int = 40
@@ -71,6 +75,8 @@ class AppSettings:
             type_k=self.type_k,
             type_v=self.type_v,
             flash_attn=self.flash_attn,
+            n_batch=self.n_batch,
+            use_mmap=self.use_mmap,
         )
 
     def sampling(self) -> SamplingSettings:

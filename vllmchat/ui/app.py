@@ -80,9 +80,33 @@ def run_app(argv: Sequence[str]) -> int:
     if args.self_test:
         return _self_test(app, window)
     window.start()
+    quit_on_termination(window)
     code = app.exec()
     store.close()
     return code
+
+
+def quit_on_termination(window: object) -> object:
+    """SIGTERM and SIGINT (a logout, ``kill``) close the window like the user would:
+    the streaming reply is kept (marked partial), the KV state saved, the engine ended.
+
+    Python runs signal handlers only between bytecodes, so a timer wakes the
+    interpreter while Qt's event loop waits. Returns the timer.
+    """
+    import signal
+
+    from PySide6.QtCore import QTimer
+
+    def close(*_: object) -> None:
+        QTimer.singleShot(0, window.close)  # type: ignore[attr-defined]
+
+    signal.signal(signal.SIGTERM, close)
+    signal.signal(signal.SIGINT, close)
+    timer = QTimer(window)  # type: ignore[arg-type]
+    timer.setInterval(200)
+    timer.timeout.connect(lambda: None)
+    timer.start()
+    return timer
 
 
 def _self_test(app: object, window: object) -> int:
@@ -95,8 +119,8 @@ def _self_test(app: object, window: object) -> int:
         ok = False
         tokens = 0
 
-        @Slot(object, object)
-        def loaded(self, *_: object) -> None:
+        @Slot(object)
+        def loaded(self, _event: object) -> None:
             window.send("Say hello.")
 
         @Slot(str)
@@ -108,9 +132,9 @@ def _self_test(app: object, window: object) -> int:
             self.ok = bool(event.text)
             window.close()
 
-        @Slot(str, str)
-        def load_failed(self, kind: str, message: str) -> None:
-            print(f"self-test: load failed: {kind}: {message}", file=sys.stderr)
+        @Slot(object)
+        def load_failed(self, event: object) -> None:
+            print(f"self-test: load failed: {event}", file=sys.stderr)
             window.close()
 
         @Slot(object)

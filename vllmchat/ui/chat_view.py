@@ -83,7 +83,7 @@ class MessageWidget(QFrame):
 
     def _add_actions(self) -> None:
         if self.role == "user" and self.message_id is not None:
-            self._button("Edit", lambda: self.edit_requested.emit(self.message_id))
+            self.enable_edit()
         if self.role == "summary" and self.message_id is not None:
             self._button("Edit summary", lambda: self.summary_edit_requested.emit(self.message_id))
         self._button("Copy", lambda: QGuiApplication.clipboard().setText(self.text))
@@ -95,6 +95,10 @@ class MessageWidget(QFrame):
         button.clicked.connect(slot)
         self.buttons.addWidget(button)
         return button
+
+    def enable_edit(self) -> None:
+        """An Edit action (user messages, once they have their id in the store)."""
+        self._button("Edit", lambda: self.edit_requested.emit(self.message_id))
 
     def add_regenerate(self) -> None:
         self._button("Regenerate", self.regenerate_requested.emit)
@@ -185,6 +189,46 @@ class ChatView(QScrollArea):
         self.streaming.set_partial(partial)
         self.streaming.add_regenerate()
         self.streaming = None
+
+    def set_message_id(self, message_id: int, role: str) -> None:
+        """Give this turn's newest message of ``role`` its id in the store."""
+        pending = [w for w in self.messages() if w.role == role and w.message_id is None]
+        if not pending:
+            return
+        widget = pending[-1]
+        widget.message_id = message_id
+        if role == "user":
+            widget.enable_edit()
+
+    def discard_reply(self) -> None:
+        """Remove the reply being streamed (a turn that failed before any text)."""
+        if self.streaming is not None:
+            self._remove(self.streaming)
+            self.streaming = None
+
+    def remove_last_reply(self) -> None:
+        """Remove the last reply (it is being regenerated; the store keeps it as a branch)."""
+        widgets = self.messages()
+        if widgets and widgets[-1].role == "assistant":
+            self._remove(widgets[-1])
+
+    def remove_from(self, message_id: int) -> None:
+        """Remove this message and everything after it (it is being edited)."""
+        widgets = self.messages()
+        index = next((i for i, w in enumerate(widgets) if w.message_id == message_id), None)
+        for widget in widgets[index:] if index is not None else []:
+            self._remove(widget)
+
+    def insert_summary(self, text: str, summary_id: int | None) -> None:
+        """Show a new summary, before the reply that is still streaming."""
+        self.add_message("summary", text, message_id=summary_id)
+        if self.streaming is not None:
+            self.column.removeWidget(self.streaming)
+            self.column.insertWidget(self.column.count() - 1, self.streaming)
+
+    def _remove(self, widget: MessageWidget) -> None:
+        self.column.removeWidget(widget)
+        widget.deleteLater()
 
     def _keep_at_bottom(self, _low: int, high: int) -> None:
         bar = self.verticalScrollBar()

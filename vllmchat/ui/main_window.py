@@ -17,13 +17,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from vllmchat.core.app import EngineDied, Loaded, LoadFailed, LoadStarted, TurnStarted
 from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.conversations.kv_cache import KVStateCache
+from vllmchat.core.conversations.policy import MessageStored
 from vllmchat.core.conversations.store import ConversationStore
-from vllmchat.core.engine import ErrorKind
-from vllmchat.core.gguf_header import read_header
+from vllmchat.core.engine import ErrorEvent, ErrorKind
 from vllmchat.core.models.advisor import quant_label
-from vllmchat.core.models.description import describe
 from vllmchat.core.models.memory import FitSettings
 from vllmchat.ui.banner import EngineBanner
 from vllmchat.ui.chat_input import ChatInput
@@ -123,7 +123,8 @@ class MainWindow(WindowActions, QMainWindow):
         e.stats_ready.connect(self._on_stats)
         e.turn_finished.connect(self._on_done)
         e.turn_failed.connect(self._on_failed)
-        self.bridge.engine_died.connect(self._on_died)
+        e.message_stored.connect(self._on_message_stored)
+        e.engine_died.connect(self._on_died)
         self.input.send_requested.connect(self.send)
         self.input.stop_requested.connect(self.bridge.stop)
         self.chat.regenerate_requested.connect(self.regenerate)
@@ -196,10 +197,7 @@ class MainWindow(WindowActions, QMainWindow):
         self.bridge.send(text)
 
     def regenerate(self) -> None:
-        widgets = self.chat.messages()
-        if widgets and widgets[-1].role == "assistant":
-            widgets[-1].deleteLater()
-            self.chat.column.removeWidget(widgets[-1])
+        self.chat.remove_last_reply()
         self.chat.start_reply()
         self.bridge.regenerate()
 
@@ -208,11 +206,7 @@ class MainWindow(WindowActions, QMainWindow):
         text, ok = QInputDialog.getMultiLineText(self, "Edit message", "Message:", original.content)
         if not ok or not text.strip():
             return
-        widgets = self.chat.messages()
-        index = next(i for i, w in enumerate(widgets) if w.message_id == message_id)
-        for w in widgets[index:]:
-            self.chat.column.removeWidget(w)
-            w.deleteLater()
+        self.chat.remove_from(message_id)
         self.chat.add_message("user", text)
         self.chat.start_reply()
         self.bridge.edit(message_id, text)
@@ -225,11 +219,14 @@ class MainWindow(WindowActions, QMainWindow):
             self.store.edit_summary(summary_id, text.strip())
             self.render_conversation()
 
-    def _on_load_started(self) -> None:
+    def _on_load_started(self, _event: LoadStarted) -> None:
         self._set_loading(True)
 
-    def _on_turn_started(self) -> None:
+    def _on_turn_started(self, _event: TurnStarted) -> None:
         self.input.set_generating(True)
+
+    def _on_message_stored(self, event: MessageStored) -> None:
+        self.chat.set_message_id(event.message_id, event.role)
 
     def _on_prefill(self, done: int, total: int) -> None:
         self.statusBar().showMessage(f"Reading prompt {done}/{total}…")
@@ -245,11 +242,7 @@ class MainWindow(WindowActions, QMainWindow):
     def _on_summary(self, event: Any) -> None:
         self.statusBar().showMessage(event.message, 8000)
         if event.status == "done":
-            widget = self.chat.messages()[-2] if len(self.chat.messages()) > 1 else None
-            self.chat.add_message("summary", event.text, message_id=event.summary_id)
-            if widget is not None:  # keep the pending reply last
-                self.chat.column.removeWidget(self.chat.streaming)
-                self.chat.column.insertWidget(self.chat.column.count() - 1, self.chat.streaming)
+            self.chat.insert_summary(event.text, event.summary_id)
 
     def _on_stats(self, stats: Any) -> None:
         self.last_stats = stats
@@ -261,39 +254,21 @@ class MainWindow(WindowActions, QMainWindow):
         self.chat.finish_reply(event.text, partial=event.stop_reason == "stopped")
         self.input.set_generating(False)
         self.statusBar().clearMessage()
-        self._assign_ids()
         self.conversations.refresh()
         self._update_memory()
         if self.info is not None:
             self.offload.show_measured(self.info.buffers_mib, event.stats.decode_tok_s)
 
-    def _assign_ids(self) -> None:
-        """The view's new messages get their store ids (for Edit)."""
-        path = self.store.path(self.conversation_id) if self.conversation_id else []
-        plain = [w for w in self.chat.messages() if w.role != "summary"]
-        for widget, message in zip(reversed(plain), reversed(path), strict=False):
-            if widget.message_id is None:
-                widget.message_id = message.id
-                if message.role == "user":
-                    widget._button(
-                        "Edit", lambda mid=message.id: self.chat.edit_requested.emit(mid)
-                    )
-
-    def _on_failed(self, event: Any) -> None:
+    def _on_failed(self, event: ErrorEvent) -> None:
         self.turns_ended += 1
         self.last_turn = event
         self.input.set_generating(False)
-        if self.chat.streaming is not None:
-            if event.partial_text:
-                self.chat.finish_reply(event.partial_text, partial=True)
-            else:
-                self.chat.column.removeWidget(self.chat.streaming)
-                self.chat.streaming.deleteLater()
-                self.chat.streaming = None
-        self._assign_ids()
+        if event.partial_text:
+            self.chat.finish_reply(event.partial_text, partial=True)
+        else:
+            self.chat.discard_reply()
         if event.kind == ErrorKind.ENGINE_DIED:
-            self.bridge.notice_death(event)
-            return
+            return  # the banner comes with the EngineDied event
         self.memory.show_error(event.kind.value, event.message)
         self.statusBar().showMessage(f"{event.message} {event.fix}".strip(), 15000)
 
@@ -309,12 +284,8 @@ class MainWindow(WindowActions, QMainWindow):
         self.bridge.load(self.settings, live=True)
 
     def restart(self, *, fewer_layers: bool) -> None:
-        if fewer_layers and self.settings.n_gpu_layers > 0:
-            n = self.settings.n_gpu_layers
-            self.settings = self.settings.with_changes(n_gpu_layers=max(0, n - max(1, n // 4)))
-            self._save()
         self.banner.hide()
-        self.bridge.load(self.settings)
+        self.bridge.restart(fewer_layers=fewer_layers)
 
     def _set_loading(self, loading: bool) -> None:
         self.loading = loading
@@ -324,10 +295,14 @@ class MainWindow(WindowActions, QMainWindow):
         if loading:
             self.statusBar().showMessage("Loading the model…")
 
-    def _on_loaded(self, info: Any, reload: dict[str, Any] | None) -> None:
+    def _on_loaded(self, event: Loaded) -> None:
         self.loads_ended += 1
-        self.last_load = reload
+        self.last_load = event.reload
+        info, reload = event.info, event.reload
         self.info = info
+        if event.settings.n_gpu_layers != self.settings.n_gpu_layers:  # fewer after a crash
+            self.settings = self.settings.with_changes(n_gpu_layers=event.settings.n_gpu_layers)
+            self._save()
         self._set_loading(False)
         self.memory.clear_error()
         self.input.edit.setFocus()  # ready to type, also right after the first-run picker
@@ -336,33 +311,32 @@ class MainWindow(WindowActions, QMainWindow):
         note = ""
         if reload is not None:
             note = (
-                f"Reloaded in {reload['seconds']:.2f}s; the KV cache of "
-                f"{reload['tokens']} tokens was kept."
-                if reload["restored"]
-                else f"Reloaded; the history will be read again ({reload['reason']})."
+                f"Reloaded in {reload.seconds:.2f}s; the KV cache of "
+                f"{reload.tokens} tokens was kept."
+                if reload.restored
+                else f"Reloaded; the history will be read again ({reload.reason})."
             )
         self.statusBar().showMessage(note or f"{info.name} loaded in {info.load_s:.2f}s.", 8000)
         self.offload.show_measured(info.buffers_mib, None)
-        path, client = info.path, self.bridge.client
-        self.workers.run(lambda: (describe(read_header(path)), client.probe()), self._on_machine)
-
-    def _on_machine(self, result: tuple[Any, Any]) -> None:
-        self.desc, self.hw = result
-        self.offload.set_model(self.desc, self.hw, self._fit(), self.settings.n_gpu_layers)
+        self.desc, self.hw = event.description, event.hardware
+        if self.desc is not None and self.hw is not None:
+            self.offload.set_model(self.desc, self.hw, self._fit(), self.settings.n_gpu_layers)
         self.offload.set_busy(self.loading)
 
-    def _on_load_failed(self, kind: str, message: str) -> None:
+    def _on_load_failed(self, event: LoadFailed) -> None:
         self.loads_ended += 1
-        self.last_load = (kind, message)
+        self.last_load = event
         self._set_loading(False)
-        self.memory.show_error(kind, message)
-        self.statusBar().showMessage(message, 20000)
+        self.memory.show_error(event.kind.value, event.message)
+        self.statusBar().showMessage(event.message, 20000)
         if not self.bridge.client.alive:
-            self.banner.show_reason(message, fewer_layers_possible=self.settings.n_gpu_layers > 0)
+            self.banner.show_reason(
+                event.message, fewer_layers_possible=self.settings.n_gpu_layers > 0
+            )
 
-    def _on_died(self, message: str) -> None:
+    def _on_died(self, event: EngineDied) -> None:
         self.input.set_generating(False)
-        self.banner.show_reason(message, fewer_layers_possible=self.settings.n_gpu_layers > 0)
+        self.banner.show_reason(event.reason, fewer_layers_possible=self.settings.n_gpu_layers > 0)
 
     def start(self) -> None:
         """After the window is shown: load the model, or offer the picker on first run."""

@@ -13,7 +13,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from vllmchat.core.engine import EngineClient, EngineError
+from vllmchat.core.engine import EngineError
+from vllmchat.core.engine.protocol import Engine
 
 MIN_TOKENS = 64
 DEFAULT_CAP = 2 << 30
@@ -29,20 +30,25 @@ class KVStateCache:
     def path_for(self, conversation_id: int) -> Path:
         return self.folder / f"conversation-{conversation_id}.kv"
 
-    def save(self, client: EngineClient, conversation_id: int) -> int:
-        """Save the engine's KV state for this conversation; returns tokens saved (0: not saved)."""
+    def save(self, client: Engine, conversation_id: int, *, background: bool = False) -> int:
+        """Save the engine's KV state for this conversation; returns tokens saved (0: not saved).
+
+        ``background``: the engine copies the state and writes the file on a thread of
+        its own (a checkpoint after a turn, which must not delay the next one).
+        """
         try:
-            tokens = client.kv()["kv_tokens"]
+            tokens = client.kv().kv_tokens
             if tokens < MIN_TOKENS:
                 return 0
             self.folder.mkdir(parents=True, exist_ok=True)
-            saved = client.export_state(str(self.path_for(conversation_id)))
+            path = str(self.path_for(conversation_id))
+            saved = client.checkpoint(path) if background else client.export_state(path)
         except (EngineError, OSError):
             return 0
         self.evict()
-        return int(saved["tokens"])
+        return saved.tokens
 
-    def restore(self, client: EngineClient, conversation_id: int) -> int:
+    def restore(self, client: Engine, conversation_id: int) -> int:
         """Load the saved state; returns tokens restored, 0 if none or refused (then deleted)."""
         path = self.path_for(conversation_id)
         if not path.exists():
@@ -53,7 +59,7 @@ class KVStateCache:
             path.unlink(missing_ok=True)
             return 0
         os.utime(path)  # most recently used
-        return int(restored["tokens"])
+        return restored.tokens
 
     def forget(self, conversation_id: int) -> None:
         self.path_for(conversation_id).unlink(missing_ok=True)

@@ -40,3 +40,11 @@ class SummaryEvent:
     summary_id: int | None = None
     message: str = ""
     prefill_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class MessageStored:
+    """A message of this turn was written to the store (a reply while it is still streaming)."""
+
+    message_id: int
+    role: str

@@ -13,7 +13,12 @@ from collections.abc import Iterator
 from dataclasses import asdict, replace
 from typing import Any
 
-from vllmchat.core.conversations.policy import ContextPolicy, PromptPlanEvent, SummaryEvent
+from vllmchat.core.conversations.policy import (
+    ContextPolicy,
+    MessageStored,
+    PromptPlanEvent,
+    SummaryEvent,
+)
 from vllmchat.core.conversations.store import ROOT, ConversationStore, Message, Summary
 from vllmchat.core.conversations.summarize import (
     SummaryOutcome,
@@ -22,7 +27,6 @@ from vllmchat.core.conversations.summarize import (
 )
 from vllmchat.core.engine import (
     DoneEvent,
-    EngineClient,
     EngineError,
     ErrorEvent,
     ErrorKind,
@@ -30,9 +34,11 @@ from vllmchat.core.engine import (
     StatsEvent,
     TokenEvent,
 )
+from vllmchat.core.engine.protocol import Engine
 from vllmchat.core.settings import SamplingSettings
 
 SAVE_EVERY_S = 1.0
+SessionEvent = Event | PromptPlanEvent | SummaryEvent | MessageStored
 
 
 def _turn_starts(path: list[Message]) -> list[int]:
@@ -45,7 +51,7 @@ class ChatSession:
     def __init__(
         self,
         store: ConversationStore,
-        client: EngineClient,
+        client: Engine,
         conversation_id: int,
         *,
         sampling: SamplingSettings | None = None,
@@ -94,15 +100,16 @@ class ChatSession:
         return self.client.info.n_ctx - min(self.sampling.max_tokens, self.client.info.n_ctx // 2)
 
     # -- turns -----------------------------------------------------------------------
-    def send(self, text: str) -> Iterator[Event | PromptPlanEvent | SummaryEvent]:
+    def send(self, text: str) -> Iterator[SessionEvent]:
         """Store the user's message and stream the reply."""
         if not text.strip():
             yield ErrorEvent(ErrorKind.BAD_REQUEST, "The message is empty.")
             return
-        self.store.add_message(self.conversation_id, "user", text)
+        message = self.store.add_message(self.conversation_id, "user", text)
+        yield MessageStored(message.id, "user")
         yield from self._answer()
 
-    def regenerate(self) -> Iterator[Event | PromptPlanEvent | SummaryEvent]:
+    def regenerate(self) -> Iterator[SessionEvent]:
         """A new reply to the last user message; the old reply stays as a branch."""
         path = self.store.path(self.conversation_id)
         while path and path[-1].role != "user":
@@ -113,15 +120,16 @@ class ChatSession:
         self.store.set_leaf(self.conversation_id, path[-1].id)
         yield from self._answer()
 
-    def edit(self, message_id: int, text: str) -> Iterator[Event | PromptPlanEvent | SummaryEvent]:
+    def edit(self, message_id: int, text: str) -> Iterator[SessionEvent]:
         """Replace a user message with ``text`` on a new branch and answer it."""
         original = self.store.message(message_id)
         if original.role != "user":
             yield ErrorEvent(ErrorKind.BAD_REQUEST, "Only your own messages can be edited.")
             return
-        self.store.add_message(
+        message = self.store.add_message(
             self.conversation_id, "user", text, parent_id=original.parent_id or ROOT
         )
+        yield MessageStored(message.id, "user")
         yield from self._answer()
 
     def stop(self) -> None:
@@ -129,14 +137,14 @@ class ChatSession:
         self._stopped = True
         self.client.stop()
 
-    def _answer(self) -> Iterator[Event | PromptPlanEvent | SummaryEvent]:
+    def _answer(self) -> Iterator[SessionEvent]:
         """Answer the branch's last message; engine failures become an ``ErrorEvent``."""
         try:
             yield from self._answer_unguarded()
         except EngineError as exc:
             yield ErrorEvent(exc.kind, exc.message)
 
-    def _answer_unguarded(self) -> Iterator[Event | PromptPlanEvent | SummaryEvent]:
+    def _answer_unguarded(self) -> Iterator[SessionEvent]:
         self._stopped = False
         path = self.store.path(self.conversation_id)
         prompt, plan = self.plan(path)
@@ -186,7 +194,9 @@ class ChatSession:
                 break
         return prompt, plan
 
-    def _stream_reply(self, prompt: list[dict[str, str]], plan: PromptPlanEvent) -> Iterator[Event]:
+    def _stream_reply(
+        self, prompt: list[dict[str, str]], plan: PromptPlanEvent
+    ) -> Iterator[Event | MessageStored]:
         room = plan.n_ctx - plan.prompt_tokens
         sampling = replace(self.sampling, max_tokens=max(1, min(self.sampling.max_tokens, room)))
         reply = self.store.add_message(
@@ -197,6 +207,7 @@ class ChatSession:
             model=self.model_name,
             settings=asdict(sampling),
         )
+        yield MessageStored(reply.id, "assistant")
         parts: list[str] = []
         saved_at = time.monotonic()
         for event in self.client.chat(prompt, sampling):

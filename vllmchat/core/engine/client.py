@@ -27,6 +27,8 @@ from vllmchat.core.engine.events import (
     StatsEvent,
     TokenEvent,
 )
+from vllmchat.core.engine.info import KvUsage, ModelInfo, ReloadResult, StateTransfer
+from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 
 _POLL_S = 0.05
@@ -63,7 +65,7 @@ class EngineClient:
         self._send_lock = threading.Lock()
         self._current: int | None = None
         self.settings: LoadSettings | None = None
-        self.info: Any = None
+        self.info: ModelInfo | None = None
         self.last_error: EngineError | None = None
 
     # -- process ------------------------------------------------------------
@@ -74,6 +76,12 @@ class EngineClient:
     @property
     def alive(self) -> bool:
         return self._proc is not None and self._proc.is_alive()
+
+    def exit_reason(self) -> str | None:
+        """How the engine process ended (None while it runs or before it started)."""
+        if self._proc is None or self._proc.is_alive():
+            return None
+        return describe_exit(self._proc.exitcode)
 
     def start(self) -> None:
         """Start the engine process if it is not running."""
@@ -112,7 +120,7 @@ class EngineClient:
                 pass
         self._discard_process()
 
-    def restart(self) -> Any:
+    def restart(self) -> ModelInfo | None:
         """A fresh engine process, loaded with the last settings (if any)."""
         with self._request_lock:
             self._discard_process()
@@ -180,25 +188,35 @@ class EngineClient:
                     return value
 
     # -- requests ---------------------------------------------------------------
-    def load(self, settings: LoadSettings) -> Any:
-        """Load a model (starting the process if needed); returns its ``ModelInfo``."""
+    def load(self, settings: LoadSettings) -> ModelInfo:
+        """Load a model (starting the process if needed)."""
         self.start()
         self.settings = settings
-        self.info = self._call("load", settings)
-        return self.info
+        info: ModelInfo = self._call("load", settings)
+        self.info = info
+        return info
 
-    def reload(self, settings: LoadSettings) -> dict[str, Any]:
+    def reload(self, settings: LoadSettings) -> ReloadResult:
         """Load with new settings, keeping the conversation's KV state where possible."""
-        result = self._call("reload", settings)
+        result: ReloadResult = self._call("reload", settings)
         self.settings = settings
-        self.info = result["info"]
+        self.info = result.info
         return result
 
-    def export_state(self, path: str) -> dict[str, Any]:
-        return self._call("export_state", str(path))
+    def export_state(self, path: str) -> StateTransfer:
+        """Write the KV state (llama.cpp's bytes and the token ids) to ``path``."""
+        transfer: StateTransfer = self._call("export_state", str(path))
+        return transfer
 
-    def import_state(self, path: str) -> dict[str, Any]:
-        return self._call("import_state", str(path))
+    def checkpoint(self, path: str) -> StateTransfer:
+        """Like ``export_state``, but the file is written while the engine goes on."""
+        transfer: StateTransfer = self._call("checkpoint", str(path))
+        return transfer
+
+    def import_state(self, path: str) -> StateTransfer:
+        """Restore a KV state written by ``export_state`` (refused when it does not match)."""
+        transfer: StateTransfer = self._call("import_state", str(path))
+        return transfer
 
     def remember_replies(self, replies: Sequence[tuple[str, Sequence[int]]]) -> None:
         """Tell the engine the sampled ids of earlier replies (after a restart or reopen)."""
@@ -206,13 +224,15 @@ class EngineClient:
         if pairs:
             self._call("remember_replies", pairs)
 
-    def probe(self) -> Any:
-        """``HardwareInfo`` as the engine process sees it (never loads GPU code here)."""
+    def probe(self) -> HardwareInfo:
+        """RAM, GPUs and backends as the engine process sees them (no GPU code loads here)."""
         self.start()
-        return self._call("probe")
+        hw: HardwareInfo = self._call("probe")
+        return hw
 
-    def kv(self) -> dict[str, Any]:
-        return self._call("kv")
+    def kv(self) -> KvUsage:
+        usage: KvUsage = self._call("kv")
+        return usage
 
     def render(self, messages: Sequence[Mapping[str, str]]) -> list[int]:
         """Prompt token ids for these messages (what the next turn would prefill)."""

@@ -7,7 +7,6 @@ import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import llama_cpp  # before numpy: the CUDA build segfaults in the other order
@@ -16,31 +15,11 @@ from vllmchat.core.chat_format import prompt_tokens, render_segments
 from vllmchat.core.chat_templates import BUILTIN_TEMPLATES, builtin_template_for
 from vllmchat.core.engine import llama_log
 from vllmchat.core.engine.events import EngineError, ErrorKind
+from vllmchat.core.engine.info import ModelInfo
 from vllmchat.core.model_check import check_model_file
 from vllmchat.core.settings import GGML_TYPE_IDS, LoadSettings
 
 _SPECIAL_ATTRS = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL  # user-defined tokens (e.g. "\n") are text
-
-
-@dataclass(frozen=True)
-class ModelInfo:
-    """What a loaded model is, and what loading it cost."""
-
-    path: str
-    architecture: str
-    n_layer: int
-    n_ctx_train: int
-    n_ctx: int
-    n_vocab: int
-    n_params: int
-    size_bytes: int
-    n_swa: int
-    chat_template: str
-    template_source: str  # "gguf" or "builtin"
-    gpu_offload: bool
-    load_s: float
-    buffers_mib: dict[str, float] = field(default_factory=dict)
-    name: str = ""
 
 
 def _classify_load_failure(lines: Sequence[str], settings: LoadSettings, stage: str) -> EngineError:

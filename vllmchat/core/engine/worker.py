@@ -19,6 +19,7 @@ import llama_cpp  # noqa: F401  (first: the CUDA build segfaults if numpy loads 
 
 from vllmchat.core.engine import llama_log
 from vllmchat.core.engine.events import EngineError, ErrorEvent, ErrorKind, TokenEvent
+from vllmchat.core.engine.info import KvUsage, ReloadResult, StateTransfer
 from vllmchat.core.engine.runtime import LlamaRuntime
 from vllmchat.core.engine.state_file import KVState, read_state, write_state
 from vllmchat.core.engine.turn import run_turn
@@ -41,6 +42,7 @@ class Worker:
         self.outbox: queue.SimpleQueue[tuple[Any, ...] | None] = queue.SimpleQueue()
         self.send_lock = threading.Lock()
         self.threaded_send = False
+        self.writer: threading.Thread | None = None  # the last checkpoint's file writer
 
     def send(self, message: tuple[Any, ...]) -> None:
         if self.threaded_send:
@@ -93,6 +95,8 @@ class Worker:
                 self.send(("reply", rid, True, value))
         self.outbox.put(None)
         sender.join(5)
+        if self.writer is not None:
+            self.writer.join()  # a checkpoint is never left half-written
         if self.runtime is not None:
             self.runtime.close()
 
@@ -147,7 +151,7 @@ class Worker:
             **runtime.settings.state_binding(),
         }
 
-    def op_reload(self, settings: LoadSettings) -> dict[str, Any]:
+    def op_reload(self, settings: LoadSettings) -> ReloadResult:
         """Load with new settings, carrying the KV state over when it can."""
         old = self.require_runtime()
         t0 = time.perf_counter()
@@ -173,22 +177,30 @@ class Worker:
         else:
             restored = new.restore_state(data, tokens)
             reason = "" if restored else "llama.cpp refused the saved state"
-        return {
-            "info": new.info,
-            "restored": restored,
-            "tokens": len(tokens),
-            "reason": reason,
-            "seconds": time.perf_counter() - t0,
-            "state_bytes": len(data),
-        }
+        seconds = time.perf_counter() - t0
+        return ReloadResult(new.info, restored, len(tokens), reason, seconds, len(data))
 
-    def op_export_state(self, path: str) -> dict[str, Any]:
+    def op_export_state(self, path: str) -> StateTransfer:
         rt = self.require_runtime()
         data, tokens = rt.save_state()
         size = write_state(path, KVState(self.binding(rt), tokens, data))
-        return {"tokens": len(tokens), "bytes": size}
+        return StateTransfer(len(tokens), size)
 
-    def op_import_state(self, path: str) -> dict[str, Any]:
+    def op_checkpoint(self, path: str) -> StateTransfer:
+        """Copy the KV state now and write it to ``path`` on a thread: the next turn
+        does not wait for the disk. A later checkpoint waits for the previous write."""
+        rt = self.require_runtime()
+        data, tokens = rt.save_state()
+        state = KVState(self.binding(rt), tokens, data)
+        if self.writer is not None:
+            self.writer.join()
+        self.writer = threading.Thread(
+            target=write_state, args=(path, state), name="vllmchat-checkpoint", daemon=True
+        )
+        self.writer.start()
+        return StateTransfer(len(tokens), len(data))
+
+    def op_import_state(self, path: str) -> StateTransfer:
         rt = self.require_runtime()
         state = read_state(path, expect=self.binding(rt))
         if len(state.tokens) >= rt.n_ctx:
@@ -198,7 +210,7 @@ class Worker:
             )
         if not rt.restore_state(state.data, state.tokens):
             raise EngineError(ErrorKind.STATE_MISMATCH, "llama.cpp refused the saved state.")
-        return {"tokens": len(state.tokens)}
+        return StateTransfer(len(state.tokens), len(state.data))
 
     def op_remember_replies(self, pairs: list[tuple[str, list[int]]]) -> None:
         rt = self.require_runtime()
@@ -211,9 +223,9 @@ class Worker:
 
         return probe()
 
-    def op_kv(self) -> dict[str, Any]:
+    def op_kv(self) -> KvUsage:
         rt = self.require_runtime()
-        return {"kv_tokens": rt.llm.n_tokens, "n_ctx": rt.n_ctx}
+        return KvUsage(rt.llm.n_tokens, rt.n_ctx)
 
     def op_tokenize(self, text: str) -> list[int]:
         return self.require_runtime().tokenize(text, special=False)

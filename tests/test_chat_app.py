@@ -1,0 +1,114 @@
+"""The application layer both front ends use: loads, turns, checkpoints, crashes, quitting."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from vllmchat.core.app import ChatApp, EngineDied, Loaded, LoadFailed, TurnStarted
+from vllmchat.core.app_settings import AppSettings
+from vllmchat.core.conversations.kv_cache import KVStateCache
+from vllmchat.core.conversations.policy import MessageStored
+from vllmchat.core.conversations.store import ConversationStore
+from vllmchat.core.engine import DoneEvent, ErrorKind
+
+QUESTION = (
+    "I am planning a week of walking in the mountains in late spring and would like "
+    "advice on what to pack, how to plan each day, what to do if the weather turns, "
+    "and how to keep food light. Please keep the answer short."
+)
+
+
+@pytest.fixture
+def app(tmp_path, demo_model):
+    store = ConversationStore(tmp_path / "c.sqlite3")
+    chat = ChatApp(store, KVStateCache(tmp_path / "kv"))
+    chat.open_conversation(store.create().id)
+    settings = AppSettings(model_path=str(demo_model), n_ctx=2048, n_threads=2,
+                           temperature=0.0, max_tokens=24)  # fmt: skip
+    loaded = [e for e in chat.load(settings) if isinstance(e, Loaded)]
+    assert loaded and loaded[0].hardware is not None and loaded[0].description is not None
+    yield chat
+    chat.shutdown()
+    store.close()
+
+
+def _done(events) -> tuple[DoneEvent, list]:
+    events = list(events)
+    assert isinstance(events[-1], DoneEvent), events[-1]
+    return events[-1], events
+
+
+def test_a_turn_yields_its_stored_message_ids_and_checkpoints_the_kv_state(app, tmp_path):
+    done, events = _done(app.send(QUESTION))
+    assert isinstance(events[0], TurnStarted)
+    stored = [e for e in events if isinstance(e, MessageStored)]
+    path = app.store.path(app.conversation_id)
+    assert [(e.role, e.message_id) for e in stored] == [(m.role, m.id) for m in path]
+    checkpoint = app.kv.path_for(app.conversation_id)
+    deadline = time.monotonic() + 10  # written on the engine's own thread
+    while not checkpoint.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert checkpoint.exists() and done.stats.kv_tokens > 64
+
+
+def test_a_crash_restarts_from_the_last_checkpoint(app):
+    _done(app.send(QUESTION))
+    _done(app.send("And what about water?"))
+    history = [m.content for m in app.store.path(app.conversation_id)]
+    app.engine.kill()
+    deadline = time.monotonic() + 10
+    died = None
+    while died is None and time.monotonic() < deadline:
+        died = app.watch()
+        time.sleep(0.05)
+    assert isinstance(died, EngineDied) and "SIGKILL" in died.reason
+    assert app.watch() is None  # reported once
+    loaded = [e for e in app.restart() if isinstance(e, Loaded)]
+    assert loaded and loaded[0].restored_tokens > 64
+    done, _ = _done(app.send("Thanks!"))
+    # Only the new message is read again, not the whole chat.
+    assert done.stats.tokens_reused >= loaded[0].restored_tokens - 1
+    assert done.stats.tokens_prefilled == done.stats.tokens_new
+    assert [m.content for m in app.store.path(app.conversation_id)][:4] == history
+
+
+def test_a_bad_model_file_is_a_load_failed_event_and_the_model_stays(app, tmp_path):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"not a model")
+    events = list(app.load(app.settings.with_changes(model_path=str(bad))))
+    failed = events[-1]
+    assert isinstance(failed, LoadFailed) and failed.kind == ErrorKind.NOT_GGUF and failed.fix
+    assert app.settings.model_path != str(bad)
+
+
+def test_sigterm_during_a_reply_keeps_it_and_saves_the_kv_state(tmp_path, demo_model):
+    env = {**os.environ, "VLLMCHAT_DATA_DIR": str(tmp_path / "data"),
+           "VLLMCHAT_KV_DIR": str(tmp_path / "kv")}  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vllmchat", "chat", "--n-ctx", "2048", "--max-tokens", "2000",
+         "--temperature", "0", "--threads", "2"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=env,
+    )  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write("Write a very long story about a lighthouse keeper and the sea.\n")
+    proc.stdin.flush()
+    seen = ""
+    while "ai> " not in seen or len(seen.split("ai> ", 1)[1]) < 200:
+        seen += proc.stdout.read(1)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    store = ConversationStore(tmp_path / "data" / "conversations.sqlite3")
+    try:
+        reply = store.path(store.conversations()[0].id)[-1]
+        assert reply.role == "assistant" and reply.partial and len(reply.content) >= 200
+    finally:
+        store.close()
+    assert list((tmp_path / "kv").glob("conversation-*.kv"))

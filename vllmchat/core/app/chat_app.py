@@ -1,0 +1,192 @@
+"""``ChatApp``: what both front ends do, without Qt and without a terminal.
+
+It owns the engine, the chat session of the open conversation, the cache of
+saved KV states and the settings. Every operation that takes time is a
+generator of typed events, so the terminal prints them and the window turns
+each into a signal; ``stop()`` may be called from any thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+
+from vllmchat.core.app.events import (
+    AppEvent,
+    ConversationOpened,
+    EngineDied,
+    Loaded,
+    LoadFailed,
+    LoadStarted,
+    TurnStarted,
+)
+from vllmchat.core.app_settings import AppSettings
+from vllmchat.core.conversations.kv_cache import KVStateCache
+from vllmchat.core.conversations.session import ChatSession, SessionEvent
+from vllmchat.core.conversations.store import ConversationStore
+from vllmchat.core.engine import DoneEvent, EngineClient, EngineError, ErrorEvent, ErrorKind
+from vllmchat.core.engine.protocol import Engine
+from vllmchat.core.gguf_header import read_header
+from vllmchat.core.models.description import ModelDescription, describe
+
+
+def _description(path: str) -> ModelDescription | None:
+    """The GGUF's layer shapes (for memory estimates), or None for a file it cannot read."""
+    try:
+        return describe(read_header(path))
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+class ChatApp:
+    """Load, reload live, switch conversations, chat, summarize, checkpoint, shut down."""
+
+    def __init__(
+        self,
+        store: ConversationStore,
+        kv: KVStateCache,
+        settings: AppSettings | None = None,
+        *,
+        engine: Engine | None = None,
+    ) -> None:
+        self.store = store
+        self.kv = kv
+        self.settings = settings or AppSettings()
+        self.engine: Engine = engine or EngineClient()
+        self.session: ChatSession | None = None
+        self._death_reported = False
+
+    @property
+    def conversation_id(self) -> int | None:
+        return self.session.conversation_id if self.session is not None else None
+
+    # -- model ----------------------------------------------------------------------------
+    def load(self, settings: AppSettings, *, live: bool = False) -> Iterator[AppEvent]:
+        """Load ``settings``' model; ``live`` keeps the conversation's KV state across."""
+        yield LoadStarted(live)
+        try:
+            if live and self.engine.alive and self.engine.info is not None:
+                result = self.engine.reload(settings.load_settings())
+                info, restored = result.info, 0
+            else:
+                result, info = None, self.engine.load(settings.load_settings())
+                restored = self._reprime()
+            hardware = self.engine.probe()
+        except EngineError as exc:
+            yield LoadFailed(exc.kind, exc.message, exc.fix)
+            return
+        self.settings = settings
+        self._configure()
+        self._death_reported = False
+        yield Loaded(info, settings, result, restored, hardware, _description(info.path))
+
+    def restart(self, *, fewer_layers: bool = False) -> Iterator[AppEvent]:
+        """A fresh engine with the last settings (a quarter fewer GPU layers if asked);
+        the conversation's last checkpoint is restored."""
+        settings = self.settings
+        if fewer_layers and settings.n_gpu_layers > 0:
+            n = settings.n_gpu_layers
+            settings = settings.with_changes(n_gpu_layers=max(0, n - max(1, n // 4)))
+        self.engine.close()
+        yield from self.load(settings)
+
+    def configure(self, settings: AppSettings) -> None:
+        """New sampling or context-policy settings (those that need no reload)."""
+        self.settings = settings
+        self._configure()
+
+    def _configure(self) -> None:
+        if self.session is not None:
+            self.session.sampling = self.settings.sampling()
+            self.session.policy = self.settings.context_policy()
+            self.session.model_name = self.engine.info.name if self.engine.info else ""
+
+    def _reprime(self) -> int:
+        """Give the engine this conversation's reply ids and its saved KV state."""
+        if self.session is None or not self.engine.alive or self.engine.info is None:
+            return 0
+        self.session.prime()
+        return self.kv.restore(self.engine, self.session.conversation_id)
+
+    # -- conversations --------------------------------------------------------------------
+    def open_conversation(self, conversation_id: int) -> ConversationOpened:
+        """Save the old conversation's KV state and restore the new one's."""
+        if self.session is not None and self.session.conversation_id == conversation_id:
+            return ConversationOpened(conversation_id, 0)
+        if self.session is not None and self.engine.alive:
+            self.kv.save(self.engine, self.session.conversation_id)
+        self.session = ChatSession(self.store, self.engine, conversation_id)
+        self._configure()
+        restored = 0
+        with contextlib.suppress(EngineError):
+            restored = self._reprime()
+        return ConversationOpened(conversation_id, restored)
+
+    # -- turns ----------------------------------------------------------------------------
+    def send(self, text: str) -> Iterator[AppEvent]:
+        return self._turn(lambda s: s.send(text))
+
+    def regenerate(self) -> Iterator[AppEvent]:
+        return self._turn(lambda s: s.regenerate())
+
+    def edit(self, message_id: int, text: str) -> Iterator[AppEvent]:
+        return self._turn(lambda s: s.edit(message_id, text))
+
+    def summarize(self) -> Iterator[AppEvent]:
+        return self._turn(lambda s: s.summarize())
+
+    def _turn(self, start: Callable[[ChatSession], Iterator[SessionEvent]]) -> Iterator[AppEvent]:
+        session = self.session
+        if session is None:
+            yield ErrorEvent(ErrorKind.BAD_REQUEST, "No conversation is open.")
+            return
+        yield TurnStarted(session.conversation_id)
+        completed = False
+        try:
+            for event in start(session):
+                yield event
+                if isinstance(event, ErrorEvent) and event.kind == ErrorKind.ENGINE_DIED:
+                    yield from self._died(event.message)
+                completed = completed or isinstance(event, DoneEvent)
+        except EngineError as exc:
+            yield ErrorEvent(exc.kind, exc.message)
+            if exc.kind == ErrorKind.ENGINE_DIED:
+                yield from self._died(exc.message)
+            return
+        if completed:
+            self.checkpoint()
+
+    def stop(self) -> None:
+        """Stop the reply or summary in progress (any thread; within one token)."""
+        if self.session is not None:
+            self.session.stop()
+        else:
+            self.engine.stop()
+
+    def checkpoint(self) -> int:
+        """Save the conversation's KV state in the background, so a crash loses little."""
+        if self.session is None or not self.engine.alive:
+            return 0
+        return self.kv.save(self.engine, self.session.conversation_id, background=True)
+
+    # -- the engine's life ----------------------------------------------------------------
+    def _died(self, reason: str) -> Iterator[EngineDied]:
+        if not self._death_reported:
+            self._death_reported = True
+            yield EngineDied(reason)
+
+    def watch(self) -> EngineDied | None:
+        """An ``EngineDied`` when the engine ended since the last load (reported once)."""
+        if self.engine.info is None or self._death_reported:
+            return None
+        reason = self.engine.exit_reason()
+        if reason is None:
+            return None
+        self._death_reported = True
+        return EngineDied(reason)
+
+    def shutdown(self) -> None:
+        """Save the open conversation's KV state and end the engine."""
+        if self.session is not None and self.engine.alive and self.engine.info is not None:
+            self.kv.save(self.engine, self.session.conversation_id)
+        self.engine.close()

@@ -1,0 +1,76 @@
+"""The events the application layer yields: its own, the session's and the engine's."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vllmchat.core.app_settings import AppSettings
+from vllmchat.core.conversations.policy import MessageStored, PromptPlanEvent, SummaryEvent
+from vllmchat.core.engine.events import ErrorKind, Event
+from vllmchat.core.engine.info import ModelInfo, ReloadResult
+from vllmchat.core.models.description import ModelDescription
+from vllmchat.core.models.hardware import HardwareInfo
+
+
+@dataclass(frozen=True)
+class LoadStarted:
+    """A load or a live reload began; input waits until it ends."""
+
+    live: bool
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A model is ready; ``reload`` tells whether a live reload kept the KV state."""
+
+    info: ModelInfo
+    settings: AppSettings
+    reload: ReloadResult | None = None
+    restored_tokens: int = 0  # of the conversation's saved KV state, after a cold load
+    hardware: HardwareInfo | None = None  # as the engine process sees it
+    description: ModelDescription | None = None  # the GGUF's layers, for estimates
+
+
+@dataclass(frozen=True)
+class LoadFailed:
+    """Loading failed; ``kind`` tells which fix applies."""
+
+    kind: ErrorKind
+    message: str
+    fix: str
+
+
+@dataclass(frozen=True)
+class ConversationOpened:
+    """The conversation the session now answers, and the KV tokens restored for it."""
+
+    conversation_id: int
+    restored_tokens: int
+
+
+@dataclass(frozen=True)
+class TurnStarted:
+    """A reply, a regeneration, an edit or a summary began."""
+
+    conversation_id: int
+
+
+@dataclass(frozen=True)
+class EngineDied:
+    """The engine process ended unexpectedly; the conversation is kept."""
+
+    reason: str
+
+
+AppEvent = (
+    LoadStarted
+    | Loaded
+    | LoadFailed
+    | ConversationOpened
+    | TurnStarted
+    | EngineDied
+    | MessageStored
+    | PromptPlanEvent
+    | SummaryEvent
+    | Event
+)
