@@ -103,7 +103,7 @@ def test_sigterm_during_a_reply_keeps_it_and_saves_the_kv_state(tmp_path, demo_m
     while "ai> " not in seen or len(seen.split("ai> ", 1)[1]) < 200:
         seen += proc.stdout.read(1)
     proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=60)
+    _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     store = ConversationStore(tmp_path / "data" / "conversations.sqlite3")
     try:
