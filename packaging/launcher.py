@@ -5,6 +5,6 @@ import sys
 
 if __name__ == "__main__":
     multiprocessing.freeze_support()  # the engine process is spawned from this executable
-    from vllmchat.cli import main
+    from vllmchat.main import main
 
     sys.exit(main())

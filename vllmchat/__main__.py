@@ -2,7 +2,7 @@
 
 import sys
 
-from vllmchat.cli import main
+from vllmchat.main import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,10 +1,8 @@
-"""Command line: ``vllmchat`` (the app), ``vllmchat chat``, ``vllmchat bench ...``."""
+"""The terminal front end: ``vllmchat chat``, ``models``, ``doctor``, ``bench ...``."""
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import multiprocessing
 import sys
 from collections.abc import Sequence
 
@@ -57,21 +55,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    multiprocessing.freeze_support()
+    """Run one command (``vllmchat chat``, ``models``, ``doctor``, ``bench``, ...)."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
-        # The desktop UI is optional: it is loaded by name, so the command line keeps
-        # working (as the terminal chat) where Qt cannot be imported.
-        try:
-            app = importlib.import_module("vllmchat.ui.app")
-        except ImportError as exc:
-            print(f"(no desktop UI: {exc}; starting the terminal chat)", file=sys.stderr)
-            argv = ["chat", *argv]
-        else:
-            return int(app.run_app(argv))
     args = build_parser().parse_args(argv)
+    if getattr(args, "func", None) is None:
+        build_parser().print_help()
+        return 2
     return int(args.func(args) or 0)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

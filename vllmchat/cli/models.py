@@ -163,7 +163,7 @@ def cmd_download(args: argparse.Namespace) -> int:
 
 def cmd_fit(args: argparse.Namespace) -> int:
     from vllmchat.core.engine.events import EngineError
-    from vllmchat.core.model_check import check_model_file
+    from vllmchat.core.engine.model_check import check_model_file
     from vllmchat.core.models.advisor import best_fit, check_fit, max_context, max_gpu_layers
     from vllmchat.core.models.description import describe
     from vllmchat.core.models.hardware import probe

@@ -9,9 +9,9 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from vllmchat.core.conversations.policy import ContextPolicy
+from vllmchat.core.conversations.policy import ContextPolicy, PolicyMode
 from vllmchat.core.models.memory import FitSettings
-from vllmchat.core.settings import LoadSettings, SamplingSettings, default_threads
+from vllmchat.core.settings import KvType, LoadSettings, SamplingSettings, default_threads
 
 # The default is the model's own: its chat template supplies the system prompt it
 # was tuned with (SmolLM2: "You are a helpful AI assistant named SmolLM, ..."),
@@ -46,8 +46,8 @@ class AppSettings:
     n_gpu_layers: int = 0
     n_ctx: int = 4096
     n_threads: int = field(default_factory=default_threads)
-    type_k: str = "f16"
-    type_v: str = "f16"
+    type_k: KvType = "f16"
+    type_v: KvType = "f16"
     flash_attn: bool = False
     n_batch: int = 512
     use_mmap: bool = True
@@ -60,7 +60,7 @@ class AppSettings:
     seed: int = -1
     system_prompt: str = DEFAULT_PRESETS["Model's default"]
     presets: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_PRESETS))
-    policy: str = "summarize"
+    policy: PolicyMode = "summarize"
     summarize_threshold: float = 0.75
     summarize_every: int = 0
     keep_last_turns: int = 3
@@ -93,7 +93,7 @@ class AppSettings:
     def context_policy(self) -> ContextPolicy:
         return ContextPolicy(
             mode=self.policy,
-            threshold=self.summarize_threshold,  # type: ignore[arg-type]
+            threshold=self.summarize_threshold,
             every_k_turns=self.summarize_every,
             keep_last_turns=self.keep_last_turns,
         )

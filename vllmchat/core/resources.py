@@ -22,4 +22,7 @@ def resource_path(name: str) -> Path:
 
 def curated_models() -> list[dict[str, Any]]:
     """The curated list of good small chat models offered in the picker."""
-    return json.loads(resource_path("models.json").read_text(encoding="utf-8"))["models"]
+    data: dict[str, list[dict[str, Any]]] = json.loads(
+        resource_path("models.json").read_text(encoding="utf-8")
+    )
+    return data["models"]

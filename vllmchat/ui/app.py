@@ -8,8 +8,6 @@ import sys
 import time
 from collections.abc import Sequence
 
-from vllmchat.core.machine.qt_runtime import window_blocker
-
 START = time.perf_counter()
 
 
@@ -39,13 +37,6 @@ def run_app(argv: Sequence[str]) -> int:
         return 0
     if args.self_test or args.exit_after_show:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    blocker = window_blocker()
-    if blocker:
-        # Without a loadable platform plugin Qt would abort the process: say why instead.
-        print(f"{blocker}\nStarting the terminal chat (vllmchat chat).", file=sys.stderr)
-        from vllmchat.cli import main as cli_main
-
-        return cli_main(["chat", *(["--model", args.model] if args.model else [])])
     from PySide6.QtGui import QIcon
     from PySide6.QtWidgets import QApplication
 

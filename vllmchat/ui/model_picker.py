@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from vllmchat.core.engine.events import EngineError
-from vllmchat.core.model_check import check_model_file
+from vllmchat.core.engine.model_check import check_model_file
 from vllmchat.core.models.advisor import GPU_FULL, GPU_PARTIAL, NO_FIT, RAM_ONLY, best_fit
 from vllmchat.core.models.description import describe
 from vllmchat.core.models.download import Downloader, DownloadProgress

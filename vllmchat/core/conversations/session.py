@@ -93,11 +93,16 @@ class ChatSession:
         prompt = self._prompt(path, summary, start)
         n = len(self.client.render(prompt))
         first = path[start].id if start < len(path) else None
-        n_ctx = self.client.info.n_ctx
-        return prompt, PromptPlanEvent(n, n_ctx, summary.id if summary else None, first, 0)
+        return prompt, PromptPlanEvent(n, self._n_ctx(), summary.id if summary else None, first, 0)
+
+    def _n_ctx(self) -> int:
+        if self.client.info is None:
+            raise EngineError(ErrorKind.NO_MODEL, "No model is loaded.")
+        return self.client.info.n_ctx
 
     def _budget(self) -> int:
-        return self.client.info.n_ctx - min(self.sampling.max_tokens, self.client.info.n_ctx // 2)
+        n_ctx = self._n_ctx()
+        return n_ctx - min(self.sampling.max_tokens, n_ctx // 2)
 
     # -- turns -----------------------------------------------------------------------
     def send(self, text: str) -> Iterator[SessionEvent]:

@@ -106,7 +106,7 @@ class ConversationStore:
             "INSERT INTO conversations(title, system_prompt, created, updated) VALUES (?,?,?,?)",
             (title, system_prompt, now, now),
         )
-        return self.conversation(int(cur.lastrowid))
+        return self.conversation(_rowid(cur))
 
     def conversation(self, conversation_id: int) -> Conversation:
         row = self.db.execute(
@@ -193,7 +193,7 @@ class ConversationStore:
                         int(partial),
                     ),
                 )
-                mid = int(cur.lastrowid)
+                mid = _rowid(cur)
                 sets = "updated=?" + (", leaf_id=?" if make_leaf else "")
                 args: tuple[Any, ...] = (now, mid) if make_leaf else (now,)
                 if not conv.title and role == "user":
@@ -284,7 +284,7 @@ class ConversationStore:
             " created, tokens) VALUES (?,?,?,?,?,?)",
             (conversation_id, content, first_message_id, last_message_id, time.time(), tokens),
         )
-        return self.summary(int(cur.lastrowid))
+        return self.summary(_rowid(cur))
 
     def edit_summary(self, summary_id: int, content: str) -> None:
         self._write("UPDATE summaries SET content=?, edited=1 WHERE id=?", (content, summary_id))
@@ -324,7 +324,7 @@ class ConversationStore:
         return [(self.conversation(r["conversation_id"]), _message(r), r["snip"]) for r in rows]
 
     def integrity_check(self) -> str:
-        return self.db.execute("PRAGMA integrity_check").fetchone()[0]
+        return str(self.db.execute("PRAGMA integrity_check").fetchone()[0])
 
 
 def _message(row: sqlite3.Row) -> Message:
@@ -355,6 +355,12 @@ def _summary(row: sqlite3.Row) -> Summary:
         row["tokens"],
         bool(row["edited"]),
     )
+
+
+def _rowid(cursor: sqlite3.Cursor) -> int:
+    """The id SQLite gave the row just inserted."""
+    assert cursor.lastrowid is not None
+    return cursor.lastrowid
 
 
 def default_store() -> ConversationStore:

@@ -41,12 +41,16 @@ def describe_exit(exitcode: int | None) -> str:
     if exitcode < 0:
         sig = -exitcode
         name = signal.Signals(sig).name if sig in signal.valid_signals() else f"signal {sig}"
-        why = {
-            signal.SIGKILL: "it was killed (SIGKILL; the system may have run out of memory)",
-            signal.SIGSEGV: "it crashed (segmentation fault)",
-            signal.SIGABRT: "it aborted (llama.cpp assertion or out of memory)",
-            signal.SIGBUS: "it crashed (bus error: was the model file changed or removed?)",
-        }.get(signal.Signals(sig) if sig in signal.valid_signals() else sig, f"it got {name}")
+        why = (
+            {
+                signal.SIGKILL: "it was killed (SIGKILL; the system may have run out of memory)",
+                signal.SIGSEGV: "it crashed (segmentation fault)",
+                signal.SIGABRT: "it aborted (llama.cpp assertion or out of memory)",
+                signal.SIGBUS: "it crashed (bus error: was the model file changed or removed?)",
+            }.get(signal.Signals(sig), f"it got {name}")
+            if sig in signal.valid_signals()
+            else (f"it got {name}")
+        )
         return f"The engine process ended: {why}."
     return f"The engine process exited with code {exitcode}."
 
@@ -158,13 +162,15 @@ class EngineClient:
         while True:
             try:
                 if self._conn.poll(_POLL_S):
-                    return self._conn.recv()
+                    message: tuple[Any, ...] = self._conn.recv()
+                    return message
             except (EOFError, OSError) as exc:
                 raise self._died() from exc
             if not self._proc.is_alive():
                 try:
                     if self._conn.poll(0):
-                        return self._conn.recv()
+                        last: tuple[Any, ...] = self._conn.recv()
+                        return last
                 except (EOFError, OSError):
                     pass
                 raise self._died()
@@ -236,14 +242,17 @@ class EngineClient:
 
     def render(self, messages: Sequence[Mapping[str, str]]) -> list[int]:
         """Prompt token ids for these messages (what the next turn would prefill)."""
-        return self._call("render", [dict(m) for m in messages])
+        ids: list[int] = self._call("render", [dict(m) for m in messages])
+        return ids
 
     def control_tokens(self, ids: Sequence[int]) -> list[int]:
         """The ids among ``ids`` that are control tokens, in order."""
-        return self._call("control_tokens", list(ids))
+        control: list[int] = self._call("control_tokens", list(ids))
+        return control
 
     def tokenize(self, text: str) -> list[int]:
-        return self._call("tokenize", text)
+        ids: list[int] = self._call("tokenize", text)
+        return ids
 
     def crash(self, how: str = "segfault") -> None:
         """Make the engine die (for tests)."""

@@ -15,7 +15,6 @@ _DEBUG, _CONT = 1, 5  # ggml_log_level
 _last_level = 2
 
 
-@llama_cpp.llama_log_callback
 def _on_log(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
     global _last_level
     if level != _CONT:
@@ -31,9 +30,12 @@ def _on_log(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
         _partial.clear()
 
 
+_CALLBACK = llama_cpp.llama_log_callback(_on_log)  # kept alive for llama.cpp
+
+
 def install() -> None:
     """Route llama.cpp's log into a ring buffer (replacing llama-cpp-python's printer)."""
-    llama_cpp.llama_log_set(_on_log, ctypes.c_void_p(0))
+    llama_cpp.llama_log_set(_CALLBACK, ctypes.c_void_p(0))
 
 
 def mark() -> int:

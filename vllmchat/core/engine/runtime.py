@@ -16,7 +16,7 @@ from vllmchat.core.chat_templates import BUILTIN_TEMPLATES, builtin_template_for
 from vllmchat.core.engine import llama_log
 from vllmchat.core.engine.events import EngineError, ErrorKind
 from vllmchat.core.engine.info import ModelInfo
-from vllmchat.core.model_check import check_model_file
+from vllmchat.core.engine.model_check import check_model_file
 from vllmchat.core.settings import GGML_TYPE_IDS, LoadSettings
 
 _SPECIAL_ATTRS = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL  # user-defined tokens (e.g. "\n") are text
@@ -139,7 +139,8 @@ class LlamaRuntime:
         return bool(llama_cpp.llama_vocab_get_attr(self._vocab, token) & _SPECIAL_ATTRS)
 
     def token_text(self, token: int) -> str:
-        return llama_cpp.llama_vocab_get_text(self._vocab, token).decode("utf-8", "replace")
+        text: bytes = llama_cpp.llama_vocab_get_text(self._vocab, token)
+        return text.decode("utf-8", "replace")
 
     def is_eog(self, token: int) -> bool:
         return bool(llama_cpp.llama_vocab_is_eog(self._vocab, token))
@@ -196,7 +197,8 @@ class LlamaRuntime:
 
     @property
     def kv_tokens(self) -> list[int]:
-        return self.llm.input_ids[: self.llm.n_tokens].tolist()
+        ids: list[int] = self.llm.input_ids[: self.llm.n_tokens].tolist()
+        return ids
 
     def truncate(self, n_keep: int) -> int:
         """Drop the KV cache after ``n_keep`` tokens; returns the tokens kept."""
@@ -224,7 +226,7 @@ class LlamaRuntime:
         n_swa = self.info.n_swa if hasattr(self, "info") else 0
         if n_swa <= 0 or self.settings.swa_full:
             return True
-        pos_min = llama_cpp.llama_memory_seq_pos_min(mem, 0)
+        pos_min: int = llama_cpp.llama_memory_seq_pos_min(mem, 0)
         return pos_min <= max(0, n_keep - n_swa)
 
     def decode(self, tokens: Sequence[int]) -> None:
@@ -270,7 +272,7 @@ class LlamaRuntime:
         self.llm.close()
 
 
-_NO_ABORT = ctypes.cast(None, llama_cpp.ggml_abort_callback)
+_NO_ABORT = ctypes.cast(None, llama_cpp.ggml_abort_callback)  # type: ignore[arg-type]
 
 
 def _decode_error(message: str, n_tokens: int, n_ctx: int) -> EngineError:

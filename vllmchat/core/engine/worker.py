@@ -23,7 +23,7 @@ from vllmchat.core.engine.info import KvUsage, ReloadResult, StateTransfer
 from vllmchat.core.engine.runtime import LlamaRuntime
 from vllmchat.core.engine.state_file import KVState, read_state, write_state
 from vllmchat.core.engine.turn import run_turn
-from vllmchat.core.model_check import model_fingerprint
+from vllmchat.core.engine.model_check import model_fingerprint
 from vllmchat.core.settings import LoadSettings
 
 
