@@ -20,10 +20,10 @@ import llama_cpp  # noqa: F401  (first: the CUDA build segfaults if numpy loads 
 from vllmchat.core.engine import llama_log
 from vllmchat.core.engine.events import EngineError, ErrorEvent, ErrorKind, TokenEvent
 from vllmchat.core.engine.info import KvUsage, ReloadResult, StateTransfer
+from vllmchat.core.engine.model_check import model_fingerprint
 from vllmchat.core.engine.runtime import LlamaRuntime
 from vllmchat.core.engine.state_file import KVState, read_state, write_state
 from vllmchat.core.engine.turn import run_turn
-from vllmchat.core.engine.model_check import model_fingerprint
 from vllmchat.core.settings import LoadSettings
 
 
