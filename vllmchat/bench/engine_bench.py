@@ -83,6 +83,34 @@ def _scripted_chat(client: EngineClient) -> tuple[list[dict[str, str]], list[Any
     return messages, all_stats
 
 
+LONG_CHAT_TURNS = 100
+WINDOW = 5  # turns compared at each end: the same questions, so the same new tokens
+
+
+def _long_chat_ttft(client: EngineClient) -> dict[str, Any]:
+    """Time to first token over a 100-turn chat: does it grow with the history?"""
+    sampling = SamplingSettings(temperature=0.0, max_tokens=16, seed=7)
+    messages = [{"role": "system", "content": "You are a friendly, concise assistant."}]
+    ttft = []
+    for turn in range(LONG_CHAT_TURNS):
+        early = turn - 1 if 1 <= turn <= WINDOW else None
+        late = turn - (LONG_CHAT_TURNS - WINDOW) if turn >= LONG_CHAT_TURNS - WINDOW else None
+        index = early if early is not None else late if late is not None else turn
+        messages.append({"role": "user", "content": QUESTIONS[index % len(QUESTIONS)]})
+        reply, stats = _turn(client, messages, sampling)
+        messages.append({"role": "assistant", "content": reply})
+        ttft.append(stats.ttft_s)
+    first = statistics.median(ttft[1 : 1 + WINDOW])
+    last = statistics.median(ttft[-WINDOW:])
+    return {
+        "long_chat_turns": LONG_CHAT_TURNS,
+        "long_chat_kv_tokens": client.kv().kv_tokens,
+        "ttft_turn2_ms_long": round(first * 1000, 1),
+        "ttft_turn100_ms": round(last * 1000, 1),
+        "ttft_ratio_turn100_turn2": round(last / first, 4),
+    }
+
+
 def _grow(client: EngineClient, messages: list[dict[str, str]], min_tokens: int) -> None:
     sampling = SamplingSettings(temperature=0.0, max_tokens=96, ignore_eos=True)
     i = 0
@@ -127,6 +155,9 @@ def run(*, model: str | None = None, quick: bool = False) -> dict[str, Any]:
         result["ttft_turn20_ms"] = round(ttft[-1] * 1000, 1)
         result["ttft_ratio_turn20_turn2"] = round(ttft[-1] / ttft[1], 4)
 
+        client.load(settings.with_changes(n_ctx=8192))
+        result.update(_long_chat_ttft(client))
+        client.load(settings)  # the scripted chat's history is read again by the first turn
         _grow(client, messages, 1500)
         result.update(_reload_figures(client, settings, messages))
         t0 = time.perf_counter()

@@ -96,6 +96,22 @@ def render_segments(
     return segments
 
 
+_MARKUP_CACHE_SIZE = 1024
+
+
+def _split_markup_cached(
+    text: str, vocab: Vocab, cache: dict[str, list[str | int]]
+) -> list[str | int]:
+    """``_split_markup``, remembered per markup text: a chat repeats the same few pieces."""
+    parts = cache.get(text)
+    if parts is None:
+        parts = _split_markup(text, vocab)
+        if len(cache) >= _MARKUP_CACHE_SIZE:
+            cache.clear()
+        cache[text] = parts
+    return parts
+
+
 def _split_markup(text: str, vocab: Vocab) -> list[str | int]:
     """Split template markup into plain text and control-token ids."""
     parts: list[str | int] = []
@@ -122,6 +138,7 @@ def prompt_tokens(
     *,
     roles: Sequence[str],
     known_replies: Mapping[str, Sequence[int]] | None = None,
+    markup_cache: dict[str, list[str | int]] | None = None,
 ) -> list[int]:
     """Token ids for rendered segments.
 
@@ -143,7 +160,12 @@ def prompt_tokens(
 
     for seg in segments:
         if seg.is_markup:
-            for part in _split_markup(seg.text, vocab):
+            split = (
+                _split_markup(seg.text, vocab)
+                if markup_cache is None
+                else _split_markup_cached(seg.text, vocab, markup_cache)
+            )
+            for part in split:
                 if isinstance(part, int):
                     flush()
                     ids.append(part)

@@ -299,30 +299,31 @@ class EngineClient:
                 if message[1] != rid:
                     continue
                 if message[0] == "tok":
-                    event: Event = TokenEvent(message[2], message[3])
+                    events: tuple[Event, ...] = (TokenEvent(message[2], message[3]),)
+                elif message[0] == "toks":  # tokens sent together while this reader lagged
+                    events = tuple(TokenEvent(text, token) for text, token in message[2])
                 elif message[0] == "event":
-                    event = message[2]
+                    events = (message[2],)
                 else:
                     continue
-                if isinstance(event, TokenEvent):
-                    t_last = time.perf_counter()
-                    if not t_first:
-                        t_first = t_last
-                    parts.append(event.text)
-                elif isinstance(event, StatsEvent) and t_first:
-                    # Times as the caller sees them: the whole path through the pipe.
-                    event = StatsEvent(
-                        replace(event.stats, ttft_s=t_first - t0, decode_s=t_last - t_first)
-                    )
-                elif isinstance(event, DoneEvent) and t_first:
-                    event = replace(
-                        event,
-                        stats=replace(event.stats, ttft_s=t_first - t0, decode_s=t_last - t_first),
-                    )
-                finished = isinstance(event, DoneEvent | ErrorEvent)
-                yield event
-                if finished:
-                    return
+                for event in events:
+                    if isinstance(event, TokenEvent):
+                        t_last = time.perf_counter()
+                        if not t_first:
+                            t_first = t_last
+                        parts.append(event.text)
+                    elif isinstance(event, StatsEvent) and t_first:
+                        # Times as the caller sees them: the whole path through the pipe.
+                        event = StatsEvent(
+                            replace(event.stats, ttft_s=t_first - t0, decode_s=t_last - t_first)
+                        )
+                    elif isinstance(event, DoneEvent) and t_first:
+                        stats = replace(event.stats, ttft_s=t_first - t0, decode_s=t_last - t_first)
+                        event = replace(event, stats=stats)
+                    finished = isinstance(event, DoneEvent | ErrorEvent)
+                    yield event
+                    if finished:
+                        return
         except EngineError as exc:
             finished = True
             yield ErrorEvent(exc.kind, exc.message, partial_text="".join(parts))

@@ -101,6 +101,8 @@ class LlamaRuntime:
         self._token_cache: OrderedDict[tuple[str, bool], list[int]] = OrderedDict()
         self.pending: int | None = None  # last sampled token not yet in the KV cache
         self._replies: OrderedDict[str, list[int]] = OrderedDict()
+        self._markup_cache: dict[str, list[str | int]] = {}
+        self._last_render: tuple[tuple[tuple[str, str], ...], tuple[int, ...]] | None = None
         self.template, source = self._pick_template()
         model = self.llm.model
         self.info = ModelInfo(
@@ -167,7 +169,19 @@ class LlamaRuntime:
 
     # -- prompt -----------------------------------------------------------
     def render(self, messages: Sequence[Mapping[str, str]]) -> list[int]:
-        """Token ids of the chat prompt, ending with the assistant's turn opener."""
+        """Token ids of the chat prompt, ending with the assistant's turn opener.
+
+        The last rendering is remembered (a turn renders what its plan just
+        rendered), and markup and message pieces are tokenized once per chat.
+        """
+        key = tuple((m["role"], m["content"]) for m in messages)
+        if self._last_render is not None and self._last_render[0] == key:
+            return list(self._last_render[1])
+        ids = self._render(messages)
+        self._last_render = (key, tuple(ids))
+        return ids
+
+    def _render(self, messages: Sequence[Mapping[str, str]]) -> list[int]:
         segments = render_segments(
             self.template,
             messages,
@@ -175,7 +189,11 @@ class LlamaRuntime:
             eos_token=self._special_text(self.llm.token_eos()),
         )
         ids = prompt_tokens(
-            segments, self, roles=[m["role"] for m in messages], known_replies=self._replies
+            segments,
+            self,
+            roles=[m["role"] for m in messages],
+            known_replies=self._replies,
+            markup_cache=self._markup_cache,
         )
         bos = self.llm.token_bos()
         if llama_cpp.llama_vocab_get_add_bos(self._vocab) and bos >= 0 and ids[:1] != [bos]:
@@ -184,6 +202,7 @@ class LlamaRuntime:
 
     def remember_reply(self, text: str, ids: list[int]) -> None:
         """Keep a generated reply's exact ids so the next turn reuses its KV cache."""
+        self._last_render = None  # a known reply renders as its sampled ids
         self._replies[text] = list(ids)
         self._replies.move_to_end(text)
         while len(self._replies) > 512:

@@ -52,10 +52,25 @@ class Worker:
             self.conn.send(message)
 
     def send_loop(self) -> None:
+        """Write queued messages; tokens that queued up while the reader lagged go as one."""
+        held: list[tuple[Any, ...] | None] = []  # taken from the queue, not yet sent
         while True:
-            message = self.outbox.get()
+            message = held.pop() if held else self.outbox.get()
             if message is None:
                 return
+            if message[0] == "tok":
+                batch = [message]
+                while True:
+                    try:
+                        extra = self.outbox.get_nowait()
+                    except queue.Empty:
+                        break
+                    if extra is None or extra[0] != "tok" or extra[1] != message[1]:
+                        held.append(extra)
+                        break
+                    batch.append(extra)
+                if len(batch) > 1:
+                    message = ("toks", message[1], [(m[2], m[3]) for m in batch])
             try:
                 with self.send_lock:
                     self.conn.send(message)
