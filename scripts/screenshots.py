@@ -84,7 +84,7 @@ def _shoot(out: Path, mirror: object) -> int:
     store = default_store()
     window = MainWindow(
         store,
-        AppSettings(model_path=str(demo), n_ctx=2048, max_tokens=200),
+        AppSettings.of(model_path=str(demo), n_ctx=2048, max_tokens=200),
         KVStateCache(kv_cache_dir()),
         save_settings=False,
     )

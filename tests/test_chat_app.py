@@ -29,7 +29,7 @@ def app(tmp_path, demo_model):
     store = ConversationStore(tmp_path / "c.sqlite3")
     chat = ChatApp(store, KVStateCache(tmp_path / "kv"))
     chat.open_conversation(store.create().id)
-    settings = AppSettings(model_path=str(demo_model), n_ctx=2048, n_threads=2,
+    settings = AppSettings.of(model_path=str(demo_model), n_ctx=2048, n_threads=2,
                            temperature=0.0, max_tokens=24)  # fmt: skip
     loaded = [e for e in chat.load(settings) if isinstance(e, Loaded)]
     assert loaded and loaded[0].hardware is not None and loaded[0].description is not None

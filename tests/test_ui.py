@@ -22,7 +22,7 @@ def window(qtbot, tmp_path, demo_model):
     from vllmchat.ui.main_window import MainWindow
 
     store = ConversationStore(tmp_path / "c.sqlite3")
-    settings = AppSettings(
+    settings = AppSettings.of(
         model_path=str(demo_model), n_ctx=2048, n_threads=2, max_tokens=48, temperature=0.0
     )
     w = MainWindow(store, settings, KVStateCache(tmp_path / "kv"), save_settings=False)
@@ -207,7 +207,7 @@ def test_first_run_loads_the_instruct_demo_and_it_answers(qtbot, tmp_path, hub):
     with qtbot.waitSignal(picker.accepted, timeout=TIMEOUT):
         picker.demo.click()
     store = ConversationStore(tmp_path / "c.sqlite3")
-    settings = AppSettings(temperature=0.0, max_tokens=32)  # otherwise the app's defaults
+    settings = AppSettings.of(temperature=0.0, max_tokens=32)  # otherwise the app's defaults
     assert settings.model_path == "" and settings.system_prompt == ""
     w = MainWindow(store, settings, KVStateCache(tmp_path / "kv"), save_settings=False)
     qtbot.addWidget(w)

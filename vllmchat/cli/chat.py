@@ -8,12 +8,14 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+from vllmchat.cli.options import add_options, given
 from vllmchat.core.app import ChatApp, EngineDied, Loaded, LoadFailed
 from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.conversations.kv_cache import KVStateCache
-from vllmchat.core.conversations.policy import PromptPlanEvent, SummaryEvent
+from vllmchat.core.conversations.policy import ContextPolicy, PromptPlanEvent, SummaryEvent
 from vllmchat.core.conversations.store import StoreError, default_store
 from vllmchat.core.conversations.transfer import export_file
+from vllmchat.core.demo_model import demo_model_path
 from vllmchat.core.engine import (
     DoneEvent,
     EngineError,
@@ -22,6 +24,7 @@ from vllmchat.core.engine import (
     TokenEvent,
 )
 from vllmchat.core.paths import kv_cache_dir
+from vllmchat.core.settings import LoadSettings, SamplingSettings
 
 HELP = """commands:
   /history        the messages the model is given, and the summary
@@ -35,18 +38,18 @@ Ctrl+C stops a reply or a summary."""
 
 
 def register(sub: Any) -> None:
-    from vllmchat.cli import add_load_options
-
     p = sub.add_parser("chat", help="chat in the terminal (streams tokens)")
-    add_load_options(p)
     p.add_argument("--conversation", default="new", help="conversation id to continue, or new")
     p.add_argument("--system", default="", help="system prompt (default: the model's own)")
-    p.add_argument("--temperature", type=float, default=0.7)
-    p.add_argument("--max-tokens", type=int, default=512)
-    p.add_argument("--seed", type=int, default=-1)
-    p.add_argument("--policy", default="summarize", choices=["summarize", "keep_last", "ask"])
     p.add_argument("--stats", action="store_true", help="print statistics after every reply")
-    p.set_defaults(func=run)
+    names: list[str] = []
+    for title, cls, skip in (
+        ("model", LoadSettings, ()),
+        ("sampling", SamplingSettings, ("ignore_eos",)),
+        ("context", ContextPolicy, ()),
+    ):
+        names += add_options(p.add_argument_group(title), cls, skip=skip)  # type: ignore[arg-type]
+    p.set_defaults(func=run, settings_fields=names)
     c = sub.add_parser("conversations", help="list or search stored conversations")
     c.add_argument("--search", help="full-text search")
     c.set_defaults(func=run_conversations)
@@ -75,26 +78,11 @@ def _print_stats(stats: Any, out: Any) -> None:
 
 
 def _app_settings(args: argparse.Namespace) -> AppSettings:
-    """The terminal's options as the app's settings (the model defaults to the demo)."""
-    from vllmchat.cli import load_settings_from
-
-    load = load_settings_from(args)
-    return AppSettings(
-        model_path=load.model_path,
-        n_gpu_layers=load.n_gpu_layers,
-        n_ctx=load.n_ctx,
-        n_threads=load.n_threads,
-        n_batch=load.n_batch,
-        type_k=load.type_k,
-        type_v=load.type_v,
-        flash_attn=load.flash_attn,
-        use_mmap=load.use_mmap,
-        temperature=args.temperature,
-        max_tokens=args.max_tokens,
-        seed=args.seed,
-        policy=args.policy,
-        system_prompt=args.system,
-    )
+    """The settings given as options, on the app's defaults; the model defaults to the demo."""
+    values = given(args, args.settings_fields)
+    if "model_path" not in values:
+        values["model_path"] = str(demo_model_path())
+    return AppSettings.of(system_prompt=args.system, **values)
 
 
 class _Quit(Exception):

@@ -6,9 +6,9 @@ import argparse
 import os
 import sys
 import threading
-from dataclasses import replace
 from typing import Any
 
+from vllmchat.cli.options import add_options, given
 from vllmchat.core.models.memory import MIB, FitSettings
 
 
@@ -30,27 +30,18 @@ def register(sub: Any) -> None:
     p.set_defaults(func=cmd_download)
     p = sub.add_parser("fit", help="memory needed by a model at given settings")
     p.add_argument("model", help="path of a .gguf")
-    _fit_options(p)
-    p.add_argument("--n-gpu-layers", type=int, default=None, help="default: the most that fit")
+    _fit_options(p, "--n-gpu-layers not given: the most that fit")
     p.set_defaults(func=cmd_fit)
 
 
-def _fit_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--n-ctx", type=int, default=4096)
-    p.add_argument("--n-ubatch", type=int, default=512)
-    p.add_argument("--type-k", default="f16")
-    p.add_argument("--type-v", default="f16")
-    p.add_argument("--flash-attn", action="store_true")
+def _fit_options(p: argparse.ArgumentParser, gpu_layers_note: str = "") -> None:
+    """The memory-relevant load settings, generated from ``FitSettings``."""
+    group = p.add_argument_group("settings", gpu_layers_note or None)
+    p.set_defaults(fit_fields=add_options(group, FitSettings, skip=("gpu",)))  # type: ignore[arg-type]
 
 
 def _settings(args: argparse.Namespace) -> FitSettings:
-    return FitSettings(
-        n_ctx=args.n_ctx,
-        n_ubatch=args.n_ubatch,
-        type_k=args.type_k,
-        type_v=args.type_v,
-        flash_attn=args.flash_attn,
-    )
+    return FitSettings(**given(args, args.fit_fields))
 
 
 def _mib(n: int) -> str:
@@ -175,10 +166,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         return 2
     hw = probe()
     s = _settings(args)
-    if args.n_gpu_layers is None:
-        fit = best_fit(desc, hw, s)
-    else:
-        fit = check_fit(desc, hw, replace(s, n_gpu_layers=args.n_gpu_layers))
+    fit = best_fit(desc, hw, s) if args.n_gpu_layers is None else check_fit(desc, hw, s)
     e = fit.estimate
     print(
         f"{desc.name or args.model}: {desc.architecture}, {desc.n_layer} layers, "

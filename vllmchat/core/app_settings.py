@@ -1,4 +1,11 @@
-"""The app's persisted settings (JSON in the config folder), with safe defaults."""
+"""The app's settings: the load, sampling and context-policy settings, composed.
+
+Each setting is declared once, with its one default, in its own dataclass
+(``LoadSettings``, ``SamplingSettings``, ``ContextPolicy``); the window, the
+terminal's options and ``settings.json`` are all built from those fields.
+Changing a load setting needs a reload, and that is derived from where the
+field lives, not listed by hand. Version 1 files (one flat object) migrate.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +16,11 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from vllmchat.core.conversations.policy import ContextPolicy, PolicyMode
+from vllmchat.core.conversations.policy import ContextPolicy
 from vllmchat.core.models.memory import FitSettings
-from vllmchat.core.settings import KvType, LoadSettings, SamplingSettings, default_threads
+from vllmchat.core.settings import LoadSettings, SamplingSettings
+
+VERSION = 2
 
 # The default is the model's own: its chat template supplies the system prompt it
 # was tuned with (SmolLM2: "You are a helpful AI assistant named SmolLM, ..."),
@@ -24,95 +33,93 @@ DEFAULT_PRESETS = {
     "Translator": "Translate the user's messages into English. Output only the translation.",
 }
 
-# Changing these needs the model to be reloaded.
-RELOAD_FIELDS = (
-    "model_path",
-    "n_gpu_layers",
-    "n_ctx",
-    "n_threads",
-    "type_k",
-    "type_v",
-    "flash_attn",
-    "n_batch",
-    "use_mmap",
-)
+# Names the front ends use for context-policy fields (and version 1 files stored).
+POLICY_NAMES = {
+    "policy": "mode",
+    "summarize_threshold": "threshold",
+    "summarize_every": "every_k_turns",
+}
+# Settings only benchmarks set; the app never stores them.
+NOT_STORED = {"ignore_eos"}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls))
+
+
+LOAD_FIELDS = _field_names(LoadSettings)
+SAMPLING_FIELDS = _field_names(SamplingSettings)
+POLICY_FIELDS = _field_names(ContextPolicy)
 
 
 @dataclass(frozen=True, kw_only=True)
 class AppSettings:
-    """Everything the user can set; the model settings need a reload when changed."""
+    """Everything the user can set; changes to ``load`` need a reload."""
 
-    model_path: str = ""
-    n_gpu_layers: int = 0
-    n_ctx: int = 4096
-    n_threads: int = field(default_factory=default_threads)
-    type_k: KvType = "f16"
-    type_v: KvType = "f16"
-    flash_attn: bool = False
-    n_batch: int = 512
-    use_mmap: bool = True
-    temperature: float = 0.7
-    top_p: float = 0.95
-    top_k: int = 40
-    min_p: float = 0.05
-    repeat_penalty: float = 1.1
-    max_tokens: int = 512
-    seed: int = -1
+    load: LoadSettings = field(default_factory=lambda: LoadSettings(model_path=""))
+    sampler: SamplingSettings = field(default_factory=SamplingSettings)
+    history: ContextPolicy = field(default_factory=ContextPolicy)
     system_prompt: str = DEFAULT_PRESETS["Model's default"]
     presets: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_PRESETS))
-    policy: PolicyMode = "summarize"
-    summarize_threshold: float = 0.75
-    summarize_every: int = 0
-    keep_last_turns: int = 3
     model_folders: list[str] = field(default_factory=list)
 
+    @classmethod
+    def of(cls, **flat: Any) -> AppSettings:
+        """Defaults with some settings given by their flat names (``n_ctx=2048``)."""
+        return cls().with_changes(**flat)
+
+    def __getattr__(self, name: str) -> Any:
+        """Flat read access for front ends: ``settings.n_gpu_layers``."""
+        if name.startswith("__"):
+            raise AttributeError(name)
+        name = POLICY_NAMES.get(name, name)
+        for part in ("load", "sampler", "history"):
+            value = object.__getattribute__(self, part)
+            if name in _field_names(type(value)):
+                return getattr(value, name)
+        raise AttributeError(name)
+
+    def with_changes(self, **changes: Any) -> AppSettings:
+        """A copy with settings changed by their flat names; each part is built once."""
+        parts: dict[str, dict[str, Any]] = {"load": {}, "sampler": {}, "history": {}}
+        own: dict[str, Any] = {}
+        for name, value in changes.items():
+            name = POLICY_NAMES.get(name, name)
+            if name in _field_names(AppSettings):
+                own[name] = value
+            elif name in LOAD_FIELDS:
+                parts["load"][name] = value
+            elif name in SAMPLING_FIELDS:
+                parts["sampler"][name] = value
+            elif name in POLICY_FIELDS:
+                parts["history"][name] = value
+            else:
+                raise TypeError(f"unknown setting {name!r}")
+        for part, values in parts.items():
+            if values:
+                own[part] = replace(getattr(self, part), **values)
+        return replace(self, **own)
+
     def load_settings(self) -> LoadSettings:
-        return LoadSettings(
-            model_path=self.model_path,
-            n_gpu_layers=self.n_gpu_layers,
-            n_ctx=self.n_ctx,
-            n_threads=self.n_threads,
-            type_k=self.type_k,
-            type_v=self.type_v,
-            flash_attn=self.flash_attn,
-            n_batch=self.n_batch,
-            use_mmap=self.use_mmap,
-        )
+        return self.load
 
     def sampling(self) -> SamplingSettings:
-        return SamplingSettings(
-            temperature=self.temperature,
-            top_p=self.top_p,
-            top_k=self.top_k,
-            min_p=self.min_p,
-            repeat_penalty=self.repeat_penalty,
-            max_tokens=self.max_tokens,
-            seed=self.seed,
-        )
+        return self.sampler
 
     def context_policy(self) -> ContextPolicy:
-        return ContextPolicy(
-            mode=self.policy,
-            threshold=self.summarize_threshold,
-            every_k_turns=self.summarize_every,
-            keep_last_turns=self.keep_last_turns,
-        )
+        return self.history
 
     def fit_settings(self) -> FitSettings:
         """The settings the memory estimate needs."""
-        return FitSettings(
-            n_gpu_layers=self.n_gpu_layers,
-            n_ctx=self.n_ctx,
-            type_k=self.type_k,
-            type_v=self.type_v,
-            flash_attn=self.flash_attn,
-        )
+        return FitSettings.of(self.load)
 
     def needs_reload(self, other: AppSettings) -> bool:
-        return any(getattr(self, f) != getattr(other, f) for f in RELOAD_FIELDS)
+        return self.load != other.load
 
-    def with_changes(self, **changes: Any) -> AppSettings:
-        return replace(self, **changes)
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["sampler"] = {k: v for k, v in data["sampler"].items() if k not in NOT_STORED}
+        return {"version": VERSION, **data}
 
 
 def settings_path() -> Path:
@@ -121,25 +128,55 @@ def settings_path() -> Path:
     return config_dir() / "settings.json"
 
 
+def _clean(values: dict[str, Any]) -> dict[str, Any]:
+    """Flat values whose type matches the setting's default; the rest fall back."""
+    defaults = AppSettings()
+    clean: dict[str, Any] = {}
+    for key, value in values.items():
+        name = POLICY_NAMES.get(key, key)
+        try:
+            default = getattr(defaults, name)
+        except AttributeError:
+            continue  # a setting this version no longer has
+        if name in NOT_STORED:
+            continue
+        ok = isinstance(value, type(default)) and not (
+            isinstance(value, bool) and not isinstance(default, bool)
+        )
+        if ok or (isinstance(default, float) and type(value) is int):
+            clean[name] = value
+    return clean
+
+
+def migrate(data: dict[str, Any]) -> dict[str, Any]:
+    """Flat settings from any version's file (version 1 was one flat object)."""
+    if data.get("version") == VERSION:
+        flat: dict[str, Any] = {}
+        for part in ("load", "sampler", "history"):
+            section = data.get(part)
+            flat.update(section if isinstance(section, dict) else {})
+        flat.update(
+            {k: v for k, v in data.items() if k not in ("version", "load", "sampler", "history")}
+        )
+        return flat
+    return {k: v for k, v in data.items() if k != "version"}
+
+
 def load_app_settings(path: Path | None = None) -> AppSettings:
-    """Saved settings; unknown keys are ignored, bad values fall back to defaults."""
+    """Saved settings; unknown keys are ignored, bad values fall back to their defaults."""
     path = path or settings_path()
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return AppSettings()
-    defaults = AppSettings()
-    known = {f.name: f for f in fields(AppSettings)}
-    clean: dict[str, Any] = {}
-    for key, value in data.items() if isinstance(data, dict) else ():
-        if key in known and isinstance(value, type(getattr(defaults, key))):
-            clean[key] = value
-    try:
-        settings = AppSettings(**clean)
-        settings.load_settings() if settings.model_path else None
-        return settings
-    except (TypeError, ValueError):
+    if not isinstance(data, dict):
         return AppSettings()
+    clean = _clean(migrate(data))
+    try:
+        return AppSettings.of(**clean)
+    except (TypeError, ValueError):  # a combination that does not hold (q8_0 V without FA)
+        load_keys = [k for k in clean if k in LOAD_FIELDS and k != "model_path"]
+        return AppSettings.of(**{k: v for k, v in clean.items() if k not in load_keys})
 
 
 def save_app_settings(settings: AppSettings, path: Path | None = None) -> None:
@@ -148,5 +185,5 @@ def save_app_settings(settings: AppSettings, path: Path | None = None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".settings-")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(asdict(settings), fh, indent=1)
+        json.dump(settings.to_json(), fh, indent=1)
     os.replace(tmp, path)

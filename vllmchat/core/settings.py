@@ -23,20 +23,26 @@ def default_threads() -> int:
 class LoadSettings:
     """How to load a GGUF. Changing any field needs a reload."""
 
-    model_path: str
-    n_gpu_layers: int = 0
-    n_ctx: int = 4096
-    n_threads: int = field(default_factory=default_threads)
-    n_batch: int = 512
-    n_ubatch: int = 512
-    flash_attn: bool = False
-    type_k: KvType = "f16"
-    type_v: KvType = "f16"
-    use_mmap: bool = True
+    model_path: str = field(metadata={"help": "path of a .gguf file (default: the demo model)"})
+    n_gpu_layers: int = field(default=0, metadata={"help": "layers to offload to the GPU"})
+    n_ctx: int = field(default=4096, metadata={"help": "context size in tokens"})
+    n_threads: int = field(default_factory=default_threads, metadata={"help": "CPU threads"})
+    n_batch: int = field(default=512, metadata={"help": "prompt tokens evaluated per call"})
+    n_ubatch: int = field(default=512, metadata={"help": "prompt tokens per compute step"})
+    flash_attn: bool = field(
+        default=False, metadata={"help": "flash attention (needed for a quantized V cache)"}
+    )
+    type_k: KvType = field(default="f16", metadata={"help": "KV cache type of K"})
+    type_v: KvType = field(default="f16", metadata={"help": "KV cache type of V"})
+    use_mmap: bool = field(
+        default=True, metadata={"help": "map the model file instead of reading it"}
+    )
     # Full-size sliding-window cache (models such as Gemma 3). Off, the cache of
     # sliding-window layers holds only the window: less memory, faster long
     # chats, but rolling back further than the window re-prefills.
-    swa_full: bool = False
+    swa_full: bool = field(
+        default=False, metadata={"help": "full-size sliding-window cache (Gemma 3 and others)"}
+    )
 
     def __post_init__(self) -> None:
         if self.n_ctx < 16:
@@ -70,13 +76,15 @@ class LoadSettings:
 class SamplingSettings:
     """How to pick tokens. Changing these never needs a reload."""
 
-    temperature: float = 0.7
-    top_p: float = 0.95
-    top_k: int = 40
-    min_p: float = 0.05
-    repeat_penalty: float = 1.1
-    max_tokens: int = 512
-    seed: int = -1
+    temperature: float = field(default=0.7, metadata={"help": "sampling temperature (0: greedy)"})
+    top_p: float = field(default=0.95, metadata={"help": "nucleus sampling"})
+    top_k: int = field(default=40, metadata={"help": "keep the k most likely tokens"})
+    min_p: float = field(
+        default=0.05, metadata={"help": "drop tokens below this share of the best"}
+    )
+    repeat_penalty: float = field(default=1.1, metadata={"help": "penalty on repeated tokens"})
+    max_tokens: int = field(default=512, metadata={"help": "most tokens in a reply"})
+    seed: int = field(default=-1, metadata={"help": "sampling seed (-1: random)"})
     # Benchmarks decode a fixed number of tokens.
     ignore_eos: bool = False
 

@@ -65,7 +65,7 @@ def _stalls(folder: Path) -> dict[str, Any]:
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     store = ConversationStore(folder / "c.sqlite3")
-    settings = AppSettings(
+    settings = AppSettings.of(
         model_path=str(gemma_model_path()),
         n_ctx=2048,
         n_threads=2,

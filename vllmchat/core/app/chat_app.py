@@ -84,8 +84,8 @@ class ChatApp:
         """A fresh engine with the last settings (a quarter fewer GPU layers if asked);
         the conversation's last checkpoint is restored."""
         settings = self.settings
-        if fewer_layers and settings.n_gpu_layers > 0:
-            n = settings.n_gpu_layers
+        n = settings.load.n_gpu_layers
+        if fewer_layers and n > 0:
             settings = settings.with_changes(n_gpu_layers=max(0, n - max(1, n // 4)))
         self.engine.close()
         yield from self.load(settings)

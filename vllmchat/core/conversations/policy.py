@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 PolicyMode = Literal["summarize", "keep_last", "ask"]
@@ -12,12 +12,20 @@ PolicyMode = Literal["summarize", "keep_last", "ask"]
 class ContextPolicy:
     """How history is fitted into the context before every turn."""
 
-    mode: PolicyMode = "summarize"
-    threshold: float = 0.75  # summarize when the prompt passes this share of n_ctx
-    every_k_turns: int = 0  # also summarize every K turns (0: off)
-    keep_last_turns: int = 3  # turns kept verbatim after a summary, or by keep_last
-    summary_max_words: int = 120
-    summary_max_tokens: int = 200
+    mode: PolicyMode = field(
+        default="summarize", metadata={"help": "when history outgrows the context"}
+    )
+    threshold: float = field(
+        default=0.75, metadata={"help": "summarize past this share of the context"}
+    )
+    every_k_turns: int = field(
+        default=0, metadata={"help": "also summarize every K turns (0: off)"}
+    )
+    keep_last_turns: int = field(
+        default=3, metadata={"help": "turns kept verbatim after a summary, or by keep_last"}
+    )
+    summary_max_words: int = field(default=120, metadata={"help": "word cap of a summary"})
+    summary_max_tokens: int = field(default=200, metadata={"help": "token cap of a summary"})
 
 
 @dataclass(frozen=True)

@@ -10,13 +10,17 @@ scores without flash attention), and the GPU runtime's own overhead.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from vllmchat.core.models.description import ModelDescription
+from vllmchat.core.settings import LoadSettings
 
 MIB = 1 << 20
 GPU_RUNTIME_OVERHEAD = 350 * MIB  # CUDA context, cuBLAS workspace
 KV_TYPE_BYTES = {"f16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32, "f32": 4.0}
+
+
+_LOAD = LoadSettings(model_path="")  # the one set of defaults
 
 
 def _pad(n: int, to: int) -> int:
@@ -25,17 +29,23 @@ def _pad(n: int, to: int) -> int:
 
 @dataclass(frozen=True, kw_only=True)
 class FitSettings:
-    """The load settings that decide memory."""
+    """The load settings that decide memory (their defaults are ``LoadSettings``')."""
 
-    n_gpu_layers: int = 0
-    n_ctx: int = 4096
-    n_ubatch: int = 512
-    type_k: str = "f16"
-    type_v: str = "f16"
-    flash_attn: bool = False
-    swa_full: bool = False
-    use_mmap: bool = True
+    n_gpu_layers: int = _LOAD.n_gpu_layers
+    n_ctx: int = _LOAD.n_ctx
+    n_ubatch: int = _LOAD.n_ubatch
+    type_k: str = _LOAD.type_k
+    type_v: str = _LOAD.type_v
+    flash_attn: bool = _LOAD.flash_attn
+    swa_full: bool = _LOAD.swa_full
+    use_mmap: bool = _LOAD.use_mmap
     gpu: bool = True  # whether the llama.cpp build can offload at all
+
+    @classmethod
+    def of(cls, load: LoadSettings, *, gpu: bool = True) -> FitSettings:
+        """The memory-relevant part of ``load``."""
+        names = {f.name for f in fields(cls)} - {"gpu"}
+        return cls(gpu=gpu, **{name: getattr(load, name) for name in names})
 
 
 @dataclass(frozen=True)

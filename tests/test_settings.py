@@ -1,0 +1,115 @@
+"""One source for settings: composed app settings, generated options, migrated files."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import fields
+
+import pytest
+
+from vllmchat.cli import build_parser
+from vllmchat.cli.options import add_options, given
+from vllmchat.core.app_settings import AppSettings, load_app_settings, save_app_settings
+from vllmchat.core.conversations.policy import ContextPolicy
+from vllmchat.core.models.memory import FitSettings
+from vllmchat.core.settings import LoadSettings, SamplingSettings
+
+V1_FILE = {  # a settings.json written by version 0.1 (one flat object)
+    "model_path": "/models/a.gguf", "n_gpu_layers": 12, "n_ctx": 8192, "n_threads": 3,
+    "type_k": "q8_0", "type_v": "f16", "flash_attn": True, "temperature": 0.2, "top_p": 0.9,
+    "top_k": 20, "min_p": 0.1, "repeat_penalty": 1.05, "max_tokens": 256, "seed": 5,
+    "system_prompt": "Be brief.", "presets": {"Mine": "x"}, "policy": "keep_last",
+    "summarize_threshold": 0.6, "summarize_every": 4, "keep_last_turns": 2,
+    "model_folders": ["/models"], "retired_setting": 1,
+}  # fmt: skip
+
+
+def test_app_settings_are_the_load_sampling_and_policy_settings_composed():
+    s = AppSettings.of(model_path="m.gguf", n_ctx=2048, temperature=0.0, policy="ask")
+    assert isinstance(s.load, LoadSettings) and s.load.n_ctx == 2048 and s.n_ctx == 2048
+    assert isinstance(s.sampler, SamplingSettings) and s.sampler.temperature == 0.0
+    assert isinstance(s.history, ContextPolicy) and s.history.mode == "ask" == s.policy
+    with pytest.raises(TypeError, match="unknown setting"):
+        s.with_changes(n_cxt=1)
+
+
+def test_which_changes_need_a_reload_is_derived_from_where_the_field_lives():
+    s = AppSettings.of(model_path="m.gguf")
+    for f in fields(LoadSettings):
+        current = getattr(s.load, f.name)
+        if isinstance(current, bool):
+            changes = {f.name: not current}
+        elif isinstance(current, int):
+            changes = {f.name: current + 16}
+        else:
+            changes = {f.name: "other.gguf"}
+        if f.name in ("type_k", "type_v"):
+            changes = {f.name: "q8_0", "flash_attn": True}
+        assert s.with_changes(**changes).needs_reload(s), f.name
+    for name in ("temperature", "max_tokens", "policy", "system_prompt", "keep_last_turns"):
+        value = {"policy": "ask", "system_prompt": "Hi"}.get(name, 3)
+        assert not s.with_changes(**{name: value}).needs_reload(s), name
+
+
+def test_one_default_each():
+    s, load = AppSettings(), LoadSettings(model_path="")
+    assert (s.n_ctx, FitSettings().n_ctx) == (load.n_ctx, load.n_ctx)
+    assert FitSettings().n_ubatch == load.n_ubatch and FitSettings.of(load) == FitSettings()
+
+
+def test_a_version_1_file_migrates(tmp_path):
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps(V1_FILE))
+    s = load_app_settings(path)
+    assert (s.model_path, s.n_gpu_layers, s.n_ctx, s.type_k, s.flash_attn) == (
+        "/models/a.gguf", 12, 8192, "q8_0", True)  # fmt: skip
+    assert (s.temperature, s.top_k, s.seed, s.max_tokens) == (0.2, 20, 5, 256)
+    assert (s.history.mode, s.history.threshold, s.history.every_k_turns) == ("keep_last", 0.6, 4)
+    assert s.system_prompt == "Be brief." and s.presets == {"Mine": "x"}
+    save_app_settings(s, path)
+    saved = json.loads(path.read_text())
+    assert saved["version"] == 2 and saved["load"]["n_ctx"] == 8192
+    assert load_app_settings(path) == s  # the new file reads back the same
+
+
+def test_bad_values_fall_back_to_their_defaults_and_keep_the_rest(tmp_path):
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({**V1_FILE, "n_ctx": "big", "temperature": True, "top_k": 7,
+                                "type_v": "q4_0", "flash_attn": False}))  # fmt: skip
+    s = load_app_settings(path)
+    assert s.n_ctx == AppSettings().n_ctx and s.temperature == AppSettings().temperature
+    assert s.top_k == 7 and s.system_prompt == "Be brief."  # the rest is kept
+    path.write_text("{not json")
+    assert load_app_settings(path) == AppSettings()
+
+
+@pytest.mark.parametrize("cls", [LoadSettings, SamplingSettings, ContextPolicy, FitSettings])
+def test_options_are_generated_from_the_settings_fields(cls):
+    parser = argparse.ArgumentParser()
+    names = add_options(parser, cls)
+    assert names == [f.name for f in fields(cls)]
+    assert given(parser.parse_args([]), names) == {}  # nothing given: the defaults stay
+    help_text = parser.format_help()
+    for f in fields(cls):
+        assert f"--{f.name.replace('_', '-')}" in help_text
+
+
+def test_chat_options_build_the_app_settings():
+    from vllmchat.cli.chat import _app_settings
+
+    args = build_parser().parse_args(
+        ["chat", "--model", "m.gguf", "--n-ctx", "2048", "--no-use-mmap", "--flash-attn",
+         "--type-v", "q8_0", "--temperature", "0", "--policy", "ask", "--threads", "3",
+         "--system", "Be brief."]
+    )  # fmt: skip
+    s = _app_settings(args)
+    assert (s.model_path, s.n_ctx, s.use_mmap, s.flash_attn, s.type_v) == (
+        "m.gguf", 2048, False, True, "q8_0")  # fmt: skip
+    assert (s.temperature, s.history.mode, s.n_threads, s.system_prompt) == (
+        0.0,
+        "ask",
+        3,
+        "Be brief.",
+    )
+    assert s.top_k == AppSettings().top_k  # not given: the one default
