@@ -9,6 +9,8 @@ import pytest
 
 pytest.importorskip("PySide6")
 
+from PySide6.QtWidgets import QPushButton
+
 from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.conversations.kv_cache import KVStateCache
 from vllmchat.core.conversations.store import ConversationStore
@@ -244,3 +246,24 @@ def test_sigterm_closes_like_the_user_would(qtbot, window):
     assert reply.role == "assistant" and reply.partial and reply.content
     assert window.kv.path_for(window.conversation_id).exists()
     assert not window.bridge.client.alive
+
+
+def test_chat_view_owns_its_widgets(qtbot):
+    """The view alone: ids arrive as the store assigns them; edits and failures prune it."""
+    from vllmchat.ui.chat_view import ChatView
+
+    view = ChatView()
+    qtbot.addWidget(view)
+    view.add_message("user", "one", message_id=1)
+    view.add_message("assistant", "two", message_id=2)
+    view.add_message("user", "three")
+    view.start_reply()
+    view.set_message_id(3, "user")
+    view.set_message_id(4, "assistant")
+    assert [w.message_id for w in view.messages()] == [1, 2, 3, 4]
+    assert any(b.text() == "Edit" for b in view.messages()[2].findChildren(QPushButton))
+    view.discard_reply()
+    assert [w.message_id for w in view.messages()] == [1, 2, 3] and view.streaming is None
+    view.remove_from(2)
+    qtbot.waitUntil(lambda: len(view.messages()) == 1)
+    assert view.messages()[0].text == "one"

@@ -206,12 +206,12 @@ def _command(text: str, app: ChatApp, state: dict[str, Any], out: Any) -> bool:
             summary = store.summary_for(conv, store.path(conv))
             if summary:
                 out.write(f"summary: {summary.content}\n")
-            given = False
+            verbatim = False
             for m in store.path(conv):
-                given = given or m.id == info["first_message_id"]
-                out.write(f"{'  ' if given else '× '}{m.role}: {m.content[:100]}\n")
+                verbatim = verbatim or m.id == info.first_message_id
+                out.write(f"{'  ' if verbatim else '× '}{m.role}: {m.content[:100]}\n")
             out.write(
-                f"({info['prompt_tokens']} of {info['n_ctx']} tokens; × = summarized or left out)\n"
+                f"({info.prompt_tokens} of {info.n_ctx} tokens; × = summarized or left out)\n"
             )
         elif name == "/summary":
             _show(app.summarize(), out, False, state)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, replace
-from typing import Any
 
 from vllmchat.core.conversations.policy import (
     ContextPolicy,
@@ -342,7 +341,7 @@ class ChatSession:
             [(m.content, m.token_ids) for m in path if m.role == "assistant" and m.token_ids]
         )
 
-    def context_info(self) -> dict[str, Any]:
-        """Tokens the next prompt would use, and where the summary begins."""
+    def context_info(self) -> PromptPlanEvent:
+        """Tokens the next prompt would use, and where the verbatim history begins."""
         _, plan = self.plan(self.store.path(self.conversation_id))
-        return asdict(plan)
+        return plan
