@@ -111,6 +111,38 @@ def _long_chat_ttft(client: EngineClient) -> dict[str, Any]:
     }
 
 
+def _raw_prefill_growth(settings: LoadSettings, early_kv: int, late_kv: int, n: int = 16) -> float:
+    """How much llama.cpp's own prefill of ``n`` tokens slows from ``early_kv`` cached
+    tokens to ``late_kv`` (raw llama-cpp-python, same settings): the floor under any
+    time-to-first-token ratio."""
+    import llama_cpp
+
+    llm = llama_cpp.Llama(
+        model_path=settings.model_path, n_ctx=settings.n_ctx, n_threads=settings.n_threads,
+        n_threads_batch=settings.n_threads, n_batch=settings.n_batch,
+        n_gpu_layers=settings.n_gpu_layers, flash_attn=settings.flash_attn,
+        swa_full=settings.swa_full, verbose=False,
+    )  # fmt: skip
+    tokens = [(i * 7919) % 20000 + 300 for i in range(late_kv + n)]
+    try:
+        times = {}
+        for kv in (early_kv, late_kv):
+            llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(llm.ctx), True)
+            llm.n_tokens = 0
+            llm.eval(tokens[:kv])
+            runs = []
+            for _ in range(5):
+                llm._ctx.kv_cache_seq_rm(-1, kv, -1)
+                llm.n_tokens = kv
+                t0 = time.perf_counter()
+                llm.eval(tokens[kv : kv + n])
+                runs.append(time.perf_counter() - t0)
+            times[kv] = statistics.median(runs)
+        return times[late_kv] / times[early_kv]
+    finally:
+        llm.close()
+
+
 def _grow(client: EngineClient, messages: list[dict[str, str]], min_tokens: int) -> None:
     sampling = SamplingSettings(temperature=0.0, max_tokens=96, ignore_eos=True)
     i = 0
@@ -155,8 +187,12 @@ def run(*, model: str | None = None, quick: bool = False) -> dict[str, Any]:
         result["ttft_turn20_ms"] = round(ttft[-1] * 1000, 1)
         result["ttft_ratio_turn20_turn2"] = round(ttft[-1] / ttft[1], 4)
 
-        client.load(settings.with_changes(n_ctx=8192))
+        long_settings = settings.with_changes(n_ctx=8192)
+        client.load(long_settings)
         result.update(_long_chat_ttft(client))
+        raw = _raw_prefill_growth(long_settings, 150, result["long_chat_kv_tokens"])
+        result["raw_prefill_ratio_same_kv"] = round(raw, 4)
+        result["ttft_growth_beyond_raw"] = round(result["ttft_ratio_turn100_turn2"] / raw, 4)
         client.load(settings)  # the scripted chat's history is read again by the first turn
         _grow(client, messages, 1500)
         result.update(_reload_figures(client, settings, messages))
