@@ -68,7 +68,7 @@ def _turn(
 def _engine_decode_tps(client: EngineClient, n: int) -> float:
     sampling = SamplingSettings(temperature=0.0, repeat_penalty=1.0, max_tokens=n, ignore_eos=True)
     _, stats = _turn(client, [{"role": "user", "content": PROMPT}], sampling)
-    return stats.decode_tok_s
+    return float(stats.decode_tok_s)
 
 
 def _scripted_chat(client: EngineClient) -> tuple[list[dict[str, str]], list[Any]]:
@@ -190,9 +190,9 @@ def run(*, model: str | None = None, quick: bool = False) -> dict[str, Any]:
         long_settings = settings.with_changes(n_ctx=8192)
         client.load(long_settings)
         result.update(_long_chat_ttft(client))
-        raw = _raw_prefill_growth(long_settings, 150, result["long_chat_kv_tokens"])
-        result["raw_prefill_ratio_same_kv"] = round(raw, 4)
-        result["ttft_growth_beyond_raw"] = round(result["ttft_ratio_turn100_turn2"] / raw, 4)
+        growth = _raw_prefill_growth(long_settings, 150, result["long_chat_kv_tokens"])
+        result["raw_prefill_ratio_same_kv"] = round(growth, 4)
+        result["ttft_growth_beyond_raw"] = round(result["ttft_ratio_turn100_turn2"] / growth, 4)
         client.load(settings)  # the scripted chat's history is read again by the first turn
         _grow(client, messages, 1500)
         result.update(_reload_figures(client, settings, messages))

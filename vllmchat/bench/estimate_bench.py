@@ -17,7 +17,7 @@ from vllmchat.core.models.description import describe
 from vllmchat.core.models.memory import MIB, FitSettings, estimate
 from vllmchat.core.settings import LoadSettings
 
-SETTINGS = [
+SETTINGS: list[dict[str, Any]] = [
     dict(n_ctx=512),
     dict(n_ctx=4096),
     dict(n_ctx=8192, flash_attn=True),
@@ -84,7 +84,7 @@ def _pct(est: float, real: float) -> float:
 
 
 def run(*, quick: bool = False) -> dict[str, Any]:
-    cases = []
+    cases: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, path in _models(Path(tmp), quick).items():
             desc = describe(read_header(path))

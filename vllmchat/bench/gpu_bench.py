@@ -105,7 +105,7 @@ def engine_figures(model: str, n_layer: int) -> dict[str, Any]:
             raw.append(_raw_decode_tps(full, DECODE_TOKENS))
             ours.append(_engine_decode_tps(client, DECODE_TOKENS))
             inproc.append(in_process_tps(full, DECODE_TOKENS))
-        result = {
+        result: dict[str, Any] = {
             "in_process_turn_tok_s": round(statistics.median(inproc), 1),
             "raw_decode_tok_s": round(statistics.median(raw), 1),
             "engine_decode_tok_s": round(statistics.median(ours), 1),

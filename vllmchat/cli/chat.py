@@ -48,7 +48,7 @@ def register(sub: Any) -> None:
         ("sampling", SamplingSettings, ("ignore_eos",)),
         ("context", ContextPolicy, ()),
     ):
-        names += add_options(p.add_argument_group(title), cls, skip=skip)  # type: ignore[arg-type]
+        names += add_options(p.add_argument_group(title), cls, skip=skip)
     p.set_defaults(func=run, settings_fields=names)
     c = sub.add_parser("conversations", help="list or search stored conversations")
     c.add_argument("--search", help="full-text search")

@@ -7,6 +7,12 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from PySide6.QtWidgets import QApplication
+
+    from vllmchat.ui.main_window import MainWindow
 
 START = time.perf_counter()
 
@@ -47,7 +53,8 @@ def run_app(argv: Sequence[str]) -> int:
     from vllmchat.core.resources import resource_path
     from vllmchat.ui.main_window import MainWindow
 
-    app = QApplication.instance() or QApplication(sys.argv[:1])
+    existing = QApplication.instance()
+    app = existing if isinstance(existing, QApplication) else QApplication(sys.argv[:1])
     app.setApplicationName("vllmchat")
     app.setDesktopFileName("vllmchat")
     app.setWindowIcon(QIcon(str(resource_path("icons/vllmchat.svg"))))
@@ -100,9 +107,11 @@ def quit_on_termination(window: object) -> object:
     return timer
 
 
-def _self_test(app: object, window: object) -> int:
+def _self_test(app: QApplication, window: MainWindow) -> int:
     """Load the demo model, stream one reply, close; exit 0 when it all worked."""
     from PySide6.QtCore import QObject, QTimer, Slot
+
+    from vllmchat.core.engine import DoneEvent
 
     class Probe(QObject):
         """Receives the engine's signals on the GUI thread."""
@@ -119,7 +128,7 @@ def _self_test(app: object, window: object) -> int:
             self.tokens += 1
 
         @Slot(object)
-        def finished(self, event: object) -> None:
+        def finished(self, event: DoneEvent) -> None:
             self.ok = bool(event.text)
             window.close()
 

@@ -152,12 +152,15 @@ class ChatView(QScrollArea):
         self.verticalScrollBar().rangeChanged.connect(self._keep_at_bottom)
 
     def messages(self) -> list[MessageWidget]:
-        return [self.column.itemAt(i).widget() for i in range(self.column.count() - 1)]
+        items = (self.column.itemAt(i) for i in range(self.column.count() - 1))
+        return [w for item in items if item and isinstance(w := item.widget(), MessageWidget)]
 
     def clear(self) -> None:
         while self.column.count() > 1:
-            widget = self.column.takeAt(0).widget()
-            widget.deleteLater()
+            item = self.column.takeAt(0)
+            widget = item.widget() if item is not None else None
+            if widget is not None:
+                widget.deleteLater()
         self.streaming = None
 
     def add_message(

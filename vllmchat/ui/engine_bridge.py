@@ -97,16 +97,17 @@ class AppEvents(QObject):
             result = job()
             events = result if isinstance(result, Iterable) else (result,)
             for event in events:
-                self.emit(event)
+                self.publish(event)
         finally:
             self.busy_changed.emit(0)
 
     @Slot()
     def watch(self) -> None:
         """Report an engine that died while idle."""
-        self.emit(self.app.watch())
+        self.publish(self.app.watch())
 
-    def emit(self, event: object) -> None:
+    def publish(self, event: object) -> None:
+        """Emit the signal of this event's type."""
         if event is None:
             return
         if isinstance(event, TokenEvent):
@@ -131,17 +132,17 @@ class EngineBridge(QObject):
     ) -> None:
         super().__init__(parent)
         self.app = ChatApp(store, kv)
-        self.thread = QThread()
-        self.thread.setObjectName("vllmchat-engine-thread")
+        self.engine_thread = QThread()
+        self.engine_thread.setObjectName("vllmchat-engine-thread")
         self.events = AppEvents(self.app)
-        self.events.moveToThread(self.thread)
+        self.events.moveToThread(self.engine_thread)
         self._submit.connect(self.events.run)
         self._watch.connect(self.events.watch)
         # Blocking: the KV state is saved and the process ended before the thread quits.
         self._shutdown.connect(self.events.run, Qt.ConnectionType.BlockingQueuedConnection)
         self.events.busy_changed.connect(self._on_busy)
         self.busy = False
-        self.thread.start()
+        self.engine_thread.start()
         self._timer = QTimer(self)
         self._timer.setInterval(500)
         self._timer.timeout.connect(self._check_alive)
@@ -193,10 +194,10 @@ class EngineBridge(QObject):
 
     def close(self) -> None:
         """Stop, save the KV state, end the engine process and the thread (once)."""
-        if not self.thread.isRunning():
+        if not self.engine_thread.isRunning():
             return
         self._timer.stop()
         self.stop()
         self._shutdown.emit(self.app.shutdown)
-        self.thread.quit()
-        self.thread.wait(15000)
+        self.engine_thread.quit()
+        self.engine_thread.wait(15000)

@@ -10,7 +10,6 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
     QInputDialog,
-    QMainWindow,
     QProgressBar,
     QSplitter,
     QVBoxLayout,
@@ -36,7 +35,7 @@ from vllmchat.ui.window_actions import WindowActions
 from vllmchat.ui.workers import Workers
 
 
-class MainWindow(WindowActions, QMainWindow):
+class MainWindow(WindowActions):
     """Everything a chat needs; slow work happens on the engine thread or workers."""
 
     def __init__(
@@ -54,9 +53,10 @@ class MainWindow(WindowActions, QMainWindow):
         self.save_settings = save_settings
         self.workers = Workers(self)
         self.bridge = EngineBridge(store, kv, self)
-        self.info: Any = None
-        self.desc: Any = None
-        self.last_stats: Any = None
+        self.info = None
+        self.desc = None
+        self.hw = None
+        self.last_stats = None
         self.loading = False
         self.conversation_id: int | None = None
         # Counters the GUI thread updates when a turn or a load ends (tests, benchmarks).

@@ -54,7 +54,9 @@ def _size(n: int) -> str:
     return f"{n / MIB:,.0f} MiB" if n < 2**30 else f"{n / 2**30:,.2f} GiB"
 
 
-def _local_rows(models: list[LocalModel], hw: HardwareInfo, s: FitSettings) -> list[tuple]:
+def _local_rows(
+    models: list[LocalModel], hw: HardwareInfo, s: FitSettings
+) -> list[tuple[Any, ...]]:
     rows = []
     for m in models:
         try:
@@ -136,7 +138,7 @@ class ModelPicker(QDialog):
             lambda: _local_rows(discover(folders), hw, s), self._fill_installed, self._failed
         )
 
-    def _fill_installed(self, rows: list[tuple]) -> None:
+    def _fill_installed(self, rows: list[tuple[Any, ...]]) -> None:
         self.installed_rows = rows
         self.installed.setRowCount(len(rows))
         for i, (m, kind, layers, message) in enumerate(rows):

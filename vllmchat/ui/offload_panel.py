@@ -26,7 +26,7 @@ class OffloadPanel(QGroupBox):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("GPU offload", parent)
         layout = QVBoxLayout(self)
-        self.title = QLabel("GPU layers: –")
+        self.heading = QLabel("GPU layers: –")
         self.slider = QSlider(Qt.Orientation.Horizontal)
         self.slider.setEnabled(False)
         self.estimate = QLabel("")
@@ -36,7 +36,7 @@ class OffloadPanel(QGroupBox):
         self.reason.setStyleSheet("color: #a60;")
         self.measured = QLabel("")
         self.measured.setWordWrap(True)
-        for w in (self.title, self.slider, self.estimate, self.reason, self.measured):
+        for w in (self.heading, self.slider, self.estimate, self.reason, self.measured):
             layout.addWidget(w)
         self.desc: ModelDescription | None = None
         self.hw: HardwareInfo | None = None
@@ -74,7 +74,7 @@ class OffloadPanel(QGroupBox):
         if self.desc is None or self.hw is None:
             return
         n = self.desc.n_layer
-        self.title.setText(f"GPU layers: {value} of {n + 1}" + (" (all)" if value > n else ""))
+        self.heading.setText(f"GPU layers: {value} of {n + 1}" + (" (all)" if value > n else ""))
         s = replace(self.fit_settings, n_gpu_layers=value, gpu=self.hw.gpu_offload)
         e = estimate(self.desc, s)
         fit = check_fit(self.desc, self.hw, s)

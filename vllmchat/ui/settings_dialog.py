@@ -56,6 +56,7 @@ class SettingsDialog(QDialog):
         self.repeat_penalty = _dspin(0.5, 2, s.repeat_penalty, 0.01)
         self.max_tokens = _spin(16, 32768, s.max_tokens, 64)
         self.seed = _spin(-1, 2**31 - 1, s.seed)
+        w: QWidget
         for label, w in (
             ("Temperature", self.temperature),
             ("Top-p", self.top_p),

@@ -6,6 +6,8 @@ from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QColor, QPainter
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QWidget
 
+from vllmchat.core.engine import TurnStats
+
 
 class ContextBar(QWidget):
     """Used / n_ctx, with where the verbatim history (after the summary) begins."""
@@ -66,7 +68,7 @@ class StatusLine(QWidget):
         self.model.setText(f"<b>{name}</b> · {quant}" if quant else f"<b>{name}</b>")
         self.context.set_usage(0, n_ctx)
 
-    def set_stats(self, stats: object) -> None:
+    def set_stats(self, stats: TurnStats) -> None:
         self.speed.setText(f"{stats.decode_tok_s:.1f} tok/s")
         self.tokens.setText(
             f"prefilled {stats.tokens_prefilled:,} · reused "

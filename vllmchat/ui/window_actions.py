@@ -3,23 +3,40 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import psutil
-from PySide6.QtWidgets import QFileDialog, QMessageBox
+from PySide6.QtWidgets import QFileDialog, QMainWindow, QMessageBox
 
-from vllmchat.core.app_settings import save_app_settings
-from vllmchat.core.conversations.store import StoreError
+from vllmchat.core.app_settings import AppSettings, save_app_settings
+from vllmchat.core.conversations.store import ConversationStore, StoreError
 from vllmchat.core.conversations.transfer import export_file, import_file
+from vllmchat.core.engine import TurnStats
+from vllmchat.core.engine.info import ModelInfo
+from vllmchat.core.models.description import ModelDescription
+from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.models.memory import FitSettings, kv_bytes_per_layer
+from vllmchat.ui.conversation_list import ConversationList
+from vllmchat.ui.engine_bridge import EngineBridge
+from vllmchat.ui.offload_panel import MemoryPanel
 
 
-class WindowActions:
-    """Mixed into ``MainWindow``; uses its widgets, bridge, store and settings."""
+class WindowActions(QMainWindow):
+    """The main window's menu actions; ``MainWindow`` builds the widgets they use."""
 
-    settings: Any
-    store: Any
-    bridge: Any
+    settings: AppSettings
+    store: ConversationStore
+    bridge: EngineBridge
+    info: ModelInfo | None
+    desc: ModelDescription | None
+    hw: HardwareInfo | None
+    last_stats: TurnStats | None
+    memory: MemoryPanel
+    conversations: ConversationList
+    conversation_id: int | None
+    save_settings: bool
+
+    def load_model(self, path: str) -> None:
+        raise NotImplementedError
 
     def _update_memory(self) -> None:
         pid = self.bridge.client.pid
@@ -48,7 +65,7 @@ class WindowActions:
 
         s = self.settings
         picker = ModelPicker(
-            getattr(self, "hw", None),
+            self.hw,
             s.fit_settings(),
             folders=s.model_folders,
             first_run=not s.model_path,
