@@ -108,7 +108,7 @@ class MessageWidget(QFrame):
         self.text = text
         markdown, self._code = with_copy_links(text)
         self.body.setMarkdown(markdown)
-        QTimer.singleShot(0, self._fit_height)
+        QTimer.singleShot(0, self, self._fit_height)  # dropped if the message is removed
 
     def append_plain(self, text: str) -> None:
         """Append streamed text at the end, without re-rendering."""
@@ -236,5 +236,5 @@ class ChatView(QScrollArea):
     def _keep_at_bottom(self, _low: int, high: int) -> None:
         bar = self.verticalScrollBar()
         if self._follow or bar.value() >= bar.maximum() - 40:
-            QTimer.singleShot(0, lambda: bar.setValue(bar.maximum()))
+            QTimer.singleShot(0, bar, lambda: bar.setValue(bar.maximum()))
             self._follow = False
