@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from collections.abc import Iterator
@@ -23,6 +24,8 @@ from vllmchat.core.engine import (
     PrefillProgressEvent,
     TokenEvent,
 )
+from vllmchat.core.engine.protocol import Engine
+from vllmchat.core.engine.remote import RemoteEngine
 from vllmchat.core.paths import kv_cache_dir
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 
@@ -42,6 +45,11 @@ def register(sub: Any) -> None:
     p.add_argument("--conversation", default="new", help="conversation id to continue, or new")
     p.add_argument("--system", default="", help="system prompt (default: the model's own)")
     p.add_argument("--stats", action="store_true", help="print statistics after every reply")
+    p.add_argument(
+        "--server",
+        help="an OpenAI-compatible server's URL (llama.cpp's server, vLLM, Ollama, LM Studio); "
+        "--model then names the server's model (default: its first)",
+    )
     names: list[str] = []
     for title, cls, skip in (
         ("model", LoadSettings, ()),
@@ -77,10 +85,24 @@ def _print_stats(stats: Any, out: Any) -> None:
     )
 
 
+def _engine(args: argparse.Namespace) -> Engine | None:
+    """A remote engine for ``--server`` (its key from ``VLLMCHAT_API_KEY``), else the local one."""
+    if not args.server:
+        return None
+    return RemoteEngine(
+        args.server,
+        model=args.model_path,
+        api_key=os.environ.get("VLLMCHAT_API_KEY"),
+        n_ctx=args.n_ctx,
+    )
+
+
 def _app_settings(args: argparse.Namespace) -> AppSettings:
     """The settings given as options, on the app's defaults; the model defaults to the demo."""
     values = given(args, args.settings_fields)
-    if "model_path" not in values:
+    if args.server:
+        values["model_path"] = ""  # the server's model is named by --model, not a file
+    elif "model_path" not in values:
         values["model_path"] = str(demo_model_path())
     return AppSettings.of(system_prompt=args.system, **values)
 
@@ -92,7 +114,7 @@ class _Quit(Exception):
 def run(args: argparse.Namespace) -> int:
     out = sys.stdout
     store = default_store()
-    app = ChatApp(store, KVStateCache(kv_cache_dir()))
+    app = ChatApp(store, KVStateCache(kv_cache_dir()), engine=_engine(args))
     try:
         settings = _app_settings(args)
         if args.conversation == "new":

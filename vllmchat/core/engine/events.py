@@ -24,6 +24,12 @@ class ErrorKind(str, enum.Enum):
     STATE_MISMATCH = "state_mismatch"
     BAD_REQUEST = "bad_request"
     INTERNAL = "internal"
+    SERVER_UNREACHABLE = "server_unreachable"
+    SERVER_AUTH = "server_auth"
+    SERVER_MODEL = "server_model"
+    SERVER_TIMEOUT = "server_timeout"
+    SERVER_ERROR = "server_error"
+    NOT_REMOTE = "not_remote"
 
 
 FIXES: dict[ErrorKind, str] = {
@@ -44,6 +50,12 @@ FIXES: dict[ErrorKind, str] = {
     ErrorKind.STATE_MISMATCH: "The saved state belongs to another model or settings.",
     ErrorKind.BAD_REQUEST: "",
     ErrorKind.INTERNAL: "",
+    ErrorKind.SERVER_UNREACHABLE: "Check that the server runs and the URL is right; then retry.",
+    ErrorKind.SERVER_AUTH: "Check the API key for this server.",
+    ErrorKind.SERVER_MODEL: "Choose one of the server's models (they are listed by /v1/models).",
+    ErrorKind.SERVER_TIMEOUT: "The server is busy or stalled: retry, or use a smaller model there.",
+    ErrorKind.SERVER_ERROR: "The server failed: retry; its own log tells why.",
+    ErrorKind.NOT_REMOTE: "The server owns its memory and its cache.",
 }
 
 

@@ -1,0 +1,186 @@
+"""The same app on an OpenAI-compatible server: llama-cpp-python's own, real, on loopback."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+
+pytest.importorskip("llama_cpp.server")
+
+from vllmchat.core.app import ChatApp, Loaded, LoadFailed
+from vllmchat.core.app_settings import AppSettings
+from vllmchat.core.conversations.kv_cache import KVStateCache
+from vllmchat.core.conversations.store import ConversationStore
+from vllmchat.core.engine import DoneEvent, ErrorEvent, ErrorKind, TokenEvent
+from vllmchat.core.engine.remote import RemoteEngine
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _start_server(model: str) -> tuple[subprocess.Popen[bytes], str]:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            model,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--n_ctx",
+            "2048",
+            "--n_threads",
+            "2",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(url + "/v1/models", timeout=1).read()
+            return proc, url
+        except OSError:
+            time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError("the server did not start")
+
+
+def _stop_server(proc: subprocess.Popen[bytes]) -> None:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+
+
+@pytest.fixture(scope="module")
+def server(demo_model) -> Iterator[str]:
+    proc, url = _start_server(str(demo_model))
+    yield url
+    _stop_server(proc)
+
+
+@pytest.fixture
+def remote_app(server, tmp_path) -> Iterator[ChatApp]:
+    store = ConversationStore(tmp_path / "c.sqlite3")
+    app = ChatApp(store, KVStateCache(tmp_path / "kv"), engine=RemoteEngine(server, n_ctx=2048))
+    app.open_conversation(store.create().id)
+    events = list(app.load(AppSettings.of(temperature=0.0, max_tokens=32)))
+    assert isinstance(events[-1], Loaded), events[-1]
+    yield app
+    app.shutdown()
+    store.close()
+
+
+def test_two_turns_stream_through_the_server_and_are_stored(remote_app):
+    first = list(remote_app.send("What is the capital of France?"))
+    done = first[-1]
+    assert isinstance(done, DoneEvent) and "Paris" in done.text
+    assert sum(isinstance(e, TokenEvent) for e in first) > 3
+    second = list(remote_app.send("And of Italy?"))
+    assert isinstance(second[-1], DoneEvent) and second[-1].text
+    path = remote_app.store.path(remote_app.conversation_id)
+    assert [m.role for m in path] == ["user", "assistant", "user", "assistant"]
+    assert path[1].content == done.text and not path[1].partial
+    assert not remote_app.kv.path_for(remote_app.conversation_id).exists()  # no local KV state
+
+
+def test_offload_says_why_it_does_not_apply(remote_app):
+    loaded = next(e for e in remote_app.load(remote_app.settings) if isinstance(e, Loaded))
+    assert loaded.hardware is not None and not loaded.hardware.gpu_offload
+    assert "server" in loaded.hardware.offload_reason and loaded.description is None
+
+
+def test_stop_closes_the_stream_and_keeps_the_partial_reply(remote_app):
+    remote_app.configure(remote_app.settings.with_changes(max_tokens=400))
+    events = []
+    for event in remote_app.send("Write a very long story about a lighthouse keeper."):
+        events.append(event)
+        if sum(isinstance(e, TokenEvent) for e in events) == 5:
+            remote_app.stop()
+    done = events[-1]
+    assert isinstance(done, DoneEvent) and done.stop_reason == "stopped"
+    reply = remote_app.store.path(remote_app.conversation_id)[-1]
+    assert reply.partial and reply.content == done.text
+
+
+def test_a_server_that_is_down_is_a_clear_load_failure(tmp_path):
+    store = ConversationStore(tmp_path / "c.sqlite3")
+    app = ChatApp(
+        store,
+        KVStateCache(tmp_path / "kv"),
+        engine=RemoteEngine(f"http://127.0.0.1:{_free_port()}"),
+    )
+    failed = list(app.load(AppSettings()))[-1]
+    assert isinstance(failed, LoadFailed) and failed.kind == ErrorKind.SERVER_UNREACHABLE
+    assert "Cannot reach" in failed.message and "server runs" in failed.fix
+    store.close()
+
+
+def test_a_server_killed_mid_reply_keeps_the_partial_reply(demo_model, tmp_path):
+    proc, url = _start_server(str(demo_model))
+    store = ConversationStore(tmp_path / "c.sqlite3")
+    app = ChatApp(store, KVStateCache(tmp_path / "kv"), engine=RemoteEngine(url, n_ctx=2048))
+    try:
+        app.open_conversation(store.create().id)
+        list(app.load(AppSettings.of(temperature=0.0, max_tokens=1000)))
+        events = []
+        for event in app.send("Write a very long story about a lighthouse keeper."):
+            events.append(event)
+            if sum(isinstance(e, TokenEvent) for e in events) == 5:
+                os.kill(proc.pid, signal.SIGKILL)
+        failed = events[-1]
+        assert isinstance(failed, ErrorEvent) and failed.kind == ErrorKind.SERVER_UNREACHABLE
+        reply = store.path(app.conversation_id)[-1]
+        assert reply.role == "assistant" and reply.partial and reply.content
+        assert len(store.path(app.conversation_id)) == 2  # nothing lost
+    finally:
+        proc.kill()
+        proc.wait(5)
+        app.shutdown()
+        store.close()
+
+
+def test_terminal_chat_on_a_server(server, tmp_path):
+    env = {**os.environ, "VLLMCHAT_DATA_DIR": str(tmp_path / "data")}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vllmchat",
+            "chat",
+            "--server",
+            server,
+            "--temperature",
+            "0",
+            "--max-tokens",
+            "24",
+            "--stats",
+        ],
+        input="What is the capital of France?\n/quit\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "remote · server template" in done.stdout and "ai> " in done.stdout
+    assert "Paris" in done.stdout and "tok/s" in done.stdout

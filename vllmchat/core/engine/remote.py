@@ -1,0 +1,305 @@
+"""An OpenAI-compatible server as the engine: llama.cpp's server, vLLM, Ollama, LM Studio.
+
+Chat completions stream through the ``openai`` SDK (its SSE parsing, errors and
+timeouts; no hand-written protocol code). Stop closes the stream, which makes
+the server stop generating. The server keeps its own prompt cache: the
+conversation is sent the same way every turn (a stable prefix), llama.cpp's
+server is asked to cache the prompt, and what the server reports as reused
+(``timings.cache_n`` or ``usage.prompt_tokens_details.cached_tokens``) becomes
+the turn's ``tokens_reused``. There is no KV state to save or restore here.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, cast
+
+import openai
+from openai.types.chat import ChatCompletionChunk
+
+from vllmchat.core.engine.events import (
+    DoneEvent,
+    EngineError,
+    ErrorEvent,
+    ErrorKind,
+    Event,
+    StatsEvent,
+    TokenEvent,
+    TurnStats,
+)
+from vllmchat.core.engine.info import KvUsage, ModelInfo, ReloadResult, StateTransfer
+from vllmchat.core.models.hardware import HardwareInfo
+from vllmchat.core.settings import LoadSettings, SamplingSettings
+
+CHARS_PER_TOKEN = 3.5  # for the context budget where the server does not count for us
+NO_STATE = "A remote server keeps its own cache; there is no KV state to save or load."
+
+
+def _api_root(url: str) -> str:
+    url = url.rstrip("/")
+    return url if url.endswith("/v1") else url + "/v1"
+
+
+def _error(exc: Exception, server: str) -> EngineError:
+    """A clear engine error for what the SDK raised (never the API key)."""
+    if isinstance(exc, openai.APITimeoutError):
+        return EngineError(ErrorKind.SERVER_TIMEOUT, f"{server} did not answer in time.")
+    if isinstance(exc, openai.APIConnectionError):
+        return EngineError(ErrorKind.SERVER_UNREACHABLE, f"Cannot reach {server}.")
+    if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
+        return EngineError(
+            ErrorKind.SERVER_AUTH, f"{server} refused the API key ({exc.status_code})."
+        )
+    if isinstance(exc, openai.NotFoundError):
+        return EngineError(ErrorKind.SERVER_MODEL, f"{server} does not serve that model (404).")
+    if isinstance(exc, openai.BadRequestError):
+        text = str(exc.message)
+        if "context" in text.lower() or "too long" in text.lower() or "exceed" in text.lower():
+            return EngineError(ErrorKind.PROMPT_TOO_LONG, f"{server}: the prompt is too long.")
+        return EngineError(ErrorKind.BAD_REQUEST, f"{server} refused the request: {text[:200]}")
+    if isinstance(exc, openai.APIStatusError):
+        return EngineError(ErrorKind.SERVER_ERROR, f"{server} failed ({exc.status_code}).")
+    return EngineError(ErrorKind.SERVER_ERROR, f"{server}: {type(exc).__name__}: {exc}")
+
+
+class RemoteEngine:
+    """The ``Engine`` protocol over an OpenAI-compatible chat-completions server."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        model: str | None = None,
+        api_key: str | None = None,
+        n_ctx: int | None = None,
+        timeout_s: float = 120.0,
+    ) -> None:
+        self.url = _api_root(url)
+        self.model = model
+        self.n_ctx_setting = n_ctx
+        self.settings: LoadSettings | None = None
+        self.info: ModelInfo | None = None
+        self._client = openai.OpenAI(
+            base_url=self.url,
+            api_key=api_key or "not-needed",
+            timeout=openai.Timeout(timeout_s, connect=5.0),
+            max_retries=0,
+        )
+        self._stop = threading.Event()
+        self._last = KvUsage(0, 0)
+
+    # -- the server ---------------------------------------------------------------------------
+    @property
+    def alive(self) -> bool:
+        return self.info is not None
+
+    def exit_reason(self) -> str | None:
+        return None  # no process of ours to die; a failed request says what happened
+
+    def _context_length(self, model: Any) -> int:
+        extra = getattr(model, "model_extra", None) or {}
+        for value in (extra.get("max_model_len"), (extra.get("meta") or {}).get("n_ctx_train")):
+            if isinstance(value, int) and value > 0:
+                return value
+        try:  # llama.cpp's server tells its context on /props
+            url = self.url.removesuffix("/v1") + "/props"
+            with urllib.request.urlopen(url, timeout=5.0) as response:
+                n_ctx = json.load(response)["default_generation_settings"]["n_ctx"]
+            if isinstance(n_ctx, int) and n_ctx > 0:
+                return int(n_ctx)
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        return self.n_ctx_setting or (self.settings.n_ctx if self.settings else 4096)
+
+    def load(self, settings: LoadSettings) -> ModelInfo:
+        """Connect: list the server's models, pick ours, learn the context length."""
+        self.settings = settings
+        t0 = time.perf_counter()
+        try:
+            models = list(self._client.models.list())
+        except openai.OpenAIError as exc:
+            raise _error(exc, self.url) from exc
+        names = [m.id for m in models]
+        name = self.model or (names[0] if names else None)
+        if name is None:
+            raise EngineError(ErrorKind.SERVER_MODEL, f"{self.url} lists no models.")
+        if names and name not in names:
+            raise EngineError(
+                ErrorKind.SERVER_MODEL, f"{self.url} serves {', '.join(names)}, not {name}."
+            )
+        self.model = name
+        chosen = next((m for m in models if m.id == name), None)
+        n_ctx = self._context_length(chosen)
+        self.info = ModelInfo(
+            path=f"{self.url}#{name}",
+            architecture="remote",
+            n_layer=0,
+            n_ctx_train=n_ctx,
+            n_ctx=n_ctx,
+            n_vocab=0,
+            n_params=0,
+            size_bytes=0,
+            n_swa=0,
+            chat_template="server",
+            template_source="server",
+            gpu_offload=False,
+            load_s=time.perf_counter() - t0,
+            name=name,
+        )
+        return self.info
+
+    def reload(self, settings: LoadSettings) -> ReloadResult:
+        t0 = time.perf_counter()
+        info = self.load(settings)
+        reason = "the server keeps its own cache"
+        return ReloadResult(info, True, 0, reason, time.perf_counter() - t0)
+
+    def restart(self) -> ModelInfo | None:
+        return self.load(self.settings) if self.settings is not None else None
+
+    def close(self) -> None:
+        self.info = None
+        self._client.close()
+
+    def probe(self) -> HardwareInfo:
+        reason = "The model runs on a server, which owns its memory: offload does not apply."
+        return HardwareInfo(0, 0, offload_reason=reason)
+
+    # -- turns ----------------------------------------------------------------------------
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _request(self, sampling: SamplingSettings) -> dict[str, Any]:
+        extra: dict[str, Any] = {
+            "cache_prompt": True,
+            "top_k": sampling.top_k,
+            "min_p": sampling.min_p,
+            "repeat_penalty": sampling.repeat_penalty,
+        }
+        request: dict[str, Any] = {
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "max_tokens": sampling.max_tokens,  # always: some servers would fill the context
+            "stream_options": {"include_usage": True},
+            "extra_body": extra,
+        }
+        if sampling.seed >= 0:
+            request["seed"] = sampling.seed
+        return request
+
+    def chat(
+        self, messages: Sequence[Mapping[str, str]], sampling: SamplingSettings | None = None
+    ) -> Iterator[Event]:
+        """Stream the reply as the local engine's events; failures end in an ``ErrorEvent``."""
+        if self.info is None or self.model is None:
+            yield ErrorEvent(ErrorKind.NO_MODEL, "Not connected to a server.")
+            return
+        sampling = sampling or SamplingSettings()
+        self._stop.clear()
+        parts: list[str] = []
+        t0 = time.perf_counter()
+        t_first = t_last = 0.0
+        reason, usage, timings = "max_tokens", None, None
+        try:
+            stream = cast(
+                "openai.Stream[ChatCompletionChunk]",
+                self._client.chat.completions.create(
+                    model=self.model,
+                    messages=[dict(m) for m in messages],  # type: ignore[misc]
+                    stream=True,
+                    **self._request(sampling),
+                ),
+            )
+            with stream:
+                for chunk in stream:
+                    if self._stop.is_set():
+                        reason = "stopped"
+                        break
+                    usage = chunk.usage or usage
+                    timings = (chunk.model_extra or {}).get("timings") or timings
+                    for choice in chunk.choices:
+                        if choice.delta and choice.delta.content:
+                            t_last = time.perf_counter()
+                            t_first = t_first or t_last
+                            parts.append(choice.delta.content)
+                            yield TokenEvent(choice.delta.content, -1)
+                        if choice.finish_reason:
+                            reason = {"stop": "eos", "length": "max_tokens"}.get(
+                                choice.finish_reason, choice.finish_reason
+                            )
+        except openai.OpenAIError as exc:
+            err = _error(exc, self.url)
+            yield ErrorEvent(err.kind, err.message, partial_text="".join(parts))
+            return
+        except Exception as exc:  # the transport failed mid-stream (server killed, cut)
+            message = f"{self.url} dropped the connection mid-reply ({type(exc).__name__})."
+            yield ErrorEvent(ErrorKind.SERVER_UNREACHABLE, message, partial_text="".join(parts))
+            return
+        text = "".join(parts)
+        if not text and reason not in ("stopped",) and usage is None:
+            yield ErrorEvent(ErrorKind.SERVER_ERROR, f"{self.url} sent an empty reply.")
+            return
+        stats = self._stats(usage, timings, reason, len(parts), t0, t_first, t_last)
+        yield StatsEvent(stats)
+        yield DoneEvent(text, reason, stats)
+
+    def _stats(
+        self,
+        usage: Any,
+        timings: Any,
+        reason: str,
+        pieces: int,
+        t0: float,
+        t_first: float,
+        t_last: float,
+    ) -> TurnStats:
+        prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
+        completion = int(getattr(usage, "completion_tokens", 0) or pieces)
+        details = getattr(usage, "prompt_tokens_details", None)
+        cached = getattr(details, "cached_tokens", None) if details is not None else None
+        if isinstance(timings, dict) and isinstance(timings.get("cache_n"), int):
+            cached = timings["cache_n"]
+        cached = int(cached or 0)
+        n_ctx = self.info.n_ctx if self.info else 0
+        self._last = KvUsage(prompt + completion, n_ctx)
+        return TurnStats(
+            prompt_tokens=prompt,
+            tokens_reused=cached,
+            tokens_prefilled=max(0, prompt - cached),
+            tokens_new=max(0, prompt - cached),
+            prefill_s=(t_first or t_last) - t0,
+            ttft_s=(t_first - t0) if t_first else 0.0,
+            decode_tokens=completion,
+            decode_s=t_last - t_first if t_first else 0.0,
+            stop_reason=reason,
+            n_ctx=n_ctx,
+            kv_tokens=prompt + completion,
+        )
+
+    # -- what the chat session asks of an engine --------------------------------------------
+    def tokenize(self, text: str) -> list[int]:
+        """An estimate (the context budget needs counts, not ids)."""
+        return [0] * max(1, round(len(text) / CHARS_PER_TOKEN))
+
+    def render(self, messages: Sequence[Mapping[str, str]]) -> list[int]:
+        text = sum(len(m["content"]) for m in messages)
+        return [0] * (round(text / CHARS_PER_TOKEN) + 8 * len(messages) + 4)
+
+    def remember_replies(self, replies: Sequence[tuple[str, Sequence[int]]]) -> None:
+        """Nothing to do: the server matches the prompt's text against its cache."""
+
+    def kv(self) -> KvUsage:
+        return self._last
+
+    def export_state(self, path: str) -> StateTransfer:
+        raise EngineError(ErrorKind.NOT_REMOTE, NO_STATE)
+
+    def checkpoint(self, path: str) -> StateTransfer:
+        raise EngineError(ErrorKind.NOT_REMOTE, NO_STATE)
+
+    def import_state(self, path: str) -> StateTransfer:
+        raise EngineError(ErrorKind.NOT_REMOTE, NO_STATE)
