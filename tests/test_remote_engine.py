@@ -184,3 +184,42 @@ def test_terminal_chat_on_a_server(server, tmp_path):
     assert done.returncode == 0, done.stderr
     assert "remote · server template" in done.stdout and "ai> " in done.stdout
     assert "Paris" in done.stdout and "tok/s" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("mode", "kind", "words"),
+    [
+        ("401", ErrorKind.SERVER_AUTH, "API key"),
+        ("403", ErrorKind.SERVER_AUTH, "API key"),
+        ("404", ErrorKind.SERVER_MODEL, "does not serve"),
+        ("500", ErrorKind.SERVER_ERROR, "failed (500)"),
+        ("503", ErrorKind.SERVER_ERROR, "failed (503)"),
+        ("stall", ErrorKind.SERVER_TIMEOUT, "did not answer in time"),
+        ("malformed", ErrorKind.SERVER_ERROR, "malformed"),
+        ("cut", ErrorKind.SERVER_UNREACHABLE, "cut the reply off"),
+    ],
+)
+def test_bad_servers_get_clear_messages_and_lose_nothing(mode, kind, words, tmp_path):
+    from tests.fake_openai import FakeServer
+
+    store = ConversationStore(tmp_path / "c.sqlite3")
+    with FakeServer() as fake:
+        app = ChatApp(
+            store,
+            KVStateCache(tmp_path / "kv"),
+            engine=RemoteEngine(fake.url, n_ctx=2048, timeout_s=2),
+        )
+        app.open_conversation(store.create().id)
+        assert isinstance(list(app.load(AppSettings.of(max_tokens=16)))[-1], Loaded)
+        fake.mode = mode
+        failed = list(app.send("Hello?"))[-1]
+        assert isinstance(failed, ErrorEvent) and failed.kind == kind, failed
+        assert words in failed.message and failed.fix
+        path = store.path(app.conversation_id)
+        assert path[0].content == "Hello?"  # the message is kept
+        if mode == "cut":  # the words that came are kept, marked partial
+            assert path[-1].partial and path[-1].content == "Once upon a time"
+        fake.mode = "ok"  # the server is back: the next turn works
+        assert isinstance(list(app.send("Again?"))[-1], DoneEvent)
+        app.shutdown()
+    store.close()

@@ -203,7 +203,7 @@ class RemoteEngine:
         parts: list[str] = []
         t0 = time.perf_counter()
         t_first = t_last = 0.0
-        reason, usage, timings = "max_tokens", None, None
+        reason, usage, timings = "", None, None
         try:
             stream = cast(
                 "openai.Stream[ChatCompletionChunk]",
@@ -235,13 +235,18 @@ class RemoteEngine:
             err = _error(exc, self.url)
             yield ErrorEvent(err.kind, err.message, partial_text="".join(parts))
             return
+        except ValueError:  # an event that is not JSON
+            message = f"{self.url} sent a malformed event."
+            yield ErrorEvent(ErrorKind.SERVER_ERROR, message, partial_text="".join(parts))
+            return
         except Exception as exc:  # the transport failed mid-stream (server killed, cut)
             message = f"{self.url} dropped the connection mid-reply ({type(exc).__name__})."
             yield ErrorEvent(ErrorKind.SERVER_UNREACHABLE, message, partial_text="".join(parts))
             return
         text = "".join(parts)
-        if not text and reason not in ("stopped",) and usage is None:
-            yield ErrorEvent(ErrorKind.SERVER_ERROR, f"{self.url} sent an empty reply.")
+        if not reason:  # no finish_reason: the stream ended before the reply did
+            message = f"{self.url} cut the reply off before it ended."
+            yield ErrorEvent(ErrorKind.SERVER_UNREACHABLE, message, partial_text=text)
             return
         stats = self._stats(usage, timings, reason, len(parts), t0, t_first, t_last)
         yield StatsEvent(stats)
