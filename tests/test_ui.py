@@ -255,14 +255,19 @@ def test_chat_view_owns_its_widgets(qtbot):
     view = ChatView()
     qtbot.addWidget(view)
     view.add_message("user", "one", message_id=1)
-    view.add_message("assistant", "two", message_id=2)
+    view.add_message("assistant", "two", message_id=2).add_regenerate()
     view.add_message("user", "three")
     view.start_reply()
     view.set_message_id(3, "user")
     view.set_message_id(4, "assistant")
     assert [w.message_id for w in view.messages()] == [1, 2, 3, 4]
     assert any(b.text() == "Edit" for b in view.messages()[2].findChildren(QPushButton))
+    view.finish_reply("five", partial=False)
+    regenerate = [w for w in view.messages() if w.regenerate_button is not None]
+    assert regenerate == [view.messages()[-1]]  # only the last reply
+    view.start_reply()
     view.discard_reply()
+    view.remove_from(4)
     assert [w.message_id for w in view.messages()] == [1, 2, 3] and view.streaming is None
     view.remove_from(2)
     qtbot.waitUntil(lambda: len(view.messages()) == 1)

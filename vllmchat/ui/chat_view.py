@@ -52,6 +52,7 @@ class MessageWidget(QFrame):
         super().__init__(parent)
         self.role = role
         self.message_id = message_id
+        self.regenerate_button: QPushButton | None = None
         self.text = text
         self._code: list[str] = []
         self.setObjectName(f"message-{role}")
@@ -101,7 +102,15 @@ class MessageWidget(QFrame):
         self._button("Edit", lambda: self.edit_requested.emit(self.message_id))
 
     def add_regenerate(self) -> None:
-        self._button("Regenerate", self.regenerate_requested.emit)
+        self.regenerate_button = self._button("Regenerate", self.regenerate_requested.emit)
+
+    def drop_regenerate(self) -> None:
+        """Only the last reply can be regenerated."""
+        button = self.regenerate_button
+        if button is not None:
+            self.buttons.removeWidget(button)
+            button.deleteLater()
+            self.regenerate_button = None
 
     def set_markdown(self, text: str) -> None:
         """Render the whole message (once, when it is complete)."""
@@ -190,6 +199,8 @@ class ChatView(QScrollArea):
         assert self.streaming is not None
         self.streaming.set_markdown(text)
         self.streaming.set_partial(partial)
+        for widget in self.messages():
+            widget.drop_regenerate()
         self.streaming.add_regenerate()
         self.streaming = None
 
