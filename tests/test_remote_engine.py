@@ -223,3 +223,38 @@ def test_bad_servers_get_clear_messages_and_lose_nothing(mode, kind, words, tmp_
         assert isinstance(list(app.send("Again?"))[-1], DoneEvent)
         app.shutdown()
     store.close()
+
+
+def test_api_keys_stay_out_of_settings_and_plain_http_elsewhere_is_warned(tmp_path, monkeypatch):
+    from vllmchat.core.app_settings import save_app_settings
+    from vllmchat.core.engine import servers
+
+    url = "http://192.168.1.20:8080"
+    warning = servers.store_api_key(url, "sk-secret-123")
+    # No keyring backend on this machine: the key lives for the session, and we say so.
+    assert warning is None or "session only" in warning
+    assert servers.api_key(url) == "sk-secret-123"
+    assert "unencrypted" in servers.url_warning(url)
+    assert servers.url_warning("http://127.0.0.1:8080") is None
+    assert servers.url_warning("https://example.org") is None
+    path = tmp_path / "settings.json"
+    save_app_settings(AppSettings.of(model_path=url), path)
+    assert "sk-secret" not in path.read_text()
+    servers.forget_api_key(url)
+    assert servers.api_key(url) is None
+
+
+def test_the_app_switches_from_the_local_engine_to_a_server(server, demo_model, tmp_path):
+    store = ConversationStore(tmp_path / "c.sqlite3")
+    app = ChatApp(store, KVStateCache(tmp_path / "kv"))
+    app.open_conversation(store.create().id)
+    list(app.load(AppSettings.of(model_path=str(demo_model), n_ctx=1024, max_tokens=8)))
+    assert isinstance(list(app.send("Hi!"))[-1], DoneEvent)
+    local = app.engine
+    app.use_engine(RemoteEngine(server, n_ctx=2048))
+    assert not local.alive  # the local engine process was ended
+    assert isinstance(list(app.load(app.settings))[-1], Loaded)
+    done = list(app.send("And now?"))[-1]
+    assert isinstance(done, DoneEvent) and len(store.path(app.conversation_id)) == 4
+    app.shutdown()
+    store.close()

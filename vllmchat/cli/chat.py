@@ -26,6 +26,7 @@ from vllmchat.core.engine import (
 )
 from vllmchat.core.engine.protocol import Engine
 from vllmchat.core.engine.remote import RemoteEngine
+from vllmchat.core.engine.servers import api_key, url_warning
 from vllmchat.core.paths import kv_cache_dir
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 
@@ -89,12 +90,11 @@ def _engine(args: argparse.Namespace) -> Engine | None:
     """A remote engine for ``--server`` (its key from ``VLLMCHAT_API_KEY``), else the local one."""
     if not args.server:
         return None
-    return RemoteEngine(
-        args.server,
-        model=args.model_path,
-        api_key=os.environ.get("VLLMCHAT_API_KEY"),
-        n_ctx=args.n_ctx,
-    )
+    warning = url_warning(args.server)
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
+    key = os.environ.get("VLLMCHAT_API_KEY") or api_key(args.server)
+    return RemoteEngine(args.server, model=args.model_path, api_key=key, n_ctx=args.n_ctx)
 
 
 def _app_settings(args: argparse.Namespace) -> AppSettings:

@@ -90,6 +90,19 @@ class ChatApp:
         self.engine.close()
         yield from self.load(settings)
 
+    def use_engine(self, engine: Engine) -> None:
+        """Chat through another engine (the local process, or a server) from now on.
+
+        The open conversation's KV state is saved and the old engine ended first.
+        """
+        conversation = self.conversation_id
+        self.shutdown()
+        self.engine = engine
+        self._death_reported = False
+        if conversation is not None:
+            self.session = ChatSession(self.store, self.engine, conversation)
+            self._configure()
+
     def configure(self, settings: AppSettings) -> None:
         """New sampling or context-policy settings (those that need no reload)."""
         self.settings = settings
