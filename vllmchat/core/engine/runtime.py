@@ -17,6 +17,7 @@ from vllmchat.core.engine import llama_log
 from vllmchat.core.engine.events import EngineError, ErrorKind
 from vllmchat.core.engine.info import ModelInfo
 from vllmchat.core.engine.model_check import check_model_file
+from vllmchat.core.models.advisor import display_name
 from vllmchat.core.settings import GGML_TYPE_IDS, LoadSettings
 
 _SPECIAL_ATTRS = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL  # user-defined tokens (e.g. "\n") are text
@@ -120,7 +121,7 @@ class LlamaRuntime:
             gpu_offload=bool(llama_cpp.llama_supports_gpu_offload()),
             load_s=self.load_s,
             buffers_mib=llama_log.buffer_sizes(llama_log.lines_since(mark)),
-            name=str(header.metadata.get("general.name", os.path.basename(settings.model_path))),
+            name=display_name(settings.model_path),
         )
 
     # -- vocabulary -------------------------------------------------------

@@ -8,6 +8,7 @@ one partly offloaded.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, replace
 
@@ -42,6 +43,16 @@ def quant_label(filename: str) -> str:
     """The quant label in a GGUF file name (``Q4_K_M``), or ``""``."""
     matches = _QUANT_RE.findall(filename.replace("-", "_").replace(".", "_"))
     return matches[-1].upper() if matches else ""
+
+
+def display_name(filename: str) -> str:
+    """A model's name as its file tells it: no folder, ``.gguf``, split part or quant label."""
+    stem = os.path.basename(filename).removesuffix(".gguf")
+    stem = re.sub(r"-\d{5}-of-\d{5}$", "", stem)
+    label = quant_label(stem)
+    if label and stem.upper().endswith(label):
+        stem = stem[: -len(label)].rstrip(".-_")
+    return stem or os.path.basename(filename)
 
 
 @dataclass(frozen=True)
