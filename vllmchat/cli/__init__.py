@@ -13,12 +13,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vllmchat", description=__doc__)
     parser.add_argument("--version", action="version", version=f"vllmchat {__version__}")
     sub = parser.add_subparsers(dest="command")
-    from vllmchat.cli import bench, chat, doctor, models
+    from vllmchat.cli import bench, chat, doctor, models, tune
 
     chat.register(sub)
     models.register(sub)
     doctor.register(sub)
     bench.register(sub)
+    tune.register(sub)
     return parser
 
 

@@ -37,7 +37,7 @@ def register(sub: Any) -> None:
 def _fit_options(p: argparse.ArgumentParser, gpu_layers_note: str = "") -> None:
     """The memory-relevant load settings, generated from ``FitSettings``."""
     group = p.add_argument_group("settings", gpu_layers_note or None)
-    p.set_defaults(fit_fields=add_options(group, FitSettings, skip=("gpu",)))  # type: ignore[arg-type]
+    p.set_defaults(fit_fields=add_options(group, FitSettings, skip=("gpu", "gpu_overhead")))  # type: ignore[arg-type]
 
 
 def _settings(args: argparse.Namespace) -> FitSettings:

@@ -26,3 +26,9 @@ def curated_models() -> list[dict[str, Any]]:
         resource_path("models.json").read_text(encoding="utf-8")
     )
     return data["models"]
+
+
+def benchmark_text() -> str:
+    """A fixed public-domain English text (Alice's Adventures in Wonderland, chapter I):
+    the workload of speed measurements and the quant lab's quality text."""
+    return resource_path("text/alice-chapter-1.txt").read_text(encoding="utf-8")

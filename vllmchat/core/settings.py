@@ -27,6 +27,9 @@ class LoadSettings:
     n_gpu_layers: int = field(default=0, metadata={"help": "layers to offload to the GPU"})
     n_ctx: int = field(default=4096, metadata={"help": "context size in tokens"})
     n_threads: int = field(default_factory=default_threads, metadata={"help": "CPU threads"})
+    n_threads_batch: int = field(
+        default=0, metadata={"help": "CPU threads for prompt processing (0: as --threads)"}
+    )
     n_batch: int = field(default=512, metadata={"help": "prompt tokens evaluated per call"})
     n_ubatch: int = field(default=512, metadata={"help": "prompt tokens per compute step"})
     flash_attn: bool = field(
@@ -47,6 +50,8 @@ class LoadSettings:
     def __post_init__(self) -> None:
         if self.n_ctx < 16:
             raise ValueError(f"n_ctx must be at least 16, got {self.n_ctx}")
+        if self.n_threads < 1 or self.n_threads_batch < 0:
+            raise ValueError("n_threads must be positive (n_threads_batch 0 means the same)")
         if self.n_batch < 1 or self.n_ubatch < 1:
             raise ValueError("n_batch and n_ubatch must be positive")
         for name in ("type_k", "type_v"):
@@ -54,6 +59,11 @@ class LoadSettings:
                 raise ValueError(f"{name} must be one of {KV_TYPES}")
         if self.type_v != "f16" and not self.flash_attn:
             raise ValueError("a quantized V cache needs flash attention (flash_attn=True)")
+
+    @property
+    def threads_batch(self) -> int:
+        """Threads for prompt processing (``n_threads_batch``, or ``n_threads`` when 0)."""
+        return self.n_threads_batch or self.n_threads
 
     def with_changes(self, **changes: Any) -> LoadSettings:
         """A copy with some fields changed."""

@@ -27,7 +27,16 @@ from vllmchat.core.engine.events import (
     StatsEvent,
     TokenEvent,
 )
-from vllmchat.core.engine.info import KvUsage, ModelInfo, ReloadResult, StateTransfer
+from vllmchat.core.engine.info import (
+    KvUsage,
+    ModelInfo,
+    ProcessMemory,
+    ReloadResult,
+    ScoreRequest,
+    SpeedSample,
+    StateTransfer,
+    TextScore,
+)
 from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 
@@ -175,7 +184,7 @@ class EngineClient:
                     pass
                 raise self._died()
 
-    def _call(self, op: str, *args: Any) -> Any:
+    def _call(self, op: str, *args: Any, stoppable: bool = False) -> Any:
         with self._request_lock:
             if not self.alive:
                 raise (
@@ -184,14 +193,20 @@ class EngineClient:
                     else EngineError(ErrorKind.ENGINE_DIED, "The engine is not running.")
                 )
             rid = next(self._ids)
-            self._send((op, rid, *args))
-            while True:
-                kind, got, *rest = self._recv()
-                if kind == "reply" and got == rid:
-                    ok, value = rest
-                    if not ok:
-                        raise value
-                    return value
+            if stoppable:
+                self._current = rid
+            try:
+                self._send((op, rid, *args))
+                while True:
+                    kind, got, *rest = self._recv()
+                    if kind == "reply" and got == rid:
+                        ok, value = rest
+                        if not ok:
+                            raise value
+                        return value
+            finally:
+                if stoppable:
+                    self._current = None
 
     # -- requests ---------------------------------------------------------------
     def load(self, settings: LoadSettings) -> ModelInfo:
@@ -235,6 +250,38 @@ class EngineClient:
         self.start()
         hw: HardwareInfo = self._call("probe")
         return hw
+
+    def memory(self) -> ProcessMemory:
+        """The engine process's RSS and device memory, with llama.cpp's buffer sums."""
+        mem: ProcessMemory = self._call("memory")
+        return mem
+
+    def set_threads(self, n_threads: int, n_threads_batch: int) -> None:
+        """Change the CPU threads live (no reload); the settings follow."""
+        self._call("set_threads", n_threads, n_threads_batch)
+        if self.settings is not None:
+            self.settings = self.settings.with_changes(
+                n_threads=n_threads, n_threads_batch=n_threads_batch
+            )
+
+    def measure(self, prompt_tokens: int = 512, decode_tokens: int = 64) -> SpeedSample:
+        """Prefill and decode speed on a fixed workload; empties the KV cache.
+        ``stop()`` ends it within a token (EngineError "aborted")."""
+        sample: SpeedSample = self._call("measure", prompt_tokens, decode_tokens, stoppable=True)
+        return sample
+
+    def score(self, request: ScoreRequest) -> TextScore:
+        """Perplexity / KLD of a model file on fixed tokens (unloads the chat model)."""
+        self.start()
+        self.settings = self.info = None
+        score: TextScore = self._call("score", request, stoppable=True)
+        return score
+
+    def quantize(self, source: str, target: str, ftype: str, n_threads: int = 2) -> int:
+        """Make ``target`` from ``source`` with llama.cpp's quantizer (bytes written)."""
+        self.start()
+        size: int = self._call("quantize", str(source), str(target), ftype, n_threads)
+        return size
 
     def kv(self) -> KvUsage:
         usage: KvUsage = self._call("kv")

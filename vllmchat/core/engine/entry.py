@@ -16,6 +16,9 @@ def engine_main(conn: Connection, memory_limit: int | None = None) -> None:
         import resource
 
         resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
+    from vllmchat.core.machine import nvml
+
+    start_free = nvml.free_bytes()  # before llama.cpp creates any device context
     from vllmchat.core.engine.worker import worker_main
 
-    worker_main(conn)
+    worker_main(conn, start_free)

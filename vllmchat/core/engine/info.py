@@ -52,3 +52,75 @@ class KvUsage:
 
     kv_tokens: int
     n_ctx: int
+
+
+@dataclass(frozen=True)
+class ProcessMemory:
+    """What the engine process really holds, next to llama.cpp's own buffer sums.
+
+    ``vram_process``: NVML's per-process figure; ``vram_drop``: the devices' free
+    memory lost since the engine process started (where NVML cannot see the
+    process). Both None without an NVIDIA driver.
+    """
+
+    rss: int
+    vram_process: int | None = None
+    vram_drop: int | None = None
+    buffers_mib: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def vram(self) -> int | None:
+        """The best device-memory figure there is."""
+        return self.vram_process if self.vram_process is not None else self.vram_drop
+
+    @property
+    def vram_buffers(self) -> int:
+        """Bytes of llama.cpp's buffers on devices other than the CPU."""
+        mib = sum(v for k, v in self.buffers_mib.items() if "CPU" not in k.split(":")[-1])
+        return int(mib * (1 << 20))
+
+
+@dataclass(frozen=True)
+class SpeedSample:
+    """One measurement: a fixed prompt prefilled, a fixed number of tokens decoded."""
+
+    prompt_tokens: int
+    prefill_s: float
+    decode_tokens: int
+    decode_s: float
+    n_threads: int
+    n_threads_batch: int
+
+    @property
+    def prefill_tok_s(self) -> float:
+        return self.prompt_tokens / self.prefill_s if self.prefill_s > 0 else 0.0
+
+    @property
+    def decode_tok_s(self) -> float:
+        return self.decode_tokens / self.decode_s if self.decode_s > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class ScoreRequest:
+    """Score ``model_path`` on ``tokens``; save its log-probs as the reference, or
+    compare them with a saved reference."""
+
+    model_path: str
+    tokens: tuple[int, ...]
+    n_ctx: int = 512
+    n_gpu_layers: int = 0
+    n_threads: int = 1
+    save_reference: str = ""  # .npy path for this model's log-probs
+    reference: str = ""  # .npy path of the reference's log-probs
+
+
+@dataclass(frozen=True)
+class TextScore:
+    """Quality figures on the scored tokens."""
+
+    tokens_scored: int
+    perplexity: float
+    kld_mean: float | None  # None without a reference
+    kld_p99: float | None
+    top1_agreement: float | None
+    seconds: float

@@ -74,7 +74,7 @@ class LlamaRuntime:
                 n_gpu_layers=settings.n_gpu_layers,
                 n_ctx=settings.n_ctx,
                 n_threads=settings.n_threads,
-                n_threads_batch=settings.n_threads,
+                n_threads_batch=settings.threads_batch,
                 n_batch=settings.n_batch,
                 n_ubatch=settings.n_ubatch,
                 flash_attn=settings.flash_attn,
@@ -278,6 +278,13 @@ class LlamaRuntime:
         self.llm.n_tokens = len(tokens)
         self.pending = None
         return True
+
+    def set_threads(self, n_threads: int, n_threads_batch: int) -> None:
+        """Change the CPU threads for decoding and for prompts, live."""
+        llama_cpp.llama_set_n_threads(self.llm.ctx, n_threads, n_threads_batch)
+        self.settings = self.settings.with_changes(
+            n_threads=n_threads, n_threads_batch=n_threads_batch
+        )
 
     def set_abort(self, check: Callable[[], bool] | None) -> None:
         """Install (or clear) llama.cpp's abort callback, used to stop a long prefill."""

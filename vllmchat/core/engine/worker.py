@@ -12,6 +12,7 @@ import os
 import queue
 import threading
 import time
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -19,19 +20,32 @@ import llama_cpp  # noqa: F401  (first: the CUDA build segfaults if numpy loads 
 
 from vllmchat.core.engine import llama_log
 from vllmchat.core.engine.events import EngineError, ErrorEvent, ErrorKind, TokenEvent
-from vllmchat.core.engine.info import KvUsage, ReloadResult, StateTransfer
+from vllmchat.core.engine.info import (
+    KvUsage,
+    ProcessMemory,
+    ReloadResult,
+    ScoreRequest,
+    SpeedSample,
+    StateTransfer,
+    TextScore,
+)
+from vllmchat.core.engine.measure import measure_speed, process_memory
 from vllmchat.core.engine.model_check import model_fingerprint
 from vllmchat.core.engine.runtime import LlamaRuntime
+from vllmchat.core.engine.scoring import quantize, score_model
 from vllmchat.core.engine.state_file import KVState, read_state, write_state
 from vllmchat.core.engine.turn import run_turn
 from vllmchat.core.settings import LoadSettings
+
+_STOPPABLE = frozenset({"measure", "score"})  # ops told to stop like a chat turn
 
 
 class Worker:
     """Dispatches requests to the loaded runtime."""
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, start_free: int | None = None) -> None:
         self.conn = conn
+        self.start_free = start_free  # NVIDIA devices' free bytes before llama.cpp loaded
         self.runtime: LlamaRuntime | None = None
         self.requests: queue.Queue[tuple[Any, ...]] = queue.Queue()
         self.stopped: set[int] = set()
@@ -101,13 +115,18 @@ class Worker:
                 self.chat(rid, *args)
                 continue
             try:
-                value = getattr(self, f"op_{op}")(*args)
+                if op in _STOPPABLE:
+                    value = getattr(self, f"op_{op}")(*args, lambda rid=rid: rid in self.stopped)
+                else:
+                    value = getattr(self, f"op_{op}")(*args)
             except EngineError as exc:
                 self.send(("reply", rid, False, exc))
             except Exception as exc:  # report, never die on a bad request
                 self.send(("reply", rid, False, EngineError(ErrorKind.INTERNAL, repr(exc))))
             else:
                 self.send(("reply", rid, True, value))
+            finally:
+                self.stopped.discard(rid)
         self.outbox.put(None)
         sender.join(5)
         if self.writer is not None:
@@ -238,6 +257,32 @@ class Worker:
 
         return probe()
 
+    def op_memory(self) -> ProcessMemory:
+        """RSS and device memory of this process, with llama.cpp's buffer sums."""
+        buffers = self.runtime.info.buffers_mib if self.runtime is not None else {}
+        return process_memory(self.start_free, buffers)
+
+    def op_set_threads(self, n_threads: int, n_threads_batch: int) -> None:
+        self.require_runtime().set_threads(n_threads, n_threads_batch)
+
+    def op_measure(
+        self, prompt_tokens: int, decode_tokens: int, should_stop: Callable[[], bool]
+    ) -> SpeedSample:
+        """Speed on the fixed workload (empties the KV cache)."""
+        return measure_speed(self.require_runtime(), prompt_tokens, decode_tokens, should_stop)
+
+    def op_score(self, request: ScoreRequest, should_stop: Callable[[], bool]) -> TextScore:
+        """Next-token quality of a model file on a fixed text (the quant lab).
+
+        The chat model is unloaded first: two models at once may not fit."""
+        if self.runtime is not None:
+            self.runtime.close()
+            self.runtime = None
+        return score_model(request, should_stop)
+
+    def op_quantize(self, source: str, target: str, ftype: str, n_threads: int) -> int:
+        return quantize(source, target, ftype, n_threads)
+
     def op_kv(self) -> KvUsage:
         rt = self.require_runtime()
         return KvUsage(rt.llm.n_tokens, rt.n_ctx)
@@ -263,7 +308,7 @@ class Worker:
         os.kill(os.getpid(), signal.SIGABRT if how == "abort" else signal.SIGKILL)
 
 
-def worker_main(conn: Connection) -> None:
+def worker_main(conn: Connection, start_free: int | None = None) -> None:
     """Entry point of the engine process."""
     llama_log.install()
-    Worker(conn).serve()
+    Worker(conn, start_free).serve()

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import psutil
 
+from vllmchat.core.machine import nvml
+
 _GPU, _IGPU = 1, 2  # ggml_backend_dev_type
 
 
@@ -121,34 +123,8 @@ def _ggml_devices() -> list[GpuInfo]:
     return gpus
 
 
-class _NvmlMemory(ctypes.Structure):
-    _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong),
-                ("used", ctypes.c_ulonglong)]  # fmt: skip
-
-
 def _nvml_devices() -> list[GpuInfo]:
-    try:
-        nvml = ctypes.CDLL("libnvidia-ml.so.1")
-    except OSError:
-        return []
-    if nvml.nvmlInit_v2() != 0:
-        return []
-    gpus = []
-    try:
-        count = ctypes.c_uint()
-        nvml.nvmlDeviceGetCount_v2(ctypes.byref(count))
-        for i in range(count.value):
-            handle = ctypes.c_void_p()
-            if nvml.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(handle)) != 0:
-                continue
-            mem = _NvmlMemory()
-            nvml.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(mem))
-            name = ctypes.create_string_buffer(96)
-            nvml.nvmlDeviceGetName(handle, name, 96)
-            gpus.append(GpuInfo(name.value.decode(errors="replace"), mem.total, mem.free, "nvml"))
-    finally:
-        nvml.nvmlShutdown()
-    return gpus
+    return [GpuInfo(d.name, d.total, d.free, "nvml") for d in nvml.devices()]
 
 
 def quick_probe() -> HardwareInfo:

@@ -16,7 +16,7 @@ from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.settings import LoadSettings
 
 MIB = 1 << 20
-GPU_RUNTIME_OVERHEAD = 350 * MIB  # CUDA context, cuBLAS workspace
+GPU_RUNTIME_OVERHEAD = 350 * MIB  # CUDA context, cuBLAS workspace (until measured: overhead.py)
 KV_TYPE_BYTES = {"f16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32, "f32": 4.0}
 
 
@@ -40,12 +40,15 @@ class FitSettings:
     swa_full: bool = _LOAD.swa_full
     use_mmap: bool = _LOAD.use_mmap
     gpu: bool = True  # whether the llama.cpp build can offload at all
+    gpu_overhead: int = GPU_RUNTIME_OVERHEAD  # the GPU runtime's own memory (learned per device)
 
     @classmethod
-    def of(cls, load: LoadSettings, *, gpu: bool = True) -> FitSettings:
+    def of(
+        cls, load: LoadSettings, *, gpu: bool = True, overhead: int = GPU_RUNTIME_OVERHEAD
+    ) -> FitSettings:
         """The memory-relevant part of ``load``."""
-        names = {f.name for f in fields(cls)} - {"gpu"}
-        return cls(gpu=gpu, **{name: getattr(load, name) for name in names})
+        names = {f.name for f in fields(cls)} - {"gpu", "gpu_overhead"}
+        return cls(gpu=gpu, gpu_overhead=overhead, **{name: getattr(load, name) for name in names})
 
 
 @dataclass(frozen=True)
@@ -174,7 +177,7 @@ def estimate(desc: ModelDescription, s: FitSettings) -> MemoryEstimate:
         # the host keeps a pinned staging buffer (measured on CUDA: 10 or 14 x n_embd).
         compute_gpu = compute
         compute_cpu = s.n_ubatch * desc.n_embd * (10 if s.flash_attn else 14)
-        overhead = GPU_RUNTIME_OVERHEAD
+        overhead = s.gpu_overhead
     else:
         compute_gpu, compute_cpu, overhead = 0, compute, 0
     return MemoryEstimate(

@@ -1,0 +1,46 @@
+"""Tuning as the front ends run it: cached results reused, new ones stored."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from vllmchat.core.engine.client import EngineClient
+from vllmchat.core.gguf_header import read_header
+from vllmchat.core.models.description import ModelDescription, describe
+from vllmchat.core.settings import LoadSettings
+from vllmchat.core.tuning.cache import TuneCache
+from vllmchat.core.tuning.results import TuneEvent, TuneFinished, TuneStarted
+from vllmchat.core.tuning.tuner import TuneRequest, tune
+
+
+def describe_file(path: str) -> ModelDescription | None:
+    try:
+        return describe(read_header(path))
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def run_tune(
+    engine: EngineClient,
+    settings: LoadSettings,
+    budget_s: float = 60.0,
+    *,
+    fresh: bool = False,
+    should_stop: Callable[[], bool] = lambda: False,
+    cache: TuneCache | None = None,
+    request: TuneRequest | None = None,
+) -> Iterator[TuneEvent]:
+    """The cached result for this file, device and settings, or a new sweep (stored)."""
+    cache = cache or TuneCache()
+    hw = engine.probe()
+    if not fresh:
+        cached = cache.get(settings, hw)
+        if cached is not None:
+            yield TuneStarted(0, budget_s, cached.device)
+            yield TuneFinished(cached)
+            return
+    req = request or TuneRequest(base=settings, budget_s=budget_s)
+    for event in tune(engine, req, hw, describe_file(settings.model_path), should_stop=should_stop):
+        if isinstance(event, TuneFinished):
+            cache.put(settings, hw, event.result)
+        yield event

@@ -1,0 +1,108 @@
+"""NVIDIA's management library through ctypes: device memory and per-process VRAM.
+
+Stdlib only and safe anywhere: it never creates a CUDA context. Every function
+answers ``[]`` / ``None`` where NVML (or an NVIDIA driver) is absent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class NvmlDevice:
+    """One GPU as NVML sees it (bytes)."""
+
+    name: str
+    total: int
+    free: int
+
+
+class _Memory(ctypes.Structure):
+    _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong),
+                ("used", ctypes.c_ulonglong)]  # fmt: skip
+
+
+class _ProcessInfo(ctypes.Structure):  # nvmlProcessInfo_t (v2 and v3 calls)
+    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong),
+                ("gpuInstanceId", ctypes.c_uint), ("computeInstanceId", ctypes.c_uint)]  # fmt: skip
+
+
+@contextlib.contextmanager
+def _nvml() -> Iterator[ctypes.CDLL | None]:
+    try:
+        lib = ctypes.CDLL("libnvidia-ml.so.1")
+    except OSError:
+        yield None
+        return
+    if lib.nvmlInit_v2() != 0:
+        yield None
+        return
+    try:
+        yield lib
+    finally:
+        lib.nvmlShutdown()
+
+
+def _handles(lib: ctypes.CDLL) -> list[ctypes.c_void_p]:
+    count = ctypes.c_uint()
+    if lib.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0:
+        return []
+    handles = []
+    for i in range(count.value):
+        handle = ctypes.c_void_p()
+        if lib.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(handle)) == 0:
+            handles.append(handle)
+    return handles
+
+
+def devices() -> list[NvmlDevice]:
+    """Name, total and free memory of each NVIDIA GPU."""
+    out = []
+    with _nvml() as lib:
+        if lib is None:
+            return []
+        for handle in _handles(lib):
+            mem = _Memory()
+            if lib.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(mem)) != 0:
+                continue
+            name = ctypes.create_string_buffer(96)
+            lib.nvmlDeviceGetName(handle, name, 96)
+            out.append(NvmlDevice(name.value.decode(errors="replace"), mem.total, mem.free))
+    return out
+
+
+def free_bytes() -> int | None:
+    """Free memory summed over NVIDIA GPUs (None without NVML)."""
+    found = devices()
+    return sum(d.free for d in found) if found else None
+
+
+def process_vram(pid: int) -> int | None:
+    """Device memory that ``pid`` holds on all NVIDIA GPUs, as the driver counts it.
+
+    None when NVML cannot tell (no driver, or a PID namespace hides the process).
+    """
+    total, seen = 0, False
+    with _nvml() as lib:
+        if lib is None:
+            return None
+        for handle in _handles(lib):
+            for fn in ("nvmlDeviceGetComputeRunningProcesses_v3",
+                       "nvmlDeviceGetComputeRunningProcesses_v2"):  # fmt: skip
+                call = getattr(lib, fn, None)
+                if call is None:
+                    continue
+                count = ctypes.c_uint(64)
+                infos = (_ProcessInfo * 64)()
+                if call(handle, ctypes.byref(count), infos) != 0:
+                    continue
+                for info in infos[: count.value]:
+                    if info.pid == pid and info.usedGpuMemory < (1 << 62):
+                        total += info.usedGpuMemory
+                        seen = True
+                break
+    return total if seen else None

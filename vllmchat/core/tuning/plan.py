@@ -1,0 +1,99 @@
+"""Which configurations a careful person would measure, and which one to take."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from vllmchat.core.tuning.results import TuneConfig, TunePoint
+
+SAME_SPEED = 0.98  # within 2% of the best decode, fewer GPU layers win
+REFINE_STEP = 0.10  # refine between neighbours whose decode differs more than this
+
+
+def layer_plan(upper: int, n_layer: int) -> list[int]:
+    """The advisor's upper bound first, the points just below it, then coarser
+    steps down to CPU-only."""
+    upper = max(0, min(upper, n_layer + 1))
+    points = [upper, upper - 1, upper - 2]
+    points += [round(upper * f) for f in (0.75, 0.5, 0.25)] + [0]
+    out: list[int] = []
+    for p in points:
+        if p >= 0 and p not in out:
+            out.append(p)
+    return out
+
+
+def refine_layer(measured: dict[int, float]) -> int | None:
+    """A layer count between two measured neighbours whose decode speeds differ most
+    (by more than ``REFINE_STEP``), or None when the curve is smooth enough."""
+    layers = sorted(measured)
+    best: tuple[float, int] | None = None
+    for lo, hi in itertools.pairwise(layers):
+        if hi - lo < 2:
+            continue
+        a, b = measured[lo], measured[hi]
+        change = abs(a - b) / max(a, b, 1e-9)
+        if change > REFINE_STEP and (best is None or change > best[0]):
+            best = (change, (lo + hi) // 2)
+    return best[1] if best else None
+
+
+def thread_plan(current: int, cores: int | None = None) -> list[int]:
+    """Thread counts worth trying: all cores, one less, three quarters, half."""
+    cores = cores or os.cpu_count() or 1
+    wanted = [cores, cores - 1, (cores * 3) // 4, cores // 2, current]
+    return sorted({t for t in wanted if 1 <= t <= cores}, reverse=True)
+
+
+UBATCH_PLAN = (256, 512, 1024, 2048)
+
+
+def choose(
+    points: Sequence[TunePoint], base: TuneConfig, limits: MemoryLimits
+) -> tuple[TuneConfig | None, str]:
+    """The pick and why: the fastest decode that fits within ``limit`` (fewer GPU
+    layers when within 2%), the decode and prompt thread counts that were fastest
+    there, and the ubatch with the fastest prompt processing."""
+    fitting = [p for p in points if p.fits and limits.allows(p)]
+    if not fitting:
+        return None, "No measured configuration fits in memory."
+    baseline = [
+        p
+        for p in fitting
+        if (p.config.n_threads, p.config.n_ubatch) == (base.n_threads, base.n_ubatch)
+    ] or fitting
+    best = max(p.decode_tok_s for p in baseline)
+    close = [p for p in baseline if p.decode_tok_s >= SAME_SPEED * best]
+    layers = min(p.config.n_gpu_layers for p in close)
+    at_layers = [p for p in fitting if p.config.n_gpu_layers == layers]
+    decode = max(at_layers, key=lambda p: p.decode_tok_s)
+    prefill = max(at_layers, key=lambda p: p.prefill_tok_s)
+    pick = TuneConfig(layers, decode.config.n_threads, prefill.config.n_threads_batch,
+                      prefill.config.n_ubatch)  # fmt: skip
+    fastest = max(baseline, key=lambda p: p.decode_tok_s)
+    why = f"{decode.decode_tok_s:.1f} tok/s decode with {layers} GPU layers"
+    if fastest.config.n_gpu_layers != layers:
+        why += (
+            f" (within 2% of {fastest.decode_tok_s:.1f} tok/s at "
+            f"{fastest.config.n_gpu_layers} layers, leaving memory for other programs)"
+        )
+    return pick, why + "."
+
+
+@dataclass(frozen=True)
+class MemoryLimits:
+    """What a configuration may use: device memory (0: no GPU) and RAM, in bytes,
+    with the context's whole KV cache (allocated at load) already counted."""
+
+    vram: int = 0
+    ram: int = 0
+
+    def allows(self, p: TunePoint) -> bool:
+        if self.vram > 0 and p.config.n_gpu_layers > 0:
+            used = p.vram if p.vram is not None else p.vram_buffers
+            if used > self.vram:
+                return False
+        return self.ram <= 0 or p.ram <= self.ram

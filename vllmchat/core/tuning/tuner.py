@@ -1,0 +1,277 @@
+"""The offload and thread tuner: measure configurations in the engine process,
+within a time budget, and pick one.
+
+Order: GPU layers (the advisor's bound, just below it, coarser steps to 0,
+then refinement where decode speed changes), CPU threads at the best layer
+count (changed live), and on a GPU the ubatch for prompt speed. A point that
+does not fit (out of memory, or over the memory limit) is recorded and the
+sweep goes on; an engine that died is restarted. Stopping ends the current
+measurement within a token. The previous settings and KV state are restored.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+
+from vllmchat.core.engine.client import EngineClient
+from vllmchat.core.engine.events import EngineError, ErrorKind
+from vllmchat.core.models.advisor import max_gpu_layers
+from vllmchat.core.models.description import ModelDescription
+from vllmchat.core.models.hardware import HardwareInfo
+from vllmchat.core.models.memory import FitSettings, estimate
+from vllmchat.core.models.overhead import learn_overhead, learned_overhead
+from vllmchat.core.settings import LoadSettings
+from vllmchat.core.tuning import plan
+from vllmchat.core.tuning.results import (
+    PointMeasured,
+    TuneConfig,
+    TuneEvent,
+    TuneFinished,
+    TunePoint,
+    TuneResult,
+    TuneStarted,
+)
+
+_OOM = (ErrorKind.OOM_LOAD, ErrorKind.OOM_GENERATE, ErrorKind.ENGINE_DIED)
+MARGIN = 0.05  # of the memory available, kept free
+
+
+@dataclass(frozen=True)
+class TuneRequest:
+    """What to tune and how long; explicit point lists replace the planned ones."""
+
+    base: LoadSettings
+    budget_s: float = 60.0
+    prompt_tokens: int = 512
+    decode_tokens: int = 64
+    layers: tuple[int, ...] | None = None
+    threads: tuple[int, ...] | None = None
+    ubatch: tuple[int, ...] | None = None
+    refine: bool = True
+
+
+def config_of(s: LoadSettings) -> TuneConfig:
+    return TuneConfig(s.n_gpu_layers, s.n_threads, s.threads_batch, s.n_ubatch)
+
+
+def settings_for(base: LoadSettings, c: TuneConfig) -> LoadSettings:
+    return base.with_changes(
+        n_gpu_layers=c.n_gpu_layers,
+        n_threads=c.n_threads,
+        n_threads_batch=c.n_threads_batch,
+        n_ubatch=c.n_ubatch,
+        n_batch=max(base.n_batch, c.n_ubatch),
+    )
+
+
+class Sweep:
+    """Measures configurations one by one on an engine, keeping the points."""
+
+    def __init__(
+        self,
+        engine: EngineClient,
+        req: TuneRequest,
+        hw: HardwareInfo,
+        desc: ModelDescription | None,
+        should_stop: Callable[[], bool],
+    ) -> None:
+        self.engine, self.req, self.hw, self.desc = engine, req, hw, desc
+        self.should_stop = should_stop
+        self.points: list[TunePoint] = []
+        self.t0 = time.perf_counter()
+        self.stopped = False
+        self.on_gpu = hw.gpu_offload
+        self.overhead = learned_overhead(hw)
+
+    @property
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def mean_point_s(self) -> float:
+        done = [p.seconds for p in self.points if p.seconds > 0]
+        return sum(done) / len(done) if done else 0.0
+
+    def has_time(self) -> bool:
+        """Whether another point fits in the budget (the first always runs)."""
+        if self.should_stop():
+            self.stopped = True
+        if self.stopped:
+            return False
+        return not self.points or self.elapsed + self.mean_point_s() <= self.req.budget_s
+
+    def seen(self, c: TuneConfig) -> bool:
+        return any(p.config == c for p in self.points)
+
+    def estimate_vram(self, c: TuneConfig) -> int | None:
+        if self.desc is None or not self.on_gpu:
+            return None
+        fit = FitSettings.of(settings_for(self.req.base, c), overhead=self.overhead)
+        return estimate(self.desc, fit).vram
+
+    def measure(self, c: TuneConfig) -> TunePoint:
+        """Load (or change threads live) and measure one configuration."""
+        start = time.perf_counter()
+        settings = settings_for(self.req.base, c)
+        est = self.estimate_vram(c)
+        try:
+            current = self.engine.settings if self.engine.alive and self.engine.info else None
+            live = current is not None and settings == current.with_changes(
+                n_threads=c.n_threads, n_threads_batch=c.n_threads_batch
+            )
+            if live:
+                self.engine.set_threads(c.n_threads, c.n_threads_batch)
+            else:
+                self.engine.load(settings)
+            sample = self.engine.measure(self.req.prompt_tokens, self.req.decode_tokens)
+            mem = self.engine.memory()
+        except EngineError as exc:
+            if exc.message == "aborted" or self.should_stop():
+                self.stopped = True
+            if not self.engine.alive:
+                self.engine.settings = self.engine.info = None
+                with contextlib.suppress(EngineError):
+                    self.engine.start()  # a fresh process for the next point
+            if self.stopped:
+                note = "stopped"
+            elif exc.kind in _OOM:
+                note = f"does not fit: {exc.message}"
+            else:
+                note = f"failed: {exc.message}"
+            return TunePoint(c, False, estimate_vram=est, note=note,
+                             seconds=time.perf_counter() - start)  # fmt: skip
+        point = TunePoint(
+            c,
+            True,
+            prefill_tok_s=sample.prefill_tok_s,
+            decode_tok_s=sample.decode_tok_s,
+            vram=mem.vram if self.on_gpu else None,
+            vram_buffers=mem.vram_buffers,
+            ram=mem.rss,
+            estimate_vram=est,
+            seconds=time.perf_counter() - start,
+        )
+        if self.on_gpu and mem.vram is not None and est is not None and c.n_gpu_layers > 0:
+            learn_overhead(self.hw, mem.vram - (est - self.overhead))
+        return point
+
+    def run(self, c: TuneConfig) -> TunePoint | None:
+        if self.seen(c) or not self.has_time():
+            return None
+        point = self.measure(c)
+        if point.note == "stopped":
+            return None
+        self.points.append(point)
+        return point
+
+
+def memory_limits(engine: EngineClient, hw: HardwareInfo) -> plan.MemoryLimits:
+    """What a configuration may use: free memory plus what the engine holds now."""
+    held_vram = held_ram = 0
+    if engine.alive and engine.info is not None:
+        with contextlib.suppress(EngineError):
+            mem = engine.memory()
+            held_vram, held_ram = mem.vram or mem.vram_buffers, mem.rss
+    vram = int((hw.vram_free + held_vram) * (1 - MARGIN)) if hw.gpu_offload else 0
+    ram = int((hw.ram_available + held_ram) * (1 - MARGIN))
+    return plan.MemoryLimits(vram, ram)
+
+
+def tune(
+    engine: EngineClient,
+    req: TuneRequest,
+    hw: HardwareInfo,
+    desc: ModelDescription | None,
+    *,
+    should_stop: Callable[[], bool] = lambda: False,
+    restore: bool = True,
+) -> Iterator[TuneEvent]:
+    """Sweep, yield each measured point, finish with the result; with ``restore``
+    the engine gets its previous settings and KV state back (also when stopped)."""
+    previous = engine.settings if engine.alive and engine.info is not None else None
+    state_dir = tempfile.mkdtemp(prefix="vllmchat-tune-")
+    state_path = os.path.join(state_dir, "state.kv")
+    saved = False
+    if restore and previous is not None:
+        with contextlib.suppress(EngineError):
+            saved = engine.export_state(state_path).tokens > 0
+    limits = memory_limits(engine, hw)
+    sweep = Sweep(engine, req, hw, desc, should_stop)
+    base = config_of(req.base)
+    n_layer = desc.n_layer if desc is not None else 0
+    if req.layers is not None:
+        layers = list(req.layers)
+    elif hw.gpu_offload and desc is not None:
+        upper = max_gpu_layers(desc, hw, FitSettings.of(req.base, overhead=sweep.overhead))
+        layers = plan.layer_plan(upper, n_layer)
+    else:
+        layers = [0]
+    threads = list(req.threads) if req.threads is not None else plan.thread_plan(base.n_threads)
+    ubatch = list(req.ubatch or (plan.UBATCH_PLAN if hw.gpu_offload else (base.n_ubatch,)))
+    planned = len(layers) + len(threads) - 1 + len(ubatch)
+    yield TuneStarted(planned, req.budget_s, _device(hw))
+    try:
+
+        def measured(point: TunePoint | None) -> Iterator[TuneEvent]:
+            if point is not None:
+                done = len(sweep.points)
+                eta = max(0, planned - done) * sweep.mean_point_s()
+                eta = min(eta, max(0.0, req.budget_s - sweep.elapsed))
+                yield PointMeasured(point, done, max(planned, done), sweep.elapsed, eta)
+
+        for n in layers:  # 1. GPU layers at the current threads and ubatch
+            yield from measured(sweep.run(replace(base, n_gpu_layers=n)))
+        while req.refine and sweep.has_time():  # 2. where the speed changes
+            curve = {p.config.n_gpu_layers: p.decode_tok_s for p in sweep.points if p.fits}
+            mid = plan.refine_layer(curve)
+            if mid is None or sweep.seen(replace(base, n_gpu_layers=mid)):
+                break
+            planned += 1
+            yield from measured(sweep.run(replace(base, n_gpu_layers=mid)))
+        best, _ = plan.choose(sweep.points, base, limits)
+        at = best.n_gpu_layers if best else base.n_gpu_layers
+        for t in threads:  # 3. CPU threads, live
+            yield from measured(sweep.run(replace(base, n_gpu_layers=at, n_threads=t,
+                                                  n_threads_batch=t)))  # fmt: skip
+        best, _ = plan.choose(sweep.points, base, limits)
+        if best is not None:
+            for u in ubatch:  # 4. prompt speed per ubatch
+                yield from measured(sweep.run(replace(best, n_ubatch=u)))
+        pick, why = plan.choose(sweep.points, base, limits)
+        result = TuneResult(
+            points=tuple(sweep.points),
+            pick=pick,
+            reason=why,
+            seconds=sweep.elapsed,
+            stopped=sweep.stopped,
+            budget_s=req.budget_s,
+            memory_limit=limits.vram or limits.ram,
+            device=_device(hw),
+        )
+    finally:
+        if restore and previous is not None:
+            _restore(engine, previous, state_path if saved else None)
+        with contextlib.suppress(OSError):
+            for name in os.listdir(state_dir):
+                os.unlink(os.path.join(state_dir, name))
+            os.rmdir(state_dir)
+    yield TuneFinished(result)
+
+
+def _restore(engine: EngineClient, settings: LoadSettings, state_path: str | None) -> None:
+    try:
+        if not engine.alive:
+            engine.start()
+        engine.load(settings)
+        if state_path:
+            engine.import_state(state_path)
+    except EngineError:
+        pass  # the caller sees a dead or unloaded engine and reports it
+
+
+def _device(hw: HardwareInfo) -> str:
+    return hw.gpus[0].name if hw.gpu_offload and hw.gpus else "CPU"
