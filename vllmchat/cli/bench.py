@@ -10,10 +10,13 @@ from typing import Any
 
 def register(sub: Any) -> None:
     p = sub.add_parser("bench", help="benchmarks (prints JSON)")
-    p.add_argument("name", choices=["engine", "estimate", "conversation", "ui"])
+    p.add_argument("name", choices=["engine", "estimate", "conversation", "ui", "tune"])
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--model", help="GGUF to use (default: the demo model)")
     p.add_argument("--quick", action="store_true", help="fewer repetitions")
+    p.add_argument("--n-ctx", type=int, default=4096, help="tune: context size (default: 4096)")
+    p.add_argument("--budget-s", type=float, default=60.0, help="tune: the tuner's budget")
+    p.add_argument("--flash-attn", action="store_true", help="tune: flash attention")
     p.set_defaults(func=run)
 
 
@@ -24,6 +27,16 @@ def run(args: argparse.Namespace) -> int:
         from vllmchat.bench import conversation_bench
 
         result = conversation_bench.run(model=args.model, quick=args.quick)
+    elif args.name == "tune":
+        from vllmchat.bench import tune_bench
+
+        result = tune_bench.run(
+            model=args.model,
+            n_ctx=args.n_ctx,
+            budget_s=args.budget_s,
+            flash_attn=args.flash_attn,
+            quick=args.quick,
+        )
     elif args.name == "estimate":
         from vllmchat.bench import estimate_bench
 
