@@ -112,8 +112,11 @@ def run(
     }
 
 
+def _mib(value: int | None) -> int | None:
+    return round(value / MIB) if value is not None else None
+
+
 def _row(p: TunePoint) -> dict[str, Any]:
-    mib = lambda v: round(v / MIB) if v is not None else None  # noqa: E731
     return {
         "layers": p.config.n_gpu_layers,
         "threads": p.config.n_threads,
@@ -122,9 +125,9 @@ def _row(p: TunePoint) -> dict[str, Any]:
         "fits": p.fits,
         "prefill_tok_s": round(p.prefill_tok_s, 1),
         "decode_tok_s": round(p.decode_tok_s, 2),
-        "vram_mib": mib(p.vram),
-        "vram_buffers_mib": mib(p.vram_buffers),
-        "estimate_mib": mib(p.estimate_vram),
-        "ram_mib": mib(p.ram),
+        "vram_mib": _mib(p.vram),
+        "vram_buffers_mib": _mib(p.vram_buffers),
+        "estimate_mib": _mib(p.estimate_vram),
+        "ram_mib": _mib(p.ram),
         "note": p.note,
     }
