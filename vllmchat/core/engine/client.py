@@ -213,7 +213,11 @@ class EngineClient:
         """Load a model (starting the process if needed)."""
         self.start()
         self.settings = settings
-        info: ModelInfo = self._call("load", settings)
+        try:
+            info: ModelInfo = self._call("load", settings)
+        except EngineError:
+            self.info = None  # the engine unloaded the old model before failing
+            raise
         self.info = info
         return info
 

@@ -176,6 +176,11 @@ def estimate(desc: ModelDescription, s: FitSettings) -> MemoryEstimate:
         # A GPU build computes the big matmuls on the GPU even with no layer offloaded;
         # the host keeps a pinned staging buffer (measured on CUDA: 10 or 14 x n_embd).
         compute_gpu = compute
+        if ngl == 0:
+            # With no layer offloaded, the big matmuls of a prompt still run on the
+            # GPU and their weights are copied into its compute buffer: measured on
+            # CUDA as the largest of them, the output matrix, on top.
+            compute_gpu += out_bytes
         compute_cpu = s.n_ubatch * desc.n_embd * (10 if s.flash_attn else 14)
         overhead = s.gpu_overhead
     else:

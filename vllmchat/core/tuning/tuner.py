@@ -38,7 +38,8 @@ from vllmchat.core.tuning.results import (
 )
 
 _OOM = (ErrorKind.OOM_LOAD, ErrorKind.OOM_GENERATE, ErrorKind.ENGINE_DIED)
-MARGIN = 0.05  # of the memory available, kept free
+MARGIN = 0.02  # of the device memory available, kept free (at least MARGIN_MIN)
+MARGIN_MIN = 128 << 20
 
 
 @dataclass(frozen=True)
@@ -132,10 +133,12 @@ class Sweep:
         except EngineError as exc:
             if exc.message == "aborted" or self.should_stop():
                 self.stopped = True
-            if not self.engine.alive:
+            if exc.kind in _OOM or not self.engine.alive:
+                # A fresh process: a failed allocation can leave device memory held.
+                self.engine.close()
                 self.engine.settings = self.engine.info = None
                 with contextlib.suppress(EngineError):
-                    self.engine.start()  # a fresh process for the next point
+                    self.engine.start()
             if self.stopped:
                 note = "stopped"
             elif exc.kind in _OOM:
@@ -169,16 +172,32 @@ class Sweep:
         return point
 
 
-def memory_limits(engine: EngineClient, hw: HardwareInfo) -> plan.MemoryLimits:
-    """What a configuration may use: free memory plus what the engine holds now."""
+def available(engine: EngineClient, hw: HardwareInfo) -> tuple[int, int]:
+    """Device memory and RAM a configuration may use: what is free plus what the
+    engine process holds now (its model, and its GPU runtime context)."""
     held_vram = held_ram = 0
-    if engine.alive and engine.info is not None:
+    if engine.alive:
         with contextlib.suppress(EngineError):
             mem = engine.memory()
-            held_vram, held_ram = mem.vram or mem.vram_buffers, mem.rss
-    vram = int((hw.vram_free + held_vram) * (1 - MARGIN)) if hw.gpu_offload else 0
-    ram = int((hw.ram_available + held_ram) * (1 - MARGIN))
-    return plan.MemoryLimits(vram, ram)
+            held_vram = mem.vram if mem.vram is not None else mem.vram_buffers
+            held_ram = mem.rss if engine.info is not None else 0
+    vram = hw.vram_free + held_vram if hw.gpu_offload else 0
+    return vram, hw.ram_available + held_ram
+
+
+def memory_limits(engine: EngineClient, hw: HardwareInfo) -> plan.MemoryLimits:
+    """What a configuration may use, a margin kept free."""
+    vram, ram = available(engine, hw)
+    margin = max(MARGIN_MIN, int(vram * MARGIN))
+    return plan.MemoryLimits(max(0, vram - margin) if vram else 0, int(ram * (1 - MARGIN)))
+
+
+def with_free_vram(hw: HardwareInfo, vram: int) -> HardwareInfo:
+    """``hw`` with ``vram`` bytes free on its first GPU (for the advisor's bound)."""
+    if not hw.gpus:
+        return hw
+    first = replace(hw.gpus[0], free=max(0, vram - sum(g.free for g in hw.gpus[1:])))
+    return replace(hw, gpus=[first, *hw.gpus[1:]])
 
 
 def tune(
@@ -200,13 +219,15 @@ def tune(
         with contextlib.suppress(EngineError):
             saved = engine.export_state(state_path).tokens > 0
     limits = memory_limits(engine, hw)
+    avail_vram, _ = available(engine, hw)
     sweep = Sweep(engine, req, hw, desc, should_stop)
     base = config_of(req.base)
     n_layer = desc.n_layer if desc is not None else 0
     if req.layers is not None:
         layers = list(req.layers)
     elif hw.gpu_offload and desc is not None:
-        upper = max_gpu_layers(desc, hw, FitSettings.of(req.base, overhead=sweep.overhead))
+        fit = FitSettings.of(req.base, overhead=sweep.overhead)
+        upper = max_gpu_layers(desc, with_free_vram(hw, avail_vram), fit)
         layers = plan.layer_plan(upper, n_layer)
     else:
         layers = [0]
@@ -225,6 +246,19 @@ def tune(
 
         for n in layers:  # 1. GPU layers at the current threads and ubatch
             yield from measured(sweep.run(replace(base, n_gpu_layers=n)))
+        while req.layers is None and sweep.has_time():  # 1b. above a bound that fit
+            top = max((p for p in sweep.points if p.fits), key=lambda p: p.config.n_gpu_layers,
+                      default=None)  # fmt: skip
+            n = top.config.n_gpu_layers + 1 if top is not None and top.config.n_gpu_layers else 0
+            if not 0 < n <= n_layer + 1 or sweep.seen(replace(base, n_gpu_layers=n)):
+                break
+            if top is not None and not limits.allows(top):
+                break
+            planned += 1
+            point = sweep.run(replace(base, n_gpu_layers=n))
+            yield from measured(point)
+            if point is None or not (point.fits and limits.allows(point)):
+                break
         while req.refine and sweep.has_time():  # 2. where the speed changes
             curve = {p.config.n_gpu_layers: p.decode_tok_s for p in sweep.points if p.fits}
             mid = plan.refine_layer(curve)
