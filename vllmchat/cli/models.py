@@ -90,7 +90,11 @@ def quant_advice(repo: str, settings: FitSettings) -> list[Any]:
     from vllmchat.core.models.hardware import probe
     from vllmchat.core.models.repo_advice import repo_quant_advice
 
-    return repo_quant_advice(repo, settings, probe(), token=_token())
+    from vllmchat.core.tuning.quant_lab import measured_quality
+
+    return repo_quant_advice(
+        repo, settings, probe(), token=_token(), quality=measured_quality()
+    )
 
 
 def cmd_files(args: argparse.Namespace) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from vllmchat.core.models.description import ModelDescription
@@ -162,17 +163,43 @@ class QuantAdvice:
     size: int
     fit: Fit
     recommended: bool = False
+    kld: float | None = None  # measured mean KLD against the best installed quant
+
+
+KLD_HOLDS = 0.05  # a quant whose measured mean KLD is at most this keeps the quality
 
 
 def advise(
-    quants: list[tuple[str, int, ModelDescription]], hw: HardwareInfo, s: FitSettings
+    quants: list[tuple[str, int, ModelDescription]],
+    hw: HardwareInfo,
+    s: FitSettings,
+    quality: Mapping[str, float] | None = None,
 ) -> list[QuantAdvice]:
-    """Fit of each (filename, size, description) and the recommended one marked."""
+    """Fit of each (filename, size, description) and the recommended one marked;
+    ``quality`` (filename -> measured mean KLD) makes the choice a measured one."""
+    quality = quality or {}
     rows = []
     for filename, size, desc in quants:
-        rows.append(QuantAdvice(filename, quant_label(filename), size, best_fit(desc, hw, s)))
-    pick = _recommend(rows)
+        fit = best_fit(desc, hw, s)
+        rows.append(
+            QuantAdvice(filename, quant_label(filename), size, fit, kld=quality.get(filename))
+        )
+    pick = _recommend_measured(rows)
+    if pick is None:
+        pick = _recommend(rows)
     return [replace(r, recommended=(i == pick)) for i, r in enumerate(rows)]
+
+
+def _recommend_measured(rows: list[QuantAdvice]) -> int | None:
+    """From high precision down, the lowest quant whose measured quality still holds
+    (fully on the GPU when one is)."""
+    holds = [i for i, r in enumerate(rows) if r.fit.fits and r.kld is not None
+             and r.kld <= KLD_HOLDS]  # fmt: skip
+    if not holds:
+        return None
+    full = [i for i in holds if rows[i].fit.kind == GPU_FULL]
+    pool = full or holds
+    return min(pool, key=lambda i: (QUANT_BITS.get(rows[i].label, 99.0), rows[i].size))
 
 
 def _recommend(rows: list[QuantAdvice]) -> int | None:

@@ -23,7 +23,6 @@ from vllmchat.core.resources import benchmark_text
 from vllmchat.core.settings import LoadSettings, default_threads
 
 Speed = dict[str, float | int | None]
-KLD_HOLDS = 0.05  # mean KLD up to which a quant "holds" the reference's quality
 
 
 @dataclass(frozen=True)
@@ -203,3 +202,16 @@ class QualityCache:
             return None
         value = entry.get("kld_mean") if entry else None
         return float(value) if isinstance(value, int | float) else None
+
+
+def measured_quality(folders: Sequence[str | Path] = ()) -> dict[str, float]:
+    """Measured mean KLD of installed quants, by file name (for the quant advice)."""
+    from vllmchat.core.models.local import discover
+
+    cache = QualityCache()
+    out: dict[str, float] = {}
+    for model in discover([Path(f) for f in folders]):
+        kld = cache.kld_of(str(model.path))
+        if kld is not None:
+            out[os.path.basename(str(model.path))] = kld
+    return out
