@@ -92,9 +92,7 @@ def quant_advice(repo: str, settings: FitSettings) -> list[Any]:
 
     from vllmchat.core.tuning.quant_lab import measured_quality
 
-    return repo_quant_advice(
-        repo, settings, probe(), token=_token(), quality=measured_quality()
-    )
+    return repo_quant_advice(repo, settings, probe(), token=_token(), quality=measured_quality())
 
 
 def cmd_files(args: argparse.Namespace) -> int:

@@ -25,5 +25,7 @@ def repo_quant_advice(
     if not quants:
         return []
     desc = describe(remote_header(repo, quants[0].filename, token=token))
-    rows = advise([(q.filename, q.size, scaled(desc, q.size)) for q in quants], hw, settings, quality)
+    rows = advise(
+        [(q.filename, q.size, scaled(desc, q.size)) for q in quants], hw, settings, quality
+    )
     return list(zip(quants, rows, strict=True))

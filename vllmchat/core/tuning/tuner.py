@@ -244,7 +244,7 @@ def tune(
                 eta = min(eta, max(0.0, req.budget_s - sweep.elapsed))
                 yield PointMeasured(point, done, max(planned, done), sweep.elapsed, eta)
 
-        for n in layers:  # 1. GPU layers at the current threads and ubatch
+        for n in layers[:3]:  # 1. the bound and just below, at the current threads
             yield from measured(sweep.run(replace(base, n_gpu_layers=n)))
         while req.layers is None and sweep.has_time():  # 1b. above a bound that fit
             top = max((p for p in sweep.points if p.fits), key=lambda p: p.config.n_gpu_layers,
@@ -259,7 +259,14 @@ def tune(
             yield from measured(point)
             if point is None or not (point.fits and limits.allows(point)):
                 break
-        while req.refine and sweep.has_time():  # 2. where the speed changes
+        best, _ = plan.choose(sweep.points, base, limits)
+        at = best.n_gpu_layers if best else base.n_gpu_layers
+        for t in threads:  # 2. CPU threads there, live (they matter most when split)
+            yield from measured(sweep.run(replace(base, n_gpu_layers=at, n_threads=t,
+                                                  n_threads_batch=t)))  # fmt: skip
+        for n in layers[3:]:  # 3. coarser steps down to CPU-only
+            yield from measured(sweep.run(replace(base, n_gpu_layers=n)))
+        while req.refine and sweep.has_time():  # 4. where the speed changes
             curve = {p.config.n_gpu_layers: p.decode_tok_s for p in sweep.points if p.fits}
             mid = plan.refine_layer(curve)
             if mid is None or sweep.seen(replace(base, n_gpu_layers=mid)):
