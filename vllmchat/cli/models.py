@@ -89,7 +89,6 @@ def quant_advice(repo: str, settings: FitSettings) -> list[Any]:
     """Quants of ``repo`` with their fit on this machine."""
     from vllmchat.core.models.hardware import probe
     from vllmchat.core.models.repo_advice import repo_quant_advice
-
     from vllmchat.core.tuning.quant_lab import measured_quality
 
     return repo_quant_advice(repo, settings, probe(), token=_token(), quality=measured_quality())

@@ -10,6 +10,7 @@ thread: it sets the session's flag, checked per token in the engine process.
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -36,6 +37,7 @@ from vllmchat.core.engine import (
     StatsEvent,
     TokenEvent,
 )
+from vllmchat.core.tuning.results import PointMeasured, TuneConfig, TuneFinished, TuneStarted
 
 Job = Callable[[], Any]
 
@@ -72,6 +74,12 @@ class AppEvents(QObject):
     engine_died = Signal(object)
     """``EngineDied``: reported once per death, from a turn or while idle."""
     busy_changed = Signal(int)  # not bool: PySide6 on 3.11 over-releases queued bools
+    tune_started = Signal(object)
+    """``TuneStarted``: points planned, the budget."""
+    tune_point = Signal(object)
+    """``PointMeasured``: one configuration measured, progress and ETA."""
+    tune_finished = Signal(object)
+    """``TuneFinished``: the points and the pick."""
 
     def __init__(self, app: ChatApp) -> None:
         super().__init__()
@@ -88,6 +96,9 @@ class AppEvents(QObject):
             DoneEvent: self.turn_finished,
             ErrorEvent: self.turn_failed,
             EngineDied: self.engine_died,
+            TuneStarted: self.tune_started,
+            PointMeasured: self.tune_point,
+            TuneFinished: self.tune_finished,
         }
 
     @Slot(object)
@@ -142,6 +153,7 @@ class EngineBridge(QObject):
         self._shutdown.connect(self.events.run, Qt.ConnectionType.BlockingQueuedConnection)
         self.events.busy_changed.connect(self._on_busy)
         self.busy = False
+        self._tune_stop = threading.Event()
         self.engine_thread.start()
         self._timer = QTimer(self)
         self._timer.setInterval(500)
@@ -184,6 +196,18 @@ class EngineBridge(QObject):
 
     def stop(self) -> None:
         self.app.stop()
+
+    def tune(self, budget_s: float, *, fresh: bool = False) -> None:
+        """Measure GPU layers and threads (``stop_tune`` ends it within a token)."""
+        self._tune_stop.clear()
+        self.call(self.app.tune, budget_s, fresh=fresh, should_stop=self._tune_stop.is_set)
+
+    def stop_tune(self) -> None:
+        self._tune_stop.set()
+        self.app.engine.stop()
+
+    def apply_tune(self, config: TuneConfig) -> None:
+        self.call(self.app.apply_tune, config)
 
     def _on_busy(self, busy: int) -> None:
         self.busy = bool(busy)

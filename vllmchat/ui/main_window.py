@@ -24,6 +24,7 @@ from vllmchat.core.conversations.store import ConversationStore
 from vllmchat.core.engine import ErrorEvent, ErrorKind
 from vllmchat.core.models.advisor import quant_label
 from vllmchat.core.models.memory import FitSettings
+from vllmchat.core.tuning.cache import TuneCache
 from vllmchat.ui.banner import EngineBanner
 from vllmchat.ui.chat_input import ChatInput
 from vllmchat.ui.chat_view import ChatView
@@ -133,6 +134,7 @@ class MainWindow(WindowActions):
         self.conversations.conversation_selected.connect(self.open_conversation)
         self.conversations.new_requested.connect(self.new_conversation)
         self.offload.reload_requested.connect(self.set_gpu_layers)
+        self.offload.tune_button.clicked.connect(self.open_tuner)
         self.banner.restart_requested.connect(lambda: self.restart(fewer_layers=False))
         self.banner.restart_fewer_layers_requested.connect(lambda: self.restart(fewer_layers=True))
 
@@ -141,6 +143,7 @@ class MainWindow(WindowActions):
         model = bar.addMenu("&Model")
         self._action(model, "Choose model…", self.choose_model, "Ctrl+M")
         self._action(model, "Settings…", self.open_settings, "Ctrl+,")
+        self._action(model, "Tune speed and memory…", self.open_tuner, "Ctrl+T")
         conv = bar.addMenu("&Conversation")
         self._action(conv, "New", lambda: self.new_conversation(), "Ctrl+N")
         self._action(conv, "Summarize now", self.bridge.summarize)
@@ -321,6 +324,9 @@ class MainWindow(WindowActions):
         self.desc, self.hw = event.description, event.hardware
         if self.desc is not None and self.hw is not None:
             self.offload.set_model(self.desc, self.hw, self._fit(), self.settings.n_gpu_layers)
+            cached = TuneCache().get(self.settings.load_settings(), self.hw)
+            if cached is not None:  # measured before on this device: marks on the slider
+                self.offload.show_tuning(cached)
         self.offload.set_busy(self.loading)
 
     def _on_load_failed(self, event: LoadFailed) -> None:

@@ -5,12 +5,21 @@ from __future__ import annotations
 from dataclasses import replace
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtWidgets import QFormLayout, QGroupBox, QLabel, QSlider, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QFormLayout,
+    QGroupBox,
+    QLabel,
+    QPushButton,
+    QSlider,
+    QVBoxLayout,
+    QWidget,
+)
 
 from vllmchat.core.models.advisor import check_fit
 from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.models.memory import MIB, FitSettings, estimate
+from vllmchat.core.tuning.results import TuneResult
 
 
 def _mib(n: float) -> str:
@@ -36,7 +45,14 @@ class OffloadPanel(QGroupBox):
         self.reason.setStyleSheet("color: #a60;")
         self.measured = QLabel("")
         self.measured.setWordWrap(True)
-        for w in (self.heading, self.slider, self.estimate, self.reason, self.measured):
+        self.marks = QLabel("")
+        self.marks.setWordWrap(True)
+        self.marks.setAccessibleName("Measured speed by GPU layers")
+        self.tune_button = QPushButton("Tune…")
+        self.tune_button.setToolTip("Measure GPU layers and threads on this machine")
+        widgets = (self.heading, self.slider, self.marks, self.estimate, self.reason,
+                   self.measured, self.tune_button)  # fmt: skip
+        for w in widgets:
             layout.addWidget(w)
         self.desc: ModelDescription | None = None
         self.hw: HardwareInfo | None = None
@@ -89,6 +105,21 @@ class OffloadPanel(QGroupBox):
             self._loaded_value = self.slider.value()
             self.reload_requested.emit(self.slider.value())
 
+    def show_tuning(self, result: TuneResult) -> None:
+        """Measured marks under the slider: decode tok/s at each measured layer count."""
+        best: dict[int, float] = {}
+        for p in result.points:
+            if p.fits:
+                n = p.config.n_gpu_layers
+                best[n] = max(best.get(n, 0.0), p.decode_tok_s)
+        pick = result.pick.n_gpu_layers if result.pick else None
+        marks = [
+            f"<b>{n}: {v:.0f}</b>" if n == pick else f"{n}: {v:.0f}"
+            for n, v in sorted(best.items())
+        ]
+        self.marks.setText("Measured tok/s by layers — " + " · ".join(marks) if marks else "")
+        self.marks.setToolTip(result.reason)
+
     def show_measured(self, buffers_mib: dict[str, float], tok_s: float | None) -> None:
         gpu = sum(v for k, v in buffers_mib.items() if "CPU" not in k.split(":")[1])
         cpu = sum(buffers_mib.values()) - gpu
@@ -121,13 +152,18 @@ class MemoryPanel(QGroupBox):
         *,
         rss: int | None,
         buffers_mib: dict[str, float],
+        vram_process: int | None = None,
         kv_tokens: int,
         n_ctx: int,
         kv_bytes_per_token: float,
     ) -> None:
         self.ram.setText(_mib(rss) if rss else "–")
         gpu = {k: v for k, v in buffers_mib.items() if "CPU" not in k.split(":")[1]}
-        self.vram.setText(f"{sum(gpu.values()):,.0f} MiB" if gpu else "none (CPU only)")
+        buffers = f"{sum(gpu.values()):,.0f} MiB llama.cpp buffers"
+        if vram_process is not None:
+            self.vram.setText(f"{_mib(vram_process)} in use by the engine · {buffers}")
+        else:
+            self.vram.setText(buffers if gpu else "none (CPU only)")
         self.kv.setText(
             f"{kv_tokens:,} of {n_ctx:,} tokens · {_mib(kv_tokens * kv_bytes_per_token)}"
         )

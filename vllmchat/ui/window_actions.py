@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import psutil
 from PySide6.QtWidgets import QFileDialog, QMainWindow, QMessageBox
 
+from vllmchat.core.app.chat_app import NOT_LOCAL
 from vllmchat.core.app_settings import AppSettings, save_app_settings
 from vllmchat.core.conversations.store import ConversationStore, StoreError
 from vllmchat.core.conversations.transfer import export_file, import_file
-from vllmchat.core.engine import TurnStats
+from vllmchat.core.engine import EngineClient, TurnStats
 from vllmchat.core.engine.info import ModelInfo
+from vllmchat.core.machine import nvml
 from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.models.memory import FitSettings, kv_bytes_per_layer
 from vllmchat.ui.conversation_list import ConversationList
 from vllmchat.ui.engine_bridge import EngineBridge
-from vllmchat.ui.offload_panel import MemoryPanel
+from vllmchat.ui.offload_panel import MemoryPanel, OffloadPanel
+from vllmchat.ui.tuner_dialog import TunerDialog
 
 
 class WindowActions(QMainWindow):
@@ -31,6 +35,8 @@ class WindowActions(QMainWindow):
     hw: HardwareInfo | None
     last_stats: TurnStats | None
     memory: MemoryPanel
+    offload: OffloadPanel
+    tuner: TunerDialog | None = None
     conversations: ConversationList
     conversation_id: int | None
     save_settings: bool
@@ -54,6 +60,7 @@ class WindowActions(QMainWindow):
         kv_tokens = self.last_stats.kv_tokens if self.last_stats else 0
         self.memory.update_usage(
             rss=rss,
+            vram_process=nvml.process_vram(pid),
             buffers_mib=self.info.buffers_mib,
             kv_tokens=kv_tokens,
             n_ctx=self.info.n_ctx,
@@ -73,6 +80,41 @@ class WindowActions(QMainWindow):
         )
         if picker.exec() and picker.chosen_path:
             self.load_model(picker.chosen_path)
+
+    def open_tuner(self) -> None:
+        """The tuner window (non-modal), wired to the application layer."""
+        if self.tuner is None:
+            dialog = TunerDialog(self)
+            events = self.bridge.events
+            events.tune_started.connect(dialog.on_started)
+            events.tune_point.connect(dialog.on_point)
+            events.tune_finished.connect(dialog.on_finished)
+            events.tune_finished.connect(self._on_tuned)
+            dialog.start_requested.connect(self._start_tune)
+            dialog.stop_requested.connect(self.bridge.stop_tune)
+            dialog.apply_requested.connect(self.apply_tune)
+            self.tuner = dialog
+        if not isinstance(self.bridge.app.engine, EngineClient):
+            self.tuner.show_unavailable(NOT_LOCAL)
+        self.tuner.show()
+        self.tuner.raise_()
+
+    def _start_tune(self, budget_s: float, fresh: bool) -> None:
+        self.bridge.tune(budget_s, fresh=True)  # the window's button always measures anew
+
+    def apply_tune(self, config: Any) -> None:
+        self.settings = self.settings.with_changes(
+            n_gpu_layers=config.n_gpu_layers,
+            n_threads=config.n_threads,
+            n_threads_batch=config.n_threads_batch,
+            n_ubatch=config.n_ubatch,
+            n_batch=max(self.settings.n_batch, config.n_ubatch),
+        )
+        self._save()
+        self.bridge.apply_tune(config)
+
+    def _on_tuned(self, event: Any) -> None:
+        self.offload.show_tuning(event.result)
 
     def show_diagnostics(self) -> None:
         from vllmchat.ui.diagnostics_dialog import DiagnosticsDialog

@@ -20,6 +20,7 @@ from vllmchat.core.app.events import (
     LoadStarted,
     TurnStarted,
 )
+from vllmchat.core.app.tuning import run_tune
 from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.conversations.kv_cache import KVStateCache
 from vllmchat.core.conversations.session import ChatSession, SessionEvent
@@ -28,6 +29,9 @@ from vllmchat.core.engine import DoneEvent, EngineClient, EngineError, ErrorEven
 from vllmchat.core.engine.protocol import Engine
 from vllmchat.core.gguf_header import read_header
 from vllmchat.core.models.description import ModelDescription, describe
+from vllmchat.core.tuning.results import PointMeasured, TuneConfig, TuneEvent
+
+NOT_LOCAL = "Tuning does not apply to a model on a server: the server owns its memory and threads."
 
 
 def _description(path: str) -> ModelDescription | None:
@@ -120,6 +124,41 @@ class ChatApp:
             return 0
         self.session.prime()
         return self.kv.restore(self.engine, self.session.conversation_id)
+
+    # -- measured tuning ------------------------------------------------------------------
+    def tune(
+        self, budget_s: float = 60.0, *, fresh: bool = False, should_stop: Callable[[], bool]
+    ) -> Iterator[AppEvent | TuneEvent]:
+        """Sweep GPU layers and threads for the loaded model (the cached result when
+        there is one); then the model is loaded back with the conversation's KV state."""
+        engine = self.engine
+        if not isinstance(engine, EngineClient):
+            yield ErrorEvent(ErrorKind.BAD_REQUEST, NOT_LOCAL)
+            return
+        if self.session is not None and engine.alive and engine.info is not None:
+            self.kv.save(engine, self.session.conversation_id)
+        settings = self.settings.load_settings()
+        measured = False
+        try:
+            for event in run_tune(engine, settings, budget_s, fresh=fresh,
+                                  should_stop=should_stop, restore=False):  # fmt: skip
+                measured = measured or isinstance(event, PointMeasured)
+                yield event
+        except EngineError as exc:
+            yield ErrorEvent(exc.kind, exc.message)
+        if measured or engine.info is None:
+            yield from self.load(self.settings)  # with the reply ids and the KV state
+
+    def apply_tune(self, config: TuneConfig) -> Iterator[AppEvent]:
+        """Reload live with a tuning pick (the conversation's KV state kept)."""
+        settings = self.settings.with_changes(
+            n_gpu_layers=config.n_gpu_layers,
+            n_threads=config.n_threads,
+            n_threads_batch=config.n_threads_batch,
+            n_ubatch=config.n_ubatch,
+            n_batch=max(self.settings.load.n_batch, config.n_ubatch),
+        )
+        yield from self.load(settings, live=True)
 
     # -- conversations --------------------------------------------------------------------
     def open_conversation(self, conversation_id: int) -> ConversationOpened:

@@ -29,6 +29,7 @@ def run_tune(
     should_stop: Callable[[], bool] = lambda: False,
     cache: TuneCache | None = None,
     request: TuneRequest | None = None,
+    restore: bool = True,
 ) -> Iterator[TuneEvent]:
     """The cached result for this file, device and settings, or a new sweep (stored)."""
     cache = cache or TuneCache()
@@ -40,7 +41,8 @@ def run_tune(
             yield TuneFinished(cached)
             return
     req = request or TuneRequest(base=settings, budget_s=budget_s)
-    for event in tune(engine, req, hw, describe_file(settings.model_path), should_stop=should_stop):
+    desc = describe_file(settings.model_path)
+    for event in tune(engine, req, hw, desc, should_stop=should_stop, restore=restore):
         if isinstance(event, TuneFinished):
             cache.put(settings, hw, event.result)
         yield event

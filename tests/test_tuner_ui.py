@@ -1,0 +1,120 @@
+"""The tuner window alone (chart, table, Apply, PNG and CSV export), the measured marks
+on the slider, and a real sweep through the application layer."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from vllmchat.core.app import ChatApp, Loaded
+from vllmchat.core.app_settings import AppSettings
+from vllmchat.core.conversations.kv_cache import KVStateCache
+from vllmchat.core.conversations.store import ConversationStore
+from vllmchat.core.engine import DoneEvent, ErrorEvent
+from vllmchat.core.tuning.results import (
+    PointMeasured,
+    TuneConfig,
+    TuneFinished,
+    TunePoint,
+    TuneResult,
+    TuneStarted,
+)
+
+MIB = 1 << 20
+
+
+def _result() -> TuneResult:
+    fitting = [
+        TunePoint(TuneConfig(n, 8, 8, 512), True, prefill_tok_s=800 + 100 * n,
+                  decode_tok_s=8 + n, vram=(700 + 160 * n) * MIB,
+                  estimate_vram=(705 + 160 * n) * MIB, ram=(5000 - 150 * n) * MIB)
+        for n in (0, 8, 16, 24, 27)
+    ]  # fmt: skip
+    failed = TunePoint(TuneConfig(29, 8, 8, 512), False, note="does not fit: out of memory")
+    points = (*fitting, failed)
+    return TuneResult(points, TuneConfig(27, 16, 15, 512), "35.0 tok/s decode", 42.0,
+                      budget_s=60, memory_limit=4986 * MIB, device="GPU")  # fmt: skip
+
+
+def test_the_tuner_window_draws_lists_applies_and_exports(qtbot, tmp_path, monkeypatch):
+    from PySide6.QtWidgets import QFileDialog
+
+    from vllmchat.ui.tuner_dialog import TunerDialog
+
+    dialog = TunerDialog()
+    qtbot.addWidget(dialog)
+    dialog.show()
+    result = _result()
+    dialog.on_started(TuneStarted(8, 60.0, "GPU"))
+    dialog.on_point(PointMeasured(result.points[0], 1, 8, 3.0, 21.0))
+    assert dialog.table.rowCount() == 1 and "21 s left" in dialog.eta.text()
+    dialog.on_finished(TuneFinished(result))
+    assert dialog.table.rowCount() == len(result.points)
+    assert dialog.table.item(5, 9).text().startswith("does not fit")
+    curves = dialog.chart.speed.getPlotItem().listDataItems()
+    assert len(curves) == 2 and list(curves[0].getData()[0]) == [0, 8, 16, 24, 27]
+    assert "27 layers" in dialog.pick.text() and dialog.apply_button.isEnabled()
+    with qtbot.waitSignal(dialog.apply_requested) as applied:
+        dialog.apply_button.click()
+    assert applied.args == [result.pick]
+    png, table = tmp_path / "t.png", tmp_path / "t.csv"
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(png), ""))
+    dialog.png_button.click()
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(table), ""))
+    dialog.csv_button.click()
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 2000
+    rows = list(csv.DictReader(table.open()))
+    assert len(rows) == 6 and rows[-1]["fits"] == "False" and rows[0]["vram_mib"] == "700.0"
+
+
+def test_measured_marks_appear_on_the_slider(qtbot):
+    from vllmchat.ui.offload_panel import OffloadPanel
+
+    panel = OffloadPanel()
+    qtbot.addWidget(panel)
+    panel.show_tuning(_result())
+    assert "<b>27: 35</b>" in panel.marks.text() and "0: 8" in panel.marks.text()
+
+
+@pytest.fixture
+def app(tmp_path, demo_model):
+    store = ConversationStore(tmp_path / "c.sqlite3")
+    chat = ChatApp(store, KVStateCache(tmp_path / "kv"))
+    chat.open_conversation(store.create().id)
+    settings = AppSettings.of(model_path=str(demo_model), n_ctx=1024, n_threads=2,
+                              temperature=0.0, max_tokens=8)  # fmt: skip
+    assert any(isinstance(e, Loaded) for e in chat.load(settings))
+    yield chat
+    chat.shutdown()
+    store.close()
+
+
+def test_tuning_through_the_app_keeps_the_conversation_and_applies_live(app):
+    question = "Name a colour, a fruit, a tree, a river, a mountain and a bird. " * 3
+    assert any(isinstance(e, DoneEvent) for e in app.send(question))
+    before = app.engine.kv().kv_tokens
+    assert before > 64  # long enough to be saved rather than re-read
+    events = list(app.tune(5.0, fresh=True, should_stop=lambda: False))
+    finished = [e for e in events if isinstance(e, TuneFinished)]
+    assert finished and finished[0].result.pick is not None
+    assert any(isinstance(e, Loaded) for e in events), "the model is loaded back"
+    assert app.engine.kv().kv_tokens == before, "with the conversation's KV state"
+    pick = finished[0].result.pick
+    applied = [e for e in app.apply_tune(pick) if isinstance(e, Loaded)]
+    assert applied and applied[0].reload is not None and applied[0].reload.restored
+    assert app.settings.load.n_threads == pick.n_threads
+    cached = list(app.tune(5.0, should_stop=lambda: False))
+    assert [type(e).__name__ for e in cached][:2] == ["TuneStarted", "TuneFinished"]
+
+
+def test_tuning_a_server_model_says_why_it_does_not_apply(tmp_path):
+    class ServerEngine:  # any engine that is not the local process
+        alive = True
+        info = None
+
+    store = ConversationStore(tmp_path / "c.sqlite3")
+    chat = ChatApp(store, KVStateCache(tmp_path / "kv"), engine=ServerEngine())  # type: ignore[arg-type]
+    events = list(chat.tune(5.0, should_stop=lambda: False))
+    assert isinstance(events[0], ErrorEvent) and "server owns its memory" in events[0].message
+    store.close()
