@@ -118,3 +118,40 @@ def test_tuning_a_server_model_says_why_it_does_not_apply(tmp_path):
     events = list(chat.tune(5.0, should_stop=lambda: False))
     assert isinstance(events[0], ErrorEvent) and "server owns its memory" in events[0].message
     store.close()
+
+
+def test_the_quant_lab_window_shows_rows_and_a_chart(qtbot):
+    from vllmchat.core.tuning.quant_lab import QuantRow, QuantsCompared
+    from vllmchat.ui.quant_lab_dialog import QuantLabDialog
+
+    rows = (
+        QuantRow("/m/M-F16.gguf", "F16", 270 * MIB, True, 19.9, 0.0, 0.0, 1.0, 400, 30),
+        QuantRow("/m/M-Q8_0.gguf", "Q8_0", 145 * MIB, False, 20.1, 0.004, 0.02, 0.96, 500, 60),
+        QuantRow("/m/M-Q4_K_M.gguf", "Q4_K_M", 105 * MIB, False, 21.3, 0.05, 0.3, 0.84, 600, 90),
+    )
+    dialog = QuantLabDialog([r.path for r in rows])
+    qtbot.addWidget(dialog)
+    dialog.show_rows(QuantsCompared(rows, rows[0].path))
+    assert dialog.table.rowCount() == 3 and dialog.table.item(0, 2).text() == "reference"
+    assert dialog.table.item(2, 3).text() == "84.0%"
+    assert len(dialog.chart.getPlotItem().listDataItems()) == 1
+
+
+def test_the_picker_compares_every_installed_quant_of_the_selected_model(qtbot, tmp_path):
+    from vllmchat.core.models.hardware import quick_probe
+    from vllmchat.core.models.memory import FitSettings
+    from vllmchat.ui.model_picker import ModelPicker
+
+    picker = ModelPicker(quick_probe(), FitSettings())
+    qtbot.addWidget(picker)
+
+    class Model:
+        def __init__(self, name: str, path: str) -> None:
+            self.name, self.path = name, path
+
+    rows = [(Model("M", "/m/M-Q8_0.gguf"),), (Model("M", "/m/M-Q4_K_M.gguf"),),
+            (Model("N", "/m/N-Q4_K_M.gguf"),)]  # fmt: skip
+    picker.installed_rows = rows
+    picker.installed.setRowCount(3)
+    picker.installed.selectRow(0)
+    assert picker.quant_files() == ["/m/M-Q8_0.gguf", "/m/M-Q4_K_M.gguf"]

@@ -181,3 +181,20 @@ def test_a_dead_engine_is_restarted_between_points(make_client, demo_settings):
     req = _request(demo_settings, budget_s=30.0, threads=(2, 1))
     result = list(tune(client, req, CPU, None, restore=False))[-1].result
     assert any(p.fits for p in result.points)
+
+
+def test_the_runtime_overhead_is_learned_per_device_and_used_by_estimates(tmp_path):
+    from vllmchat.core.models.hardware import BackendInfo
+    from vllmchat.core.models.memory import GPU_RUNTIME_OVERHEAD, FitSettings
+    from vllmchat.core.models.overhead import learn_overhead, learned_overhead
+
+    gpu = GpuInfo("Laptop GPU", 8 << 30, 6 << 30)
+    hw = HardwareInfo(1 << 30, 1 << 30, [gpu], True, backends=(BackendInfo("CUDA", (gpu,)),))
+    other = HardwareInfo(1 << 30, 1 << 30, [GpuInfo("Other GPU", 8 << 30, 6 << 30)], True)
+    assert learned_overhead(hw) == GPU_RUNTIME_OVERHEAD
+    learn_overhead(hw, 575 * MIB)
+    assert learned_overhead(hw) == 575 * MIB
+    assert learned_overhead(other) == GPU_RUNTIME_OVERHEAD, "per device"
+    learn_overhead(hw, -5)  # a bad measurement is not learned
+    assert learned_overhead(hw) == 575 * MIB
+    assert FitSettings(gpu_overhead=learned_overhead(hw)).gpu_overhead == 575 * MIB

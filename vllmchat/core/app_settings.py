@@ -109,9 +109,12 @@ class AppSettings:
     def context_policy(self) -> ContextPolicy:
         return self.history
 
-    def fit_settings(self) -> FitSettings:
-        """The settings the memory estimate needs."""
-        return FitSettings.of(self.load)
+    def fit_settings(self, overhead: int | None = None) -> FitSettings:
+        """The settings the memory estimate needs (``overhead``: the GPU runtime's own
+        memory as measured on this device, when known)."""
+        if overhead is None:
+            return FitSettings.of(self.load)
+        return FitSettings.of(self.load, overhead=overhead)
 
     def needs_reload(self, other: AppSettings) -> bool:
         return self.load != other.load

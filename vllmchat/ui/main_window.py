@@ -24,6 +24,7 @@ from vllmchat.core.conversations.store import ConversationStore
 from vllmchat.core.engine import ErrorEvent, ErrorKind
 from vllmchat.core.models.advisor import quant_label
 from vllmchat.core.models.memory import FitSettings
+from vllmchat.core.models.overhead import learned_overhead
 from vllmchat.core.tuning.cache import TuneCache
 from vllmchat.ui.banner import EngineBanner
 from vllmchat.ui.chat_input import ChatInput
@@ -360,4 +361,4 @@ class MainWindow(WindowActions):
 
     def _fit(self) -> FitSettings:
         """The memory-relevant settings, for estimates."""
-        return self.settings.fit_settings()
+        return self.settings.fit_settings(learned_overhead(self.hw) if self.hw else None)

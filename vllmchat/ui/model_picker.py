@@ -127,10 +127,37 @@ class ModelPicker(QDialog):
         self.installed.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
         self.installed.cellDoubleClicked.connect(lambda r, _c: self._use_installed(r))
         v.addWidget(self.installed)
+        self.installed.setSelectionMode(QTableWidget.SelectionMode.ExtendedSelection)
         use = QPushButton("Load selected")
         use.clicked.connect(lambda: self._use_installed(self.installed.currentRow()))
         v.addWidget(use)
+        self.compare = QPushButton("Compare installed quants…")
+        self.compare.setToolTip(
+            "Memory, speed and quality (KL divergence, top-1 agreement, perplexity) of the "
+            "selected quants, or of every installed quant of the selected model"
+        )
+        self.compare.clicked.connect(self.compare_quants)
+        v.addWidget(self.compare)
         return w
+
+    def quant_files(self) -> list[str]:
+        """The selected rows' files; one row selected: every quant of that model."""
+        rows = getattr(self, "installed_rows", [])
+        picked = sorted({i.row() for i in self.installed.selectedIndexes()})
+        if len(picked) == 1 and 0 <= picked[0] < len(rows):
+            name = rows[picked[0]][0].name
+            return [str(r[0].path) for r in rows if r[0].name == name]
+        return [str(rows[i][0].path) for i in picked if 0 <= i < len(rows)]
+
+    def compare_quants(self) -> None:
+        from vllmchat.ui.quant_lab_dialog import QuantLabDialog
+
+        files = self.quant_files()
+        if len(files) < 2:
+            self.status.setText("Select two or more quants of one model (or one of several).")
+            return
+        self.quant_lab = QuantLabDialog(files, self)
+        self.quant_lab.show()
 
     def refresh_installed(self) -> None:
         hw, s, folders = self.hw, self.fit_settings, self.folders

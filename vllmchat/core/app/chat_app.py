@@ -29,6 +29,9 @@ from vllmchat.core.engine import DoneEvent, EngineClient, EngineError, ErrorEven
 from vllmchat.core.engine.protocol import Engine
 from vllmchat.core.gguf_header import read_header
 from vllmchat.core.models.description import ModelDescription, describe
+from vllmchat.core.models.hardware import HardwareInfo
+from vllmchat.core.models.memory import FitSettings, estimate
+from vllmchat.core.models.overhead import learn_overhead, learned_overhead
 from vllmchat.core.tuning.results import PointMeasured, TuneConfig, TuneEvent
 
 NOT_LOCAL = "Tuning does not apply to a model on a server: the server owns its memory and threads."
@@ -82,7 +85,24 @@ class ChatApp:
         self.settings = settings
         self._configure()
         self._death_reported = False
+        self._learn_overhead(hardware, info.path)
         yield Loaded(info, settings, result, restored, hardware, _description(info.path))
+
+    def _learn_overhead(self, hw: HardwareInfo, path: str) -> None:
+        """After a GPU load: the process's real device memory teaches the estimator
+        this device's runtime overhead (used by every later estimate)."""
+        engine = self.engine
+        if not (isinstance(engine, EngineClient) and hw.gpu_offload):
+            return
+        desc = _description(path)
+        if desc is None or engine.settings is None or engine.settings.n_gpu_layers < 1:
+            return
+        with contextlib.suppress(EngineError):
+            vram = engine.memory().vram
+            if vram is not None:
+                overhead = learned_overhead(hw)
+                fit = FitSettings.of(engine.settings, overhead=overhead)
+                learn_overhead(hw, vram - (estimate(desc, fit).vram - overhead))
 
     def restart(self, *, fewer_layers: bool = False) -> Iterator[AppEvent]:
         """A fresh engine with the last settings (a quarter fewer GPU layers if asked);
