@@ -31,6 +31,7 @@ def _isolated_dirs(tmp_path_factory: pytest.TempPathFactory) -> None:
     os.environ["VLLMCHAT_CONFIG_DIR"] = str(base / "config")
     os.environ["VLLMCHAT_MODELS_DIR"] = str(base / "models")
     os.environ["VLLMCHAT_KV_DIR"] = str(base / "kv")
+    os.environ["VLLMCHAT_MEASUREMENTS_DIR"] = str(base / "measured")
 
 
 @pytest.fixture(scope="session")

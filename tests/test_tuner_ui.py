@@ -144,6 +144,8 @@ def test_the_picker_compares_every_installed_quant_of_the_selected_model(qtbot, 
 
     picker = ModelPicker(quick_probe(), FitSettings())
     qtbot.addWidget(picker)
+    qtbot.waitUntil(lambda: hasattr(picker, "installed_rows"), timeout=20000)
+    picker.workers.join()
 
     class Model:
         def __init__(self, name: str, path: str) -> None:

@@ -38,3 +38,8 @@ def models_dir() -> Path:
 
 def kv_cache_dir() -> Path:
     return _dir("VLLMCHAT_KV_DIR", str(cache_dir() / "kv"))
+
+
+def measurements_dir() -> Path:
+    """What was measured on this machine: tuning results, quant quality, GPU overhead."""
+    return _dir("VLLMCHAT_MEASUREMENTS_DIR", str(cache_dir() / "measured"))

@@ -15,13 +15,13 @@ from pathlib import Path
 
 from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.models.memory import GPU_RUNTIME_OVERHEAD, MIB
-from vllmchat.core.paths import cache_dir
+from vllmchat.core.paths import measurements_dir
 
 _MIN, _MAX = 0, 8192 * MIB  # a figure outside this is a bad measurement, not an overhead
 
 
 def _path() -> Path:
-    return cache_dir() / "gpu-overhead.json"
+    return measurements_dir() / "gpu-overhead.json"
 
 
 def device_key(hw: HardwareInfo) -> str | None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from vllmchat.core.engine.model_check import model_fingerprint
 from vllmchat.core.models.hardware import HardwareInfo
-from vllmchat.core.paths import cache_dir
+from vllmchat.core.paths import measurements_dir
 from vllmchat.core.settings import LoadSettings
 from vllmchat.core.tuning.results import TuneResult
 
@@ -34,7 +34,7 @@ class TuneCache:
     """One JSON file per key under the cache folder."""
 
     def __init__(self, folder: Path | None = None) -> None:
-        self.folder = folder or cache_dir() / "tuning"
+        self.folder = folder or measurements_dir() / "tuning"
 
     def get(self, settings: LoadSettings, hw: HardwareInfo) -> TuneResult | None:
         try:

@@ -18,7 +18,7 @@ from vllmchat.core.engine.events import EngineError
 from vllmchat.core.engine.info import ScoreRequest, TextScore
 from vllmchat.core.engine.model_check import model_fingerprint
 from vllmchat.core.models.advisor import QUANT_BITS, quant_label
-from vllmchat.core.paths import cache_dir
+from vllmchat.core.paths import measurements_dir
 from vllmchat.core.resources import benchmark_text
 from vllmchat.core.settings import LoadSettings, default_threads
 
@@ -169,7 +169,7 @@ class QualityCache:
     """Measured quality per quant file (keyed by the file's fingerprint)."""
 
     def __init__(self, path: Path | None = None) -> None:
-        self.path = path or cache_dir() / "quant-quality.json"
+        self.path = path or measurements_dir() / "quant-quality.json"
 
     def _read(self) -> dict[str, dict[str, object]]:
         try:
