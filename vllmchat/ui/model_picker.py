@@ -258,13 +258,16 @@ class ModelPicker(QDialog):
         if item is None:
             return
         from vllmchat.core.models.repo_advice import repo_quant_advice
+        from vllmchat.core.tuning.quant_lab import measured_quality
 
         repo = item.data(Qt.ItemDataRole.UserRole)
         hw, s = self.hw, self.fit_settings
         self.status.setText(f"Reading {repo}…")
         self.quant_table.setRowCount(0)
         self.workers.run(
-            lambda: repo_quant_advice(repo, s, hw, token=os.environ.get("HF_TOKEN")),
+            lambda: repo_quant_advice(
+                repo, s, hw, token=os.environ.get("HF_TOKEN"), quality=measured_quality()
+            ),
             self._fill_quants,
             self._failed,
         )
