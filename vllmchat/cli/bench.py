@@ -10,7 +10,7 @@ from typing import Any
 
 def register(sub: Any) -> None:
     p = sub.add_parser("bench", help="benchmarks (prints JSON)")
-    p.add_argument("name", choices=["engine", "estimate", "conversation", "ui", "tune"])
+    p.add_argument("name", choices=["engine", "estimate", "conversation", "ui", "tune", "remote"])
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--model", help="GGUF to use (default: the demo model)")
     p.add_argument("--quick", action="store_true", help="fewer repetitions")
@@ -27,6 +27,10 @@ def run(args: argparse.Namespace) -> int:
         from vllmchat.bench import conversation_bench
 
         result = conversation_bench.run(model=args.model, quick=args.quick)
+    elif args.name == "remote":
+        from vllmchat.bench import remote_bench
+
+        result = remote_bench.run(model=args.model, quick=args.quick)
     elif args.name == "tune":
         from vllmchat.bench import tune_bench
 

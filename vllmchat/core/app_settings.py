@@ -62,6 +62,10 @@ class AppSettings:
     system_prompt: str = DEFAULT_PRESETS["Model's default"]
     presets: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_PRESETS))
     model_folders: list[str] = field(default_factory=list)
+    # A server to chat through instead of the local engine ("" : the local engine). Its
+    # API key lives in the OS keyring, never here.
+    server_url: str = ""
+    server_model: str = ""
 
     @classmethod
     def of(cls, **flat: Any) -> AppSettings:

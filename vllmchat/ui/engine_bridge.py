@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from PySide6.QtCore import QObject, Qt, QThread, QTimer, Signal, Slot
@@ -196,6 +196,24 @@ class EngineBridge(QObject):
 
     def stop(self) -> None:
         self.app.stop()
+
+    def use_server(self, settings: AppSettings) -> None:
+        """Chat through ``settings.server_url`` (the local engine ended, its KV state saved)."""
+        self.call(self._switch, settings)
+
+    def use_local(self, settings: AppSettings) -> None:
+        self.call(self._switch, settings)
+
+    def _switch(self, settings: AppSettings) -> Iterator[object]:
+        from vllmchat.core.engine.remote import RemoteEngine
+        from vllmchat.core.engine.servers import api_key
+
+        if settings.server_url:
+            url, model = settings.server_url, settings.server_model or None
+            self.app.use_engine(RemoteEngine(url, model=model, api_key=api_key(url)))
+        elif not isinstance(self.app.engine, EngineClient):
+            self.app.use_engine(EngineClient())
+        yield from self.app.load(settings)
 
     def tune(self, budget_s: float, *, fresh: bool = False) -> None:
         """Measure GPU layers and threads (``stop_tune`` ends it within a token)."""

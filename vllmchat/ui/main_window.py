@@ -21,7 +21,7 @@ from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.conversations.kv_cache import KVStateCache
 from vllmchat.core.conversations.policy import MessageStored
 from vllmchat.core.conversations.store import ConversationStore
-from vllmchat.core.engine import ErrorEvent, ErrorKind
+from vllmchat.core.engine import EngineClient, ErrorEvent, ErrorKind
 from vllmchat.core.models.advisor import quant_label
 from vllmchat.core.models.memory import FitSettings
 from vllmchat.core.models.overhead import learned_overhead
@@ -323,7 +323,11 @@ class MainWindow(WindowActions):
         self.statusBar().showMessage(note or f"{info.name} loaded in {info.load_s:.2f}s.", 8000)
         self.offload.show_measured(info.buffers_mib, None)
         self.desc, self.hw = event.description, event.hardware
-        if self.desc is not None and self.hw is not None:
+        if not isinstance(self.bridge.app.engine, EngineClient):
+            reason = self.hw.offload_reason if self.hw else "The server owns the model's memory."
+            self.offload.show_remote(reason + " The tuner measures local models only.")
+            self.memory.show_remote()
+        elif self.desc is not None and self.hw is not None:
             self.offload.set_model(self.desc, self.hw, self._fit(), self.settings.n_gpu_layers)
             cached = TuneCache().get(self.settings.load_settings(), self.hw)
             if cached is not None:  # measured before on this device: marks on the slider
@@ -336,7 +340,7 @@ class MainWindow(WindowActions):
         self._set_loading(False)
         self.memory.show_error(event.kind.value, event.message)
         self.statusBar().showMessage(event.message, 20000)
-        if not self.bridge.client.alive:
+        if not self.bridge.app.engine.alive:
             self.banner.show_reason(
                 event.message, fewer_layers_possible=self.settings.n_gpu_layers > 0
             )
@@ -348,7 +352,9 @@ class MainWindow(WindowActions):
     def start(self) -> None:
         """After the window is shown: load the model, or offer the picker on first run."""
         path = self.settings.model_path
-        if path and os.path.exists(path):
+        if self.settings.server_url:
+            self.bridge.use_server(self.settings)
+        elif path and os.path.exists(path):
             self.bridge.load(self.settings)
         else:
             QTimer.singleShot(0, self.choose_model)

@@ -35,6 +35,7 @@ from vllmchat.core.models.local import LocalModel, discover
 from vllmchat.core.models.memory import MIB, FitSettings
 from vllmchat.core.paths import models_dir
 from vllmchat.core.resources import curated_models
+from vllmchat.ui.servers_tab import ServersTab
 from vllmchat.ui.workers import Workers
 
 BADGES = {
@@ -68,7 +69,7 @@ def _local_rows(
 
 
 class ModelPicker(QDialog):
-    """``chosen_path`` is set when the dialog is accepted."""
+    """``chosen_path`` (a local file) or ``chosen_server`` is set when it is accepted."""
 
     progress_changed = Signal(object)
 
@@ -88,6 +89,7 @@ class ModelPicker(QDialog):
         self.fit_settings = settings
         self.folders = folders or []
         self.chosen_path: str | None = None
+        self.chosen_server: tuple[str, str] | None = None  # (url, model)
         self.workers = Workers(self)
         self.cancel = threading.Event()
         self.quants: list[tuple[Any, Any]] = []
@@ -102,6 +104,9 @@ class ModelPicker(QDialog):
         self.tabs = QTabWidget()
         self.tabs.addTab(self._installed_tab(), "Installed")
         self.tabs.addTab(self._hub_tab(), "Hub")
+        self.servers = ServersTab()
+        self.servers.server_chosen.connect(self._use_server)
+        self.tabs.addTab(self.servers, "Servers")
         layout.addWidget(self.tabs)
         row = QHBoxLayout()
         self.demo = QPushButton("Use the demo model (offline)")
@@ -179,6 +184,10 @@ class ModelPicker(QDialog):
                     item.setBackground(_tint(color))
                 self.installed.setItem(i, j, item)
         self.installed.resizeColumnsToContents()
+
+    def _use_server(self, url: str, model: str) -> None:
+        self.chosen_server = (url, model)
+        self.accept()
 
     def _use_installed(self, row: int) -> None:
         if 0 <= row < len(getattr(self, "installed_rows", [])):

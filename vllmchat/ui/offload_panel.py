@@ -69,6 +69,7 @@ class OffloadPanel(QGroupBox):
         self, desc: ModelDescription, hw: HardwareInfo, settings: FitSettings, n_gpu_layers: int
     ) -> None:
         self.desc, self.hw, self.fit_settings = desc, hw, settings
+        self.tune_button.setEnabled(True)
         self.slider.blockSignals(True)
         self.slider.setRange(0, desc.n_layer + 1)
         self.slider.setValue(min(n_gpu_layers, desc.n_layer + 1))
@@ -104,6 +105,17 @@ class OffloadPanel(QGroupBox):
         if self.slider.value() != self._loaded_value:
             self._loaded_value = self.slider.value()
             self.reload_requested.emit(self.slider.value())
+
+    def show_remote(self, reason: str) -> None:
+        """A model on a server: say why the slider, estimate and tuner do not apply."""
+        self.desc = None
+        self.slider.setEnabled(False)
+        self.tune_button.setEnabled(False)
+        self.heading.setText("GPU layers: set on the server")
+        self.estimate.setText("")
+        self.marks.setText("")
+        self.measured.setText("")
+        self.reason.setText(reason)
 
     def show_tuning(self, result: TuneResult) -> None:
         """Measured marks under the slider: decode tok/s at each measured layer count."""
@@ -172,6 +184,12 @@ class MemoryPanel(QGroupBox):
             kind = key.split(":")[0]
             parts["weights" if kind == "model" else "KV" if kind == "kv" else "compute"] += mib
         self.split.setText(" · ".join(f"{k} {v:,.0f} MiB" for k, v in parts.items()))
+
+    def show_remote(self) -> None:
+        """A model on a server: its memory is the server's, not this machine's."""
+        text = "on the server (it owns the model's memory)"
+        for label in (self.ram, self.vram, self.split):
+            label.setText(text)
 
     def show_error(self, kind: str, message: str) -> None:
         if kind == "oom_load":

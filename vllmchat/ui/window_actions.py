@@ -45,8 +45,12 @@ class WindowActions(QMainWindow):
         raise NotImplementedError
 
     def _update_memory(self) -> None:
-        pid = self.bridge.client.pid
-        if self.info is None or pid is None or not self.bridge.client.alive:
+        engine = self.bridge.app.engine
+        if not isinstance(engine, EngineClient):
+            self.memory.show_remote()
+            return
+        pid = engine.pid
+        if self.info is None or pid is None or not engine.alive:
             return
         try:
             rss = psutil.Process(pid).memory_info().rss
@@ -78,8 +82,22 @@ class WindowActions(QMainWindow):
             first_run=not s.model_path,
             parent=self,
         )
-        if picker.exec() and picker.chosen_path:
-            self.load_model(picker.chosen_path)
+        if not picker.exec():
+            return
+        if picker.chosen_server is not None:
+            self.use_server(*picker.chosen_server)
+        elif picker.chosen_path:
+            self.settings = self.settings.with_changes(
+                server_url="", server_model="", model_path=picker.chosen_path
+            )
+            self._save()
+            self.bridge.use_local(self.settings)
+
+    def use_server(self, url: str, model: str) -> None:
+        """Chat through a server from now on (remembered; the key is in the keyring)."""
+        self.settings = self.settings.with_changes(server_url=url, server_model=model)
+        self._save()
+        self.bridge.use_server(self.settings)
 
     def open_tuner(self) -> None:
         """The tuner window (non-modal), wired to the application layer."""

@@ -32,6 +32,7 @@ from vllmchat.core.engine.events import (
     TurnStats,
 )
 from vllmchat.core.engine.info import KvUsage, ModelInfo, ReloadResult, StateTransfer
+from vllmchat.core.models.advisor import display_name
 from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 
@@ -91,6 +92,7 @@ class RemoteEngine:
         )
         self._stop = threading.Event()
         self._last = KvUsage(0, 0)
+        self.last_timings: dict[str, Any] = {}  # llama.cpp's server's own figures, last turn
 
     # -- the server ---------------------------------------------------------------------------
     @property
@@ -102,10 +104,11 @@ class RemoteEngine:
 
     def _context_length(self, model: Any) -> int:
         extra = getattr(model, "model_extra", None) or {}
-        for value in (extra.get("max_model_len"), (extra.get("meta") or {}).get("n_ctx_train")):
+        meta = extra.get("meta") or {}
+        for value in (extra.get("max_model_len"), meta.get("n_ctx")):  # vLLM, llama-server
             if isinstance(value, int) and value > 0:
                 return value
-        try:  # llama.cpp's server tells its context on /props
+        try:  # llama.cpp's server also tells its context on /props
             url = self.url.removesuffix("/v1") + "/props"
             with urllib.request.urlopen(url, timeout=5.0) as response:
                 n_ctx = json.load(response)["default_generation_settings"]["n_ctx"]
@@ -113,7 +116,19 @@ class RemoteEngine:
                 return int(n_ctx)
         except (OSError, ValueError, KeyError, TypeError):
             pass
-        return self.n_ctx_setting or (self.settings.n_ctx if self.settings else 4096)
+        trained = meta.get("n_ctx_train")  # an upper bound, not the server's context
+        if self.n_ctx_setting:
+            return self.n_ctx_setting
+        if isinstance(trained, int) and trained > 0:
+            return min(trained, self.settings.n_ctx if self.settings else trained)
+        return self.settings.n_ctx if self.settings else 4096
+
+    def models(self) -> list[str]:
+        """The model names the server lists (``/v1/models``); raises ``EngineError``."""
+        try:
+            return [m.id for m in self._client.models.list()]
+        except openai.OpenAIError as exc:
+            raise _error(exc, self.url) from exc
 
     def load(self, settings: LoadSettings) -> ModelInfo:
         """Connect: list the server's models, pick ours, learn the context length."""
@@ -148,7 +163,7 @@ class RemoteEngine:
             template_source="server",
             gpu_offload=False,
             load_s=time.perf_counter() - t0,
-            name=name,
+            name=display_name(name) if name.endswith(".gguf") else name,
         )
         return self.info
 
@@ -189,6 +204,8 @@ class RemoteEngine:
         }
         if sampling.seed >= 0:
             request["seed"] = sampling.seed
+        if sampling.ignore_eos:  # benchmarks: a fixed number of tokens (llama.cpp, vLLM)
+            extra["ignore_eos"] = True
         return request
 
     def chat(
@@ -245,12 +262,29 @@ class RemoteEngine:
             return
         text = "".join(parts)
         if not reason:  # no finish_reason: the stream ended before the reply did
-            message = f"{self.url} cut the reply off before it ended."
-            yield ErrorEvent(ErrorKind.SERVER_UNREACHABLE, message, partial_text=text)
+            yield self._unfinished(messages, text)
             return
+        self.last_timings = dict(timings) if isinstance(timings, dict) else {}
         stats = self._stats(usage, timings, reason, len(parts), t0, t_first, t_last)
         yield StatsEvent(stats)
         yield DoneEvent(text, reason, stats)
+
+    def _unfinished(self, messages: Sequence[Mapping[str, str]], text: str) -> ErrorEvent:
+        """A stream that ended without a finish reason. Some servers (llama-cpp-python's)
+        answer a prompt over their context with an empty stream instead of an error."""
+        n_ctx = self.info.n_ctx if self.info else 0
+        estimate = len(self.render(messages))
+        if not text and n_ctx and estimate > 0.8 * n_ctx:
+            message = (
+                f"{self.url} ended the reply without a word: the prompt (about {estimate:,} "
+                f"tokens) is probably too long for its context of {n_ctx:,}."
+            )
+            return ErrorEvent(ErrorKind.PROMPT_TOO_LONG, message)
+        return ErrorEvent(
+            ErrorKind.SERVER_UNREACHABLE,
+            f"{self.url} cut the reply off before it ended.",
+            partial_text=text,
+        )
 
     def _stats(
         self,

@@ -1,0 +1,82 @@
+"""The window on a server: the picker's Servers tab against llama.cpp's own server on
+loopback, the switch from the local engine, the panels saying why they do not apply,
+a chat turn with the server's cache reuse, and back to the local model."""
+
+from __future__ import annotations
+
+import pytest
+
+from vllmchat.bench.llama_server import LlamaServer, server_binary
+from vllmchat.core.app_settings import AppSettings
+from vllmchat.core.conversations.kv_cache import KVStateCache
+from vllmchat.core.conversations.store import ConversationStore
+from vllmchat.core.engine import EngineClient
+from vllmchat.core.engine.remote import RemoteEngine
+
+pytestmark = pytest.mark.skipif(server_binary() is None, reason="scripts/setup.sh dev installs it")
+TIMEOUT = 60_000
+
+
+@pytest.fixture(scope="module")
+def llama_server(demo_model):
+    with LlamaServer(demo_model, n_ctx=2048) as server:
+        yield server
+
+
+def test_the_servers_tab_tests_lists_and_chooses(qtbot, llama_server):
+    from vllmchat.ui.servers_tab import ServersTab
+
+    tab = ServersTab()
+    qtbot.addWidget(tab)
+    tab.url.setText("http://127.0.0.1:1")  # nothing listens there
+    tab.test.click()
+    qtbot.waitUntil(lambda: "Cannot reach" in tab.message.text(), timeout=TIMEOUT)
+    tab.url.setText(llama_server.url)
+    tab.test.click()
+    qtbot.waitUntil(lambda: tab.models.count() == 1, timeout=TIMEOUT)
+    assert "1 model(s)" in tab.message.text() and tab.use.isEnabled()
+    with qtbot.waitSignal(tab.server_chosen) as chosen:
+        tab.use.click()
+    assert chosen.args[0] == llama_server.url and chosen.args[1].endswith(".gguf")
+    tab.workers.join()
+
+
+def test_the_window_switches_to_the_server_and_back(qtbot, tmp_path, demo_model, llama_server):
+    from vllmchat.ui.main_window import MainWindow
+
+    store = ConversationStore(tmp_path / "c.sqlite3")
+    settings = AppSettings.of(model_path=str(demo_model), n_ctx=2048, n_threads=2,
+                              max_tokens=24, temperature=0.0)  # fmt: skip
+    w = MainWindow(store, settings, KVStateCache(tmp_path / "kv"), save_settings=False)
+    qtbot.addWidget(w)
+    w.show()
+    w.start()
+    qtbot.waitUntil(lambda: w.loads_ended == 1 and w.desc is not None, timeout=TIMEOUT)
+    local = w.bridge.app.engine
+    n = w.loads_ended
+    w.use_server(llama_server.url, "")
+    qtbot.waitUntil(lambda: w.loads_ended > n, timeout=TIMEOUT)
+    assert isinstance(w.bridge.app.engine, RemoteEngine) and not local.alive
+    assert "set on the server" in w.offload.heading.text()
+    assert not w.offload.slider.isEnabled() and not w.offload.tune_button.isEnabled()
+    assert "owns" in w.offload.reason.text()
+    w._update_memory()
+    assert "on the server" in w.memory.vram.text()
+    for question in ("What is the capital of France?", "And of Italy?"):
+        ended = w.turns_ended
+        w.input.edit.setPlainText(question)
+        w.input._submit()
+        qtbot.waitUntil(lambda ended=ended: w.turns_ended > ended, timeout=TIMEOUT)
+    assert w.last_stats is not None and w.last_stats.tokens_reused > 0, "the server's cache"
+    w.open_tuner()
+    assert "server" in w.tuner.eta.text() and not w.tuner.start_button.isEnabled()
+    n = w.loads_ended
+    w.settings = w.settings.with_changes(server_url="", server_model="")
+    w.bridge.use_local(w.settings)
+    qtbot.waitUntil(lambda: w.loads_ended > n, timeout=TIMEOUT)
+    assert isinstance(w.bridge.app.engine, EngineClient) and w.bridge.app.engine.alive
+    assert w.offload.tune_button.isEnabled()
+    assert [m.role for m in store.path(w.bridge.app.conversation_id)][:4] == [
+        "user", "assistant", "user", "assistant"]  # fmt: skip
+    w.close()
+    store.close()
