@@ -8,6 +8,7 @@ from vllmchat.core.app.events import (
     Loaded,
     LoadFailed,
     LoadStarted,
+    TitleMade,
     TurnStarted,
 )
 
@@ -19,5 +20,6 @@ __all__ = [
     "LoadFailed",
     "LoadStarted",
     "Loaded",
+    "TitleMade",
     "TurnStarted",
 ]

@@ -18,6 +18,7 @@ from vllmchat.core.app.events import (
     Loaded,
     LoadFailed,
     LoadStarted,
+    TitleMade,
     TurnStarted,
 )
 from vllmchat.core.app.tuning import run_tune
@@ -227,6 +228,20 @@ class ChatApp:
             return
         if completed:
             self.checkpoint()
+
+    def make_title(self, *, busy: Callable[[], bool] = lambda: False) -> Iterator[TitleMade]:
+        """Ask the model for the open conversation's title (after its first reply). When
+        another turn is waiting (``busy``) the first words are kept: a turn never waits."""
+        session = self.session
+        if session is None:
+            return
+        conversation_id = session.conversation_id
+        title = None
+        if not busy() and self.engine.alive and self.engine.info is not None:
+            with contextlib.suppress(EngineError):
+                title = session.make_title()
+        name = title or self.store.conversation(conversation_id).title
+        yield TitleMade(conversation_id, name, title is not None)
 
     def stop(self) -> None:
         """Stop the reply or summary in progress (any thread; within one token)."""

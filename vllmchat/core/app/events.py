@@ -62,6 +62,15 @@ class EngineDied:
     reason: str
 
 
+@dataclass(frozen=True)
+class TitleMade:
+    """A conversation's title; ``by_model`` False: its first words were kept."""
+
+    conversation_id: int
+    title: str
+    by_model: bool
+
+
 AppEvent = (
     LoadStarted
     | Loaded
@@ -69,6 +78,7 @@ AppEvent = (
     | ConversationOpened
     | TurnStarted
     | EngineDied
+    | TitleMade
     | MessageStored
     | PromptPlanEvent
     | SummaryEvent

@@ -18,12 +18,19 @@ from vllmchat.core.conversations.policy import (
     PromptPlanEvent,
     SummaryEvent,
 )
-from vllmchat.core.conversations.store import ROOT, ConversationStore, Message, Summary
+from vllmchat.core.conversations.store import (
+    ROOT,
+    ConversationStore,
+    Message,
+    Summary,
+    title_from,
+)
 from vllmchat.core.conversations.summarize import (
     SummaryOutcome,
     clean_summary,
     summary_request,
 )
+from vllmchat.core.conversations.titles import TITLE_PROMPT, clean_title
 from vllmchat.core.engine import (
     DoneEvent,
     EngineError,
@@ -332,6 +339,27 @@ class ChatSession:
         if len(self.client.tokenize(text)) >= len(self.client.tokenize(replaced)):
             return SummaryOutcome(reason="The summary was longer than what it replaces."), prefill
         return SummaryOutcome(text, ok=True), prefill
+
+    # -- titles -------------------------------------------------------------------------
+    def make_title(self) -> str | None:
+        """A title by the model for a conversation still named by its first words;
+        None (the first words stay) when it has a title of the user's or none came."""
+        path = self.store.path(self.conversation_id)
+        first = next((m for m in path if m.role == "user"), None)
+        conversation = self.store.conversation(self.conversation_id)
+        if first is None or conversation.title not in ("", title_from(first.content)):
+            return None
+        prompt, _ = self.plan(path)
+        request = [*prompt, {"role": "user", "content": TITLE_PROMPT}]
+        sampling = SamplingSettings(temperature=0.0, max_tokens=16, repeat_penalty=1.0)
+        title = ""
+        for event in self.client.chat(request, sampling):
+            if isinstance(event, DoneEvent) and event.stop_reason != "stopped":
+                title = clean_title(event.text)
+        if not title:
+            return None
+        self.store.rename(self.conversation_id, title)
+        return title
 
     # -- reopening -----------------------------------------------------------------------
     def prime(self) -> None:

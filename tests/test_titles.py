@@ -1,0 +1,55 @@
+"""Conversation titles made by the model, in the background of the first reply."""
+
+from __future__ import annotations
+
+import pytest
+
+from vllmchat.core.app import ChatApp, Loaded, TitleMade
+from vllmchat.core.app_settings import AppSettings
+from vllmchat.core.conversations.kv_cache import KVStateCache
+from vllmchat.core.conversations.store import ConversationStore
+from vllmchat.core.conversations.titles import clean_title
+from vllmchat.core.engine import DoneEvent, StatsEvent
+
+
+def test_titles_are_cleaned_to_a_few_words():
+    assert clean_title('Title: "The Capital of France."\nMore text') == "The Capital of France"
+    assert clean_title("  **Paris Travel Tips**  ") == "Paris Travel Tips"
+    assert clean_title("one two three four five six seven eight") == "one two three four five six"
+    assert clean_title("\n\n") == "" and clean_title('"."') == ""
+
+
+@pytest.fixture
+def app(tmp_path, demo_model):
+    store = ConversationStore(tmp_path / "c.sqlite3")
+    chat = ChatApp(store, KVStateCache(tmp_path / "kv"))
+    chat.open_conversation(store.create().id)
+    settings = AppSettings.of(model_path=str(demo_model), n_ctx=2048, n_threads=2,
+                              temperature=0.0, max_tokens=24)  # fmt: skip
+    assert any(isinstance(e, Loaded) for e in chat.load(settings))
+    yield chat
+    chat.shutdown()
+    store.close()
+
+
+def test_the_model_names_the_conversation_without_costing_the_next_turn(app):
+    assert any(isinstance(e, DoneEvent) for e in app.send("What is the capital of France?"))
+    before = app.store.conversation(app.conversation_id).title
+    assert before.startswith("What is the capital")  # the first words, at once
+    made = list(app.make_title())
+    assert len(made) == 1 and isinstance(made[0], TitleMade) and made[0].by_model
+    title = app.store.conversation(app.conversation_id).title
+    assert title == made[0].title and title != before and 1 <= len(title.split()) <= 6
+    stats = next(e.stats for e in app.send("And of Italy?") if isinstance(e, StatsEvent))
+    assert stats.tokens_prefilled < 40, "the title request shared the conversation's prefix"
+    again = list(app.make_title())
+    assert not again[0].by_model and again[0].title == title, "named once"
+
+
+def test_a_busy_model_keeps_the_first_words_and_a_user_title_is_kept(app):
+    assert any(isinstance(e, DoneEvent) for e in app.send("Tell me about tea."))
+    made = list(app.make_title(busy=lambda: True))
+    assert not made[0].by_model and made[0].title.startswith("Tell me about tea")
+    app.store.rename(app.conversation_id, "My tea notes")
+    assert not next(iter(app.make_title())).by_model
+    assert app.store.conversation(app.conversation_id).title == "My tea notes"
