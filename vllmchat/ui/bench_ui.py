@@ -114,12 +114,91 @@ def _stalls(folder: Path) -> dict[str, Any]:
     }
 
 
+REPLY = (
+    "Here is a short answer with a list:\n\n- one point\n- another point\n\n"
+    "```python\nprint('hello')\n```\n"
+)
+
+
+def _long_conversation(store: Any, n: int) -> int:
+    conv = store.create(title=f"{n} messages")
+    parent = None
+    for i in range(n):
+        role = "user" if i % 2 == 0 else "assistant"
+        text = f"Question {i}: how does this work?" if role == "user" else REPLY
+        parent = store.add_message(conv.id, role, text, parent_id=parent).id
+    return int(conv.id)
+
+
+def _token_cost_ms(app: Any, n: int, tokens: int = 300) -> float:
+    """Mean GUI time per streamed token (append, layout, paint) with ``n`` messages open."""
+    from vllmchat.ui.chat_view import ChatView, HistoryItem
+
+    view = ChatView()
+    view.resize(900, 700)
+    view.show()
+    items = [
+        HistoryItem("user", f"Question {i}", i + 1) if i % 2 == 0
+        else HistoryItem("assistant", REPLY, i + 1)
+        for i in range(n)
+    ]  # fmt: skip
+    view.set_history(items)
+    for _ in range(20):
+        app.processEvents()
+    view.start_reply()
+    t0 = time.perf_counter()
+    for i in range(tokens):
+        view.append_token(f" word{i}")
+        view.viewport().repaint()
+        app.processEvents()
+    cost = (time.perf_counter() - t0) / tokens * 1000
+    view.close()
+    view.deleteLater()
+    app.processEvents()
+    return cost
+
+
+def _history(folder: Path) -> dict[str, Any]:
+    """Opening a stored 5,000-message conversation (window painted), and the per-token
+    cost of streaming under 5,000 messages against under 10."""
+    from PySide6.QtWidgets import QApplication
+
+    from vllmchat.core.app_settings import AppSettings
+    from vllmchat.core.conversations.kv_cache import KVStateCache
+    from vllmchat.core.conversations.store import ConversationStore
+    from vllmchat.ui.main_window import MainWindow
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    store = ConversationStore(folder / "long.sqlite3")
+    big = _long_conversation(store, 5000)
+    small = store.create(title="empty").id
+    window = MainWindow(store, AppSettings(), KVStateCache(folder / "kv-long"), save_settings=False)
+    window.show()
+    window.open_conversation(small)
+    app.processEvents()
+    t0 = time.perf_counter()
+    window.open_conversation(big)
+    app.processEvents()
+    window.repaint()
+    open_s = time.perf_counter() - t0
+    window.close()
+    store.close()
+    costs = {n: statistics.median(_token_cost_ms(app, n) for _ in range(3)) for n in (10, 5000)}
+    return {
+        "open_5000_s": round(open_s, 3),
+        "token_cost_ms_10": round(costs[10], 3),
+        "token_cost_ms_5000": round(costs[5000], 3),
+        "token_cost_ratio_5000_vs_10": round(costs[5000] / costs[10], 3),
+    }
+
+
 def run() -> dict[str, Any]:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     with tempfile.TemporaryDirectory() as tmp:
         for name in ("DATA", "CONFIG", "KV"):
             os.environ[f"VLLMCHAT_{name}_DIR"] = str(Path(tmp) / name.lower())
         result = _stalls(Path(tmp))
+        result.update(_history(Path(tmp)))
         startups = [_startup_s() for _ in range(3)]
     result["startup_s"] = round(statistics.median(startups), 3)
     return result

@@ -1,149 +1,33 @@
-"""The conversation view: one widget per message; streaming appends to the last only."""
+"""The conversation view. Only the newest messages have widgets; older ones load a page
+at a time as the user scrolls up (or when search jumps to one), so opening a long
+conversation and streaming into it cost the same as for a short one."""
 
 from __future__ import annotations
 
-import re
+from dataclasses import dataclass
 
-from PySide6.QtCore import Qt, QTimer, QUrl, Signal
-from PySide6.QtGui import QGuiApplication, QTextCursor
-from PySide6.QtWidgets import (
-    QFrame,
-    QHBoxLayout,
-    QLabel,
-    QPushButton,
-    QScrollArea,
-    QSizePolicy,
-    QTextBrowser,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
 
-_FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.DOTALL | re.MULTILINE)
-ROLE_NAMES = {"user": "You", "assistant": "Assistant", "summary": "Summary"}
+from vllmchat.ui.message_widget import MessageWidget
+from vllmchat.ui.theme import is_dark, view_style
+
+PAGE = 30  # messages given widgets at a time
 
 
-def with_copy_links(markdown: str) -> tuple[str, list[str]]:
-    """Markdown with a "Copy" link before each code block, and the blocks' code."""
-    blocks: list[str] = []
+@dataclass(frozen=True)
+class HistoryItem:
+    """A stored message (or summary) waiting for its widget."""
 
-    def link(match: re.Match[str]) -> str:
-        blocks.append(match.group(1))
-        return f"[Copy code](copy:{len(blocks) - 1})\n\n{match.group(0)}"
-
-    return _FENCE.sub(link, markdown), blocks
-
-
-class MessageWidget(QFrame):
-    """A message: who, the text (Markdown when complete), and its actions."""
-
-    edit_requested = Signal(int)
-    regenerate_requested = Signal()
-    summary_edit_requested = Signal(int)
-
-    def __init__(
-        self,
-        role: str,
-        text: str = "",
-        *,
-        message_id: int | None = None,
-        partial: bool = False,
-        parent: QWidget | None = None,
-    ) -> None:
-        super().__init__(parent)
-        self.role = role
-        self.message_id = message_id
-        self.regenerate_button: QPushButton | None = None
-        self.text = text
-        self._code: list[str] = []
-        self.setObjectName(f"message-{role}")
-        self.setFrameShape(QFrame.Shape.StyledPanel)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(10, 6, 10, 6)
-        top = QHBoxLayout()
-        self.who = QLabel(f"<b>{ROLE_NAMES.get(role, role)}</b>")
-        self.note = QLabel("(stopped)" if partial else "")
-        self.note.setStyleSheet("color: #a60;")
-        self.note.setMinimumWidth(80)
-        top.addWidget(self.who)
-        top.addWidget(self.note)
-        top.addStretch()
-        self.buttons = QHBoxLayout()
-        top.addLayout(self.buttons)
-        layout.addLayout(top)
-        self.body = QTextBrowser()
-        self.body.setOpenLinks(False)
-        self.body.anchorClicked.connect(self._on_link)
-        self.body.setFrameShape(QFrame.Shape.NoFrame)
-        self.body.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.body.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.body.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
-        self.body.document().documentLayout().documentSizeChanged.connect(self._fit_height)
-        layout.addWidget(self.body)
-        self._add_actions()
-        self.set_markdown(text)
-
-    def _add_actions(self) -> None:
-        if self.role == "user" and self.message_id is not None:
-            self.enable_edit()
-        if self.role == "summary" and self.message_id is not None:
-            self._button("Edit summary", lambda: self.summary_edit_requested.emit(self.message_id))
-        self._button("Copy", lambda: QGuiApplication.clipboard().setText(self.text))
-
-    def _button(self, label: str, slot: object) -> QPushButton:
-        button = QPushButton(label)
-        button.setFlat(True)
-        button.setCursor(Qt.CursorShape.PointingHandCursor)
-        button.clicked.connect(slot)
-        self.buttons.addWidget(button)
-        return button
-
-    def enable_edit(self) -> None:
-        """An Edit action (user messages, once they have their id in the store)."""
-        self._button("Edit", lambda: self.edit_requested.emit(self.message_id))
-
-    def add_regenerate(self) -> None:
-        self.regenerate_button = self._button("Regenerate", self.regenerate_requested.emit)
-
-    def drop_regenerate(self) -> None:
-        """Only the last reply can be regenerated."""
-        button = self.regenerate_button
-        if button is not None:
-            self.buttons.removeWidget(button)
-            button.deleteLater()
-            self.regenerate_button = None
-
-    def set_markdown(self, text: str) -> None:
-        """Render the whole message (once, when it is complete)."""
-        self.text = text
-        markdown, self._code = with_copy_links(text)
-        self.body.setMarkdown(markdown)
-        QTimer.singleShot(0, self, self._fit_height)  # dropped if the message is removed
-
-    def append_plain(self, text: str) -> None:
-        """Append streamed text at the end, without re-rendering."""
-        self.text += text
-        cursor = self.body.textCursor()
-        cursor.movePosition(QTextCursor.MoveOperation.End)
-        cursor.insertText(text)
-
-    def set_partial(self, partial: bool) -> None:
-        self.note.setText("(stopped)" if partial else "")
-
-    def _on_link(self, url: QUrl) -> None:
-        if url.scheme() == "copy":
-            index = int(url.path() or url.toString().split(":", 1)[1])
-            QGuiApplication.clipboard().setText(self._code[index])
-
-    def _fit_height(self) -> None:
-        """Grow with the text. (The browser reflows on resize and signals the new size;
-        overriding resizeEvent to do this re-enters PySide6 and corrupts refcounts.)"""
-        height = int(self.body.document().size().height()) + 6
-        if height != self.body.height():
-            self.body.setFixedHeight(max(24, height))
+    role: str
+    text: str
+    message_id: int | None = None
+    partial: bool = False
+    regenerate: bool = False
 
 
 class ChatView(QScrollArea):
-    """All messages of the current branch, newest at the bottom."""
+    """The messages of the current branch, newest at the bottom."""
 
     edit_requested = Signal(int)
     regenerate_requested = Signal()
@@ -152,39 +36,126 @@ class ChatView(QScrollArea):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWidgetResizable(True)
+        self.setFrameShape(QFrame.Shape.NoFrame)
         self.inner = QWidget()
         self.column = QVBoxLayout(self.inner)
+        self.column.setSpacing(10)
+        self.older = QLabel("")
+        self.older.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.older.setStyleSheet("color: gray;")
+        self.column.addWidget(self.older)
         self.column.addStretch()
         self.setWidget(self.inner)
         self.streaming: MessageWidget | None = None
+        self.dark = is_dark()
+        self.inner.setStyleSheet(view_style(self.dark))
+        self._pending: list[HistoryItem] = []  # older messages without widgets, oldest first
         self._follow = True
-        self.verticalScrollBar().rangeChanged.connect(self._keep_at_bottom)
+        self._anchor: tuple[MessageWidget, int] | None = None  # a message held in place
+        bar = self.verticalScrollBar()
+        bar.rangeChanged.connect(self._on_range)
+        bar.valueChanged.connect(self._on_scroll)
 
+    # -- contents -----------------------------------------------------------------------
     def messages(self) -> list[MessageWidget]:
-        items = (self.column.itemAt(i) for i in range(self.column.count() - 1))
+        items = (self.column.itemAt(i) for i in range(1, self.column.count() - 1))
         return [w for item in items if item and isinstance(w := item.widget(), MessageWidget)]
 
+    @property
+    def unloaded(self) -> int:
+        """Older messages that have no widget yet."""
+        return len(self._pending)
+
     def clear(self) -> None:
-        while self.column.count() > 1:
-            item = self.column.takeAt(0)
+        while self.column.count() > 2:
+            item = self.column.takeAt(1)
             widget = item.widget() if item is not None else None
             if widget is not None:
                 widget.deleteLater()
+        self._pending = []
+        self._show_older_note()
         self.streaming = None
+
+    def set_history(self, items: list[HistoryItem]) -> None:
+        """Show a conversation: widgets for the newest page, the rest on demand."""
+        self.clear()
+        self._pending = list(items[:-PAGE]) if len(items) > PAGE else []
+        for item in items[-PAGE:]:
+            self._insert(item, self.column.count() - 1)
+        self._show_older_note()
+        self._follow = True
+
+    def load_older(self, count: int = PAGE) -> int:
+        """Give the next ``count`` older messages widgets, keeping what is on screen still."""
+        if not self._pending:
+            return 0
+        take = self._pending[-count:]
+        del self._pending[-count:]
+        shown = self.messages()
+        if shown:  # keep the message at the top where it is while the page lays out
+            self._anchor = (shown[0], shown[0].y() - self.verticalScrollBar().value())
+            QTimer.singleShot(300, self, self._release_anchor)
+        for offset, item in enumerate(take):
+            self._insert(item, 1 + offset)
+        self._show_older_note()
+        return len(take)
+
+    def _release_anchor(self) -> None:
+        self._hold()
+        self._anchor = None
+
+    def _hold(self) -> None:
+        if self._anchor is not None:
+            widget, offset = self._anchor
+            self.verticalScrollBar().setValue(widget.y() - offset)
+
+    def jump_to(self, message_id: int) -> MessageWidget | None:
+        """Scroll to a message, loading older pages until it has a widget."""
+        while True:
+            found = next((w for w in self.messages() if w.message_id == message_id), None)
+            if found is not None or not self.load_older():
+                break
+        if found is not None:
+            self._follow = False
+            self._anchor = None
+            QTimer.singleShot(0, self, lambda: self.ensureWidgetVisible(found, 0, 60))
+            found.setFocus()
+        return found
+
+    def _show_older_note(self) -> None:
+        n = len(self._pending)
+        self.older.setText(f"{n:,} earlier messages — scroll up to see them" if n else "")
+        self.older.setVisible(bool(n))
+
+    def _insert(self, item: HistoryItem, index: int) -> MessageWidget:
+        widget = MessageWidget(item.role, item.text, message_id=item.message_id,
+                               partial=item.partial, dark=self.dark)  # fmt: skip
+        widget.edit_requested.connect(self.edit_requested)
+        widget.regenerate_requested.connect(self.regenerate_requested)
+        widget.summary_edit_requested.connect(self.summary_edit_requested)
+        if item.regenerate:
+            widget.add_regenerate()
+        self.column.insertWidget(index, widget, 0, Qt.AlignmentFlag.AlignHCenter)
+        return widget
 
     def add_message(
         self, role: str, text: str, *, message_id: int | None = None, partial: bool = False
     ) -> MessageWidget:
-        widget = MessageWidget(role, text, message_id=message_id, partial=partial)
-        widget.edit_requested.connect(self.edit_requested)
-        widget.regenerate_requested.connect(self.regenerate_requested)
-        widget.summary_edit_requested.connect(self.summary_edit_requested)
-        self.column.insertWidget(self.column.count() - 1, widget)
+        widget = self._insert(HistoryItem(role, text, message_id, partial), self.column.count() - 1)
         self._follow = True
         return widget
 
+    def apply_theme(self, dark: bool) -> None:
+        """Recolour every message (the system switched between light and dark)."""
+        self.dark = dark
+        self.inner.setStyleSheet(view_style(dark))
+        for widget in self.messages():
+            widget.apply_theme(dark)
+
+    # -- a turn ---------------------------------------------------------------------------
     def start_reply(self) -> MessageWidget:
         self.streaming = self.add_message("assistant", "")
+        self.streaming.complete = False
         return self.streaming
 
     def append_token(self, text: str) -> None:
@@ -238,14 +209,23 @@ class ChatView(QScrollArea):
         self.add_message("summary", text, message_id=summary_id)
         if self.streaming is not None:
             self.column.removeWidget(self.streaming)
-            self.column.insertWidget(self.column.count() - 1, self.streaming)
+            self.column.insertWidget(self.column.count() - 1, self.streaming, 0,
+                                     Qt.AlignmentFlag.AlignHCenter)  # fmt: skip
 
     def _remove(self, widget: MessageWidget) -> None:
         self.column.removeWidget(widget)
         widget.deleteLater()
 
-    def _keep_at_bottom(self, _low: int, high: int) -> None:
+    # -- scrolling ------------------------------------------------------------------------
+    def _on_scroll(self, value: int) -> None:
+        if value <= 0 and self._pending and self._anchor is None:
+            QTimer.singleShot(0, self, self.load_older)
+
+    def _on_range(self, _low: int, high: int) -> None:
         bar = self.verticalScrollBar()
+        if self._anchor is not None:  # older messages came in above: stay on the same line
+            self._hold()
+            return
         if self._follow or bar.value() >= bar.maximum() - 40:
             QTimer.singleShot(0, bar, lambda: bar.setValue(bar.maximum()))
             self._follow = False

@@ -22,6 +22,8 @@ class ConversationList(QWidget):
     """Conversations newest first; a search box filters them by full text."""
 
     conversation_selected = Signal(int)
+    message_selected = Signal(int, int)
+    """A search hit: the conversation and the message that matched."""
     new_requested = Signal()
 
     def __init__(self, store: ConversationStore, parent: QWidget | None = None) -> None:
@@ -56,16 +58,17 @@ class ConversationList(QWidget):
         text = self.search.text().strip()
         if text:
             seen: set[int] = set()
-            rows = []
-            for conv, _msg, snippet in self.store.search(text):
+            rows: list[tuple[int, str, int | None]] = []
+            for conv, msg, snippet in self.store.search(text):
                 if conv.id not in seen:
                     seen.add(conv.id)
-                    rows.append((conv.id, f"{conv.title or 'New chat'}\n  {snippet}"))
+                    rows.append((conv.id, f"{conv.title or 'New chat'}\n  {snippet}", msg.id))
         else:
-            rows = [(c.id, c.title or "New chat") for c in self.store.conversations()]
-        for cid, label in rows:
+            rows = [(c.id, c.title or "New chat", None) for c in self.store.conversations()]
+        for cid, label, message_id in rows:
             item = QListWidgetItem(label)
             item.setData(Qt.ItemDataRole.UserRole, cid)
+            item.setData(Qt.ItemDataRole.UserRole + 1, message_id)
             self.list.addItem(item)
             if cid == current:
                 self.list.setCurrentItem(item)
@@ -83,7 +86,11 @@ class ConversationList(QWidget):
 
     def _on_current(self, item: QListWidgetItem | None, _previous: object) -> None:
         if item is not None and not self._quiet:
-            self.conversation_selected.emit(item.data(Qt.ItemDataRole.UserRole))
+            message_id = item.data(Qt.ItemDataRole.UserRole + 1)
+            if message_id is not None:
+                self.message_selected.emit(item.data(Qt.ItemDataRole.UserRole), message_id)
+            else:
+                self.conversation_selected.emit(item.data(Qt.ItemDataRole.UserRole))
 
     def rename_current(self) -> None:
         cid = self.current_id()

@@ -23,6 +23,7 @@ from vllmchat.core.app import (
     Loaded,
     LoadFailed,
     LoadStarted,
+    TitleMade,
     TurnStarted,
 )
 from vllmchat.core.app_settings import AppSettings
@@ -74,6 +75,8 @@ class AppEvents(QObject):
     engine_died = Signal(object)
     """``EngineDied``: reported once per death, from a turn or while idle."""
     busy_changed = Signal(int)  # not bool: PySide6 on 3.11 over-releases queued bools
+    title_made = Signal(object)
+    """``TitleMade``: the conversation's title, by the model or its first words."""
     tune_started = Signal(object)
     """``TuneStarted``: points planned, the budget."""
     tune_point = Signal(object)
@@ -96,6 +99,7 @@ class AppEvents(QObject):
             DoneEvent: self.turn_finished,
             ErrorEvent: self.turn_failed,
             EngineDied: self.engine_died,
+            TitleMade: self.title_made,
             TuneStarted: self.tune_started,
             PointMeasured: self.tune_point,
             TuneFinished: self.tune_finished,
@@ -154,6 +158,9 @@ class EngineBridge(QObject):
         self.events.busy_changed.connect(self._on_busy)
         self.busy = False
         self._tune_stop = threading.Event()
+        self.turn_waiting = threading.Event()  # a turn was asked for and has not started
+        # Direct: cleared on the engine thread as the turn starts, before any title job.
+        self.events.turn_started.connect(self._on_turn_started, Qt.ConnectionType.DirectConnection)
         self.engine_thread.start()
         self._timer = QTimer(self)
         self._timer.setInterval(500)
@@ -183,13 +190,20 @@ class EngineBridge(QObject):
         self.call(self.app.open_conversation, conversation_id)
 
     def send(self, text: str) -> None:
+        self.turn_waiting.set()
         self.call(self.app.send, text)
 
     def regenerate(self) -> None:
+        self.turn_waiting.set()
         self.call(self.app.regenerate)
 
     def edit(self, message_id: int, text: str) -> None:
+        self.turn_waiting.set()
         self.call(self.app.edit, message_id, text)
+
+    def make_title(self) -> None:
+        """Ask the model for the open conversation's title, unless a turn is waiting."""
+        self.call(self.app.make_title, busy=self.turn_waiting.is_set)
 
     def summarize(self) -> None:
         self.call(self.app.summarize)
@@ -226,6 +240,9 @@ class EngineBridge(QObject):
 
     def apply_tune(self, config: TuneConfig) -> None:
         self.call(self.app.apply_tune, config)
+
+    def _on_turn_started(self, _event: object) -> None:
+        self.turn_waiting.clear()
 
     def _on_busy(self, busy: int) -> None:
         self.busy = bool(busy)

@@ -28,11 +28,12 @@ from vllmchat.core.models.overhead import learned_overhead
 from vllmchat.core.tuning.cache import TuneCache
 from vllmchat.ui.banner import EngineBanner
 from vllmchat.ui.chat_input import ChatInput
-from vllmchat.ui.chat_view import ChatView
+from vllmchat.ui.chat_view import ChatView, HistoryItem
 from vllmchat.ui.conversation_list import ConversationList
 from vllmchat.ui.engine_bridge import EngineBridge
 from vllmchat.ui.offload_panel import MemoryPanel, OffloadPanel
 from vllmchat.ui.status_line import StatusLine
+from vllmchat.ui.theme import ThemeWatcher
 from vllmchat.ui.window_actions import WindowActions
 from vllmchat.ui.workers import Workers
 
@@ -55,6 +56,7 @@ class MainWindow(WindowActions):
         self.save_settings = save_settings
         self.workers = Workers(self)
         self.bridge = EngineBridge(store, kv, self)
+        self.theme = ThemeWatcher(self)
         self.info = None
         self.desc = None
         self.hw = None
@@ -70,7 +72,11 @@ class MainWindow(WindowActions):
         self._connect()
         self._menus()
         existing = store.conversations()
-        self.open_conversation(existing[0].id if existing else self.new_conversation(False))
+        last = self.restore_window_state()
+        if last is not None and any(c.id == last for c in existing):
+            self.open_conversation(last)
+        else:
+            self.open_conversation(existing[0].id if existing else self.new_conversation(False))
         self.conversations.refresh()
         self.conversations.select(self.conversation_id or 0)
         self._memory_timer = QTimer(self)
@@ -96,7 +102,7 @@ class MainWindow(WindowActions):
         s.addWidget(self.offload)
         s.addWidget(self.memory)
         s.addStretch()
-        split = QSplitter(Qt.Orientation.Horizontal)
+        split = self.split = QSplitter(Qt.Orientation.Horizontal)
         for w, stretch in ((self.conversations, 0), (center, 1), (side, 0)):
             split.addWidget(w)
             split.setStretchFactor(split.count() - 1, stretch)
@@ -133,6 +139,9 @@ class MainWindow(WindowActions):
         self.chat.edit_requested.connect(self.edit_message)
         self.chat.summary_edit_requested.connect(self.edit_summary)
         self.conversations.conversation_selected.connect(self.open_conversation)
+        self.conversations.message_selected.connect(self.show_message)
+        e.title_made.connect(self._on_title)
+        self.theme.changed.connect(self.chat.apply_theme)
         self.conversations.new_requested.connect(self.new_conversation)
         self.offload.reload_requested.connect(self.set_gpu_layers)
         self.offload.tune_button.clicked.connect(self.open_tuner)
@@ -178,18 +187,18 @@ class MainWindow(WindowActions):
 
     def render_conversation(self) -> None:
         """Rebuild the view from the store (on open, edit or import; never per token)."""
-        self.chat.clear()
         if self.conversation_id is None:
+            self.chat.clear()
             return
         path = self.store.path(self.conversation_id)
         summaries = {s.last_message_id: s for s in self.store.summaries(self.conversation_id)}
+        items: list[HistoryItem] = []
         for m in path:
-            widget = self.chat.add_message(m.role, m.content, message_id=m.id, partial=m.partial)
-            if m is path[-1] and m.role == "assistant":
-                widget.add_regenerate()
+            last_reply = m is path[-1] and m.role == "assistant"
+            items.append(HistoryItem(m.role, m.content, m.id, m.partial, last_reply))
             if m.id in summaries:
-                s = summaries[m.id]
-                self.chat.add_message("summary", s.content, message_id=s.id)
+                items.append(HistoryItem("summary", summaries[m.id].content, summaries[m.id].id))
+        self.chat.set_history(items)
 
     # -- turns ---------------------------------------------------------------------------
     def send(self, text: str) -> None:
@@ -262,6 +271,7 @@ class MainWindow(WindowActions):
         self._update_memory()
         if self.info is not None:
             self.offload.show_measured(self.info.buffers_mib, event.stats.decode_tok_s)
+        self.ask_for_title()
 
     def _on_failed(self, event: ErrorEvent) -> None:
         self.turns_ended += 1
@@ -360,7 +370,9 @@ class MainWindow(WindowActions):
             QTimer.singleShot(0, self.choose_model)
 
     def closeEvent(self, event: QCloseEvent) -> None:
+        self.closing = True
         self._memory_timer.stop()
+        self.save_window_state()
         self.workers.join()
         self.bridge.close()
         super().closeEvent(event)

@@ -3,7 +3,7 @@ the colours messages take in each."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import QEvent, QObject, Qt, Signal
 from PySide6.QtGui import QGuiApplication, QPalette
 
 # (background, border, label) per role and scheme: you and the model apart at a glance.
@@ -44,12 +44,19 @@ def message_style(role: str, dark: bool) -> str:
     )
 
 
+def view_style(dark: bool) -> str:
+    """One style sheet for every message in a view (cheaper than one per message)."""
+    return " ".join(message_style(role, dark) for role in COLORS[dark])
+
+
 def label_color(role: str, dark: bool) -> str:
     return COLORS[dark].get(role, COLORS[dark]["assistant"])[2]
 
 
 class ThemeWatcher(QObject):
-    """Emits ``changed(dark)`` when the system switches between light and dark."""
+    """Emits ``changed(dark)`` when the system switches between light and dark: Qt's
+    colour-scheme signal, or a new application palette where the platform reports no
+    scheme."""
 
     changed = Signal(bool)
 
@@ -59,6 +66,12 @@ class ThemeWatcher(QObject):
         app = QGuiApplication.instance()
         if isinstance(app, QGuiApplication):
             app.styleHints().colorSchemeChanged.connect(self._on_scheme)
+            app.installEventFilter(self)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() in (QEvent.Type.ApplicationPaletteChange, QEvent.Type.ThemeChange):
+            self._on_scheme(None)
+        return False
 
     def _on_scheme(self, _scheme: object) -> None:
         dark = is_dark()

@@ -6,7 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from PySide6.QtWidgets import QFileDialog, QMainWindow, QMessageBox
+from PySide6.QtCore import QByteArray, QSettings
+from PySide6.QtWidgets import QFileDialog, QMainWindow, QMessageBox, QSplitter
 
 from vllmchat.core.app.chat_app import NOT_LOCAL
 from vllmchat.core.app_settings import AppSettings, save_app_settings
@@ -18,6 +19,8 @@ from vllmchat.core.machine import nvml
 from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.models.memory import FitSettings, kv_bytes_per_layer
+from vllmchat.core.paths import config_dir
+from vllmchat.ui.chat_view import ChatView
 from vllmchat.ui.conversation_list import ConversationList
 from vllmchat.ui.engine_bridge import EngineBridge
 from vllmchat.ui.offload_panel import MemoryPanel, OffloadPanel
@@ -36,12 +39,19 @@ class WindowActions(QMainWindow):
     last_stats: TurnStats | None
     memory: MemoryPanel
     offload: OffloadPanel
+    split: QSplitter
+    chat: ChatView
     tuner: TunerDialog | None = None
     conversations: ConversationList
     conversation_id: int | None
     save_settings: bool
 
+    closing = False
+
     def load_model(self, path: str) -> None:
+        raise NotImplementedError
+
+    def open_conversation(self, conversation_id: int) -> None:
         raise NotImplementedError
 
     def _update_memory(self) -> None:
@@ -98,6 +108,54 @@ class WindowActions(QMainWindow):
         self.settings = self.settings.with_changes(server_url=url, server_model=model)
         self._save()
         self.bridge.use_server(self.settings)
+
+    # -- titles, search hits, window state ------------------------------------------------
+    def ask_for_title(self) -> None:
+        """After the first reply of a conversation: a title by the model, in the background."""
+        cid = self.conversation_id
+        if cid is None:
+            return
+        path = self.store.path(cid)
+        if sum(m.role == "assistant" for m in path) == 1 and not path[-1].partial:
+            self.bridge.make_title()
+
+    def _on_title(self, event: Any) -> None:
+        if self.closing:
+            return  # a title that came back while the window closed
+        self.conversations.refresh()
+        if event.by_model:
+            self.statusBar().showMessage(f"Named “{event.title}”.", 4000)
+
+    def show_message(self, conversation_id: int, message_id: int) -> None:
+        """A search hit: open its conversation and scroll to the message (loaded if needed)."""
+        self.open_conversation(conversation_id)
+        self.chat.jump_to(message_id)
+
+    def _window_state(self) -> QSettings:
+        return QSettings(str(config_dir() / "window.ini"), QSettings.Format.IniFormat)
+
+    def restore_window_state(self) -> int | None:
+        """Size, splitter positions; returns the conversation open when the app last closed."""
+        state = self._window_state()
+        geometry = state.value("geometry")
+        if isinstance(geometry, QByteArray):
+            self.restoreGeometry(geometry)
+        split = state.value("splitter")
+        if isinstance(split, QByteArray):
+            self.split.restoreState(split)
+        last = state.value("conversation")
+        try:
+            return int(last) if last is not None else None
+        except (TypeError, ValueError):
+            return None
+
+    def save_window_state(self) -> None:
+        state = self._window_state()
+        state.setValue("geometry", self.saveGeometry())
+        state.setValue("splitter", self.split.saveState())
+        if self.conversation_id is not None:
+            state.setValue("conversation", self.conversation_id)
+        state.sync()
 
     def open_tuner(self) -> None:
         """The tuner window (non-modal), wired to the application layer."""

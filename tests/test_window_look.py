@@ -1,0 +1,164 @@
+"""The window people expect: long conversations load lazily (search jumps into history
+that has no widgets yet), code is highlighted with a Copy link and its language, the
+system's light/dark scheme is followed live, titles come from the model, and the window
+comes back as it was left."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import QUrl
+from PySide6.QtGui import QGuiApplication
+
+from vllmchat.core.app_settings import AppSettings
+from vllmchat.core.conversations.kv_cache import KVStateCache
+from vllmchat.core.conversations.store import ConversationStore
+from vllmchat.ui.chat_view import PAGE, ChatView, HistoryItem
+from vllmchat.ui.message_widget import MessageWidget
+
+TIMEOUT = 60_000
+CODE = "Try this:\n\n```python\ndef add(a, b):\n    return a + b\n```\n\nThen call `add`.\n"
+
+
+def _items(n: int) -> list[HistoryItem]:
+    return [HistoryItem("user" if i % 2 == 0 else "assistant", f"message number {i}", i + 1)
+            for i in range(n)]  # fmt: skip
+
+
+def test_a_long_conversation_gets_widgets_for_its_newest_page_only(qtbot):
+    view = ChatView()
+    qtbot.addWidget(view)
+    view.resize(700, 500)
+    view.show()
+    view.set_history(_items(5000))
+    assert len(view.messages()) == PAGE and view.unloaded == 5000 - PAGE
+    assert view.messages()[-1].text == "message number 4999"
+    assert f"{5000 - PAGE:,} earlier messages" in view.older.text()
+    view.load_older()
+    assert len(view.messages()) == 2 * PAGE
+    assert view.messages()[0].text == f"message number {5000 - 2 * PAGE}"
+
+
+def test_scrolling_to_the_top_loads_older_messages(qtbot):
+    view = ChatView()
+    qtbot.addWidget(view)
+    view.resize(700, 400)
+    view.show()
+    view.set_history(_items(200))
+    bar = view.verticalScrollBar()
+    qtbot.waitUntil(lambda: 0 < bar.maximum() == bar.value(), timeout=5000)  # at the bottom
+    top = view.messages()[0]  # the message at the top when the user scrolls up
+    view.verticalScrollBar().setValue(0)
+    qtbot.waitUntil(lambda: len(view.messages()) >= 2 * PAGE, timeout=5000)
+    qtbot.wait(400)
+    assert view.verticalScrollBar().value() > 0, "the view stays on what was on screen"
+    assert abs(top.y() - view.verticalScrollBar().value()) < 80
+
+
+def test_search_jumps_to_a_message_that_was_not_loaded(qtbot):
+    view = ChatView()
+    qtbot.addWidget(view)
+    view.show()
+    view.set_history(_items(1000))
+    found = view.jump_to(11)  # message number 10, far back
+    assert found is not None and found.text == "message number 10"
+    assert view.unloaded < 1000 - PAGE
+
+
+def test_code_is_highlighted_with_its_language_and_a_copy_link(qtbot):
+    widget = MessageWidget("assistant", CODE)
+    qtbot.addWidget(widget)
+    html = widget.body.toHtml()
+    assert widget.code_blocks == ["def add(a, b):\n    return a + b"]
+    assert "python" in widget.body.toPlainText() and "Copy" in widget.body.toPlainText()
+    assert html.count("color:#") >= 3, "keywords, names and operators coloured"
+    assert "add" in widget.body.toPlainText() and "`" not in widget.body.toPlainText()
+    widget._on_link(QUrl("copy:0"))
+    assert QGuiApplication.clipboard().text() == widget.code_blocks[0]
+
+
+def test_tables_render_as_tables(qtbot):
+    widget = MessageWidget("assistant", "| a | b |\n|---|---|\n| 1 | 2 |\n")
+    qtbot.addWidget(widget)
+    assert "<table" in widget.body.toHtml() and "1" in widget.body.toPlainText()
+
+
+def test_the_view_follows_the_system_scheme_live(qtbot):
+    from PySide6.QtGui import QColor, QPalette
+
+    from vllmchat.ui.theme import ThemeWatcher
+
+    app = QGuiApplication.instance()
+    light = app.palette()
+
+    watcher = ThemeWatcher()
+    view = ChatView()
+    qtbot.addWidget(view)
+    watcher.changed.connect(view.apply_theme)
+    view.set_history([HistoryItem("user", "hi", 1), HistoryItem("assistant", CODE, 2)])
+    light_code = view.messages()[1].body.toHtml()
+    dark = QPalette(light)
+    dark.setColor(QPalette.ColorRole.Window, QColor("#202124"))
+    try:  # what a desktop switching to dark does where Qt reports no colour scheme
+        with qtbot.waitSignal(watcher.changed, timeout=5000):
+            app.setPalette(dark)
+        assert view.dark and all(w.dark for w in view.messages())
+        assert "#1d3352" in view.inner.styleSheet()  # the user's colour, dark
+        assert view.messages()[1].body.toHtml() != light_code, "code re-highlighted"
+        with qtbot.waitSignal(watcher.changed, timeout=5000):
+            app.setPalette(light)
+        assert not view.dark and "#e3edfc" in view.inner.styleSheet()
+    finally:
+        app.setPalette(light)
+
+
+@pytest.fixture
+def window(qtbot, tmp_path, demo_model):
+    from vllmchat.ui.main_window import MainWindow
+
+    store = ConversationStore(tmp_path / "c.sqlite3")
+    settings = AppSettings.of(model_path=str(demo_model), n_ctx=2048, n_threads=2,
+                              max_tokens=24, temperature=0.0)  # fmt: skip
+    w = MainWindow(store, settings, KVStateCache(tmp_path / "kv"), save_settings=False)
+    qtbot.addWidget(w)
+    w.show()
+    w.start()
+    qtbot.waitUntil(lambda: w.loads_ended == 1 and w.desc is not None, timeout=TIMEOUT)
+    yield w, store, settings
+    w.close()
+    store.close()
+
+
+def test_the_model_titles_the_conversation_after_its_first_reply(qtbot, window):
+    w, store, _ = window
+    titles = []
+    w.bridge.events.title_made.connect(titles.append)
+    w.input.edit.setPlainText("What is the capital of France?")
+    w.input._submit()
+    qtbot.waitUntil(lambda: bool(titles), timeout=TIMEOUT)
+    assert titles[0].by_model and titles[0].title
+    title = store.conversation(w.conversation_id).title
+    assert title == titles[0].title
+    assert any(title in w.conversations.list.item(i).text()
+               for i in range(w.conversations.list.count()))  # fmt: skip
+
+
+def test_the_window_comes_back_as_it_was_left(qtbot, window, tmp_path):
+    from vllmchat.ui.main_window import MainWindow
+
+    w, store, settings = window
+    first = w.conversation_id
+    second = w.new_conversation()
+    w.open_conversation(second)
+    w.resize(760, 540)
+    w.split.setSizes([300, 500, 200])
+    sizes = w.split.sizes()
+    w.save_window_state()
+    again = MainWindow(store, settings, KVStateCache(tmp_path / "kv2"), save_settings=False)
+    qtbot.addWidget(again)
+    again.show()
+    qtbot.wait(100)
+    try:
+        assert again.conversation_id == second != first
+        assert again.size().width() == 760 and abs(again.split.sizes()[0] - sizes[0]) <= 4
+    finally:
+        again.close()
