@@ -162,3 +162,37 @@ def test_the_window_comes_back_as_it_was_left(qtbot, window, tmp_path):
         assert again.size().width() == 760 and abs(again.split.sizes()[0] - sizes[0]) <= 4
     finally:
         again.close()
+
+
+def test_a_download_goes_on_in_the_status_bar_after_the_picker_closes(
+    qtbot, hub, small_quants, tmp_path, monkeypatch
+):
+    from vllmchat.core.models.hardware import HardwareInfo
+    from vllmchat.core.models.memory import FitSettings
+    from vllmchat.ui.downloads import DownloadsPanel
+    from vllmchat.ui.model_picker import ModelPicker
+
+    monkeypatch.setenv("VLLMCHAT_MODELS_DIR", str(tmp_path / "models"))
+    hub.add("test-org/Slow-GGUF", {"Slow-Q8_0.gguf": small_quants["Q8_0"]}, downloads=3)
+    hub.faults.bytes_per_s = 2 << 20  # a slow line: the download outlasts the dialog
+    panel = DownloadsPanel()
+    qtbot.addWidget(panel)
+    hw = HardwareInfo(16 << 30, 16 << 30, [], False, "CPU-only build")
+    picker = ModelPicker(hw, FitSettings(n_ctx=2048), downloads=panel)
+    qtbot.addWidget(picker)
+    picker.show()
+    picker.tabs.setCurrentIndex(1)
+    picker.query.setText("test-org/Slow-GGUF")
+    picker.search()
+    qtbot.waitUntil(lambda: picker.quant_table.rowCount() == 1, timeout=TIMEOUT)
+    picker.download_selected()
+    qtbot.waitUntil(lambda: panel.bar.value() > 0, timeout=TIMEOUT)
+    picker.reject()  # closed mid-download
+    assert panel.isVisible() and panel.active and panel.cancel_button.isVisible()
+    with qtbot.waitSignal(panel.finished, timeout=TIMEOUT) as done:
+        pass
+    assert done.args[0].endswith("Slow-Q8_0.gguf") and panel.load_button.isVisible()
+    with qtbot.waitSignal(panel.load_requested) as load:
+        panel.load_button.click()
+    assert load.args == [done.args[0]]
+    panel.workers.join()

@@ -30,6 +30,7 @@ from vllmchat.ui.banner import EngineBanner
 from vllmchat.ui.chat_input import ChatInput
 from vllmchat.ui.chat_view import ChatView, HistoryItem
 from vllmchat.ui.conversation_list import ConversationList
+from vllmchat.ui.downloads import DownloadsPanel
 from vllmchat.ui.engine_bridge import EngineBridge
 from vllmchat.ui.offload_panel import MemoryPanel, OffloadPanel
 from vllmchat.ui.status_line import StatusLine
@@ -115,6 +116,8 @@ class MainWindow(WindowActions):
         self.busy_bar.setMaximumWidth(140)
         self.busy_bar.hide()
         self.statusBar().addPermanentWidget(self.busy_bar)
+        self.downloads = DownloadsPanel()
+        self.statusBar().addPermanentWidget(self.downloads)
 
     def _connect(self) -> None:
         e = self.bridge.events
@@ -142,6 +145,7 @@ class MainWindow(WindowActions):
         self.conversations.message_selected.connect(self.show_message)
         e.title_made.connect(self._on_title)
         self.theme.changed.connect(self.chat.apply_theme)
+        self.downloads.load_requested.connect(self.load_downloaded)
         self.conversations.new_requested.connect(self.new_conversation)
         self.offload.reload_requested.connect(self.set_gpu_layers)
         self.offload.tune_button.clicked.connect(self.open_tuner)
@@ -373,6 +377,7 @@ class MainWindow(WindowActions):
         self.closing = True
         self._memory_timer.stop()
         self.save_window_state()
+        self.downloads.join()
         self.workers.join()
         self.bridge.close()
         super().closeEvent(event)

@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QDialog,
     QFileDialog,
@@ -35,6 +35,7 @@ from vllmchat.core.models.local import LocalModel, discover
 from vllmchat.core.models.memory import MIB, FitSettings
 from vllmchat.core.paths import models_dir
 from vllmchat.core.resources import curated_models
+from vllmchat.ui.downloads import DownloadsPanel
 from vllmchat.ui.servers_tab import ServersTab
 from vllmchat.ui.workers import Workers
 
@@ -71,8 +72,6 @@ def _local_rows(
 class ModelPicker(QDialog):
     """``chosen_path`` (a local file) or ``chosen_server`` is set when it is accepted."""
 
-    progress_changed = Signal(object)
-
     def __init__(
         self,
         hw: HardwareInfo | None,
@@ -80,6 +79,7 @@ class ModelPicker(QDialog):
         *,
         folders: list[str] | None = None,
         first_run: bool = False,
+        downloads: DownloadsPanel | None = None,
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
@@ -92,6 +92,11 @@ class ModelPicker(QDialog):
         self.chosen_server: tuple[str, str] | None = None  # (url, model)
         self.workers = Workers(self)
         self.cancel = threading.Event()
+        # Downloads run in the window's panel, so they go on after this dialog closes.
+        self.downloads = downloads or DownloadsPanel(self)
+        self.downloads.progress.connect(self._show_progress)
+        self.downloads.finished.connect(self._downloaded)
+        self.downloads.failed.connect(self._download_failed)
         self.quants: list[tuple[Any, Any]] = []
         layout = QVBoxLayout(self)
         if first_run:
@@ -119,7 +124,6 @@ class ModelPicker(QDialog):
         row.addWidget(self.open_file)
         row.addWidget(self.status, 1)
         layout.addLayout(row)
-        self.progress_changed.connect(self._show_progress)
         self.refresh_installed()
 
     # -- installed -------------------------------------------------------------------
@@ -221,7 +225,7 @@ class ModelPicker(QDialog):
         self.download_button = QPushButton("Download")
         self.download_button.clicked.connect(self.download_selected)
         self.cancel_button = QPushButton("Cancel")
-        self.cancel_button.clicked.connect(self.cancel.set)
+        self.cancel_button.clicked.connect(lambda: self.downloads.cancel())
         self.cancel_button.setEnabled(False)
         self.bar = QProgressBar()
         self.bar.setRange(0, 1000)
@@ -311,15 +315,13 @@ class ModelPicker(QDialog):
         self.cancel.clear()
         self.download_button.setEnabled(False)
         self.cancel_button.setEnabled(True)
-        self.status.setText(f"Downloading {quant.filename}…")
         downloader = Downloader(models_dir(), token=os.environ.get("HF_TOKEN"))
-        self.workers.run(
-            lambda: downloader.download(
-                quant, on_progress=self.progress_changed.emit, cancel=self.cancel
-            ),
-            self._downloaded,
-            self._download_failed,
-        )
+        if self.downloads.start(quant, downloader):
+            self.status.setText(f"Downloading {quant.filename}… (it goes on if you close this)")
+        else:
+            self.status.setText("Another download is running (see the status bar).")
+            self.download_button.setEnabled(True)
+            self.cancel_button.setEnabled(False)
 
     def _show_progress(self, p: DownloadProgress) -> None:
         self.bar.setValue(int(p.fraction * 1000))
@@ -328,15 +330,15 @@ class ModelPicker(QDialog):
             f"{_size(p.done)} / {_size(p.total)} · {p.bytes_per_s / MIB:,.1f} MiB/s · {eta}"
         )
 
-    def _downloaded(self, path: Path) -> None:
+    def _downloaded(self, path: str) -> None:
         self.download_button.setEnabled(True)
         self.cancel_button.setEnabled(False)
-        self.status.setText(f"Downloaded and verified: {path.name}")
-        self.chosen_path = str(path)
+        self.status.setText(f"Downloaded and verified: {Path(path).name}")
+        self.chosen_path = path
         self.refresh_installed()
         self.accept()
 
-    def _download_failed(self, exc: Exception) -> None:
+    def _download_failed(self, exc: object) -> None:
         self.download_button.setEnabled(True)
         self.cancel_button.setEnabled(False)
         resume = " Press Download to resume." if "cancel" in str(exc).lower() else ""
@@ -371,6 +373,12 @@ class ModelPicker(QDialog):
 
     def done(self, result: int) -> None:
         self.cancel.set()
+        for signal, slot in ((self.downloads.progress, self._show_progress),
+                             (self.downloads.finished, self._downloaded),
+                             (self.downloads.failed, self._download_failed)):  # fmt: skip
+            signal.disconnect(slot)  # the window's panel goes on showing the download
+        if self.downloads.parent() is self:
+            self.downloads.join()  # no window to carry it: stop with the dialog
         self.workers.join()
         super().done(result)
 

@@ -22,6 +22,7 @@ from vllmchat.core.models.memory import FitSettings, kv_bytes_per_layer
 from vllmchat.core.paths import config_dir
 from vllmchat.ui.chat_view import ChatView
 from vllmchat.ui.conversation_list import ConversationList
+from vllmchat.ui.downloads import DownloadsPanel
 from vllmchat.ui.engine_bridge import EngineBridge
 from vllmchat.ui.offload_panel import MemoryPanel, OffloadPanel
 from vllmchat.ui.tuner_dialog import TunerDialog
@@ -40,6 +41,7 @@ class WindowActions(QMainWindow):
     memory: MemoryPanel
     offload: OffloadPanel
     split: QSplitter
+    downloads: DownloadsPanel
     chat: ChatView
     tuner: TunerDialog | None = None
     conversations: ConversationList
@@ -90,6 +92,7 @@ class WindowActions(QMainWindow):
             s.fit_settings(),
             folders=s.model_folders,
             first_run=not s.model_path,
+            downloads=self.downloads,
             parent=self,
         )
         if not picker.exec():
@@ -110,6 +113,13 @@ class WindowActions(QMainWindow):
         self.bridge.use_server(self.settings)
 
     # -- titles, search hits, window state ------------------------------------------------
+    def load_downloaded(self, path: str) -> None:
+        """Load a model the downloads panel finished (the picker may be long closed)."""
+        self.downloads.hide()
+        self.settings = self.settings.with_changes(server_url="", server_model="", model_path=path)
+        self._save()
+        self.bridge.use_local(self.settings)
+
     def ask_for_title(self) -> None:
         """After the first reply of a conversation: a title by the model, in the background."""
         cid = self.conversation_id
