@@ -71,6 +71,7 @@ class ChatView(QScrollArea):
             item = self.column.takeAt(1)
             widget = item.widget() if item is not None else None
             if widget is not None:
+                widget.hide()  # gone now, not when the event loop gets to deleting it
                 widget.deleteLater()
         self._pending = []
         self._show_older_note()
@@ -214,6 +215,7 @@ class ChatView(QScrollArea):
 
     def _remove(self, widget: MessageWidget) -> None:
         self.column.removeWidget(widget)
+        widget.hide()
         widget.deleteLater()
 
     # -- scrolling ------------------------------------------------------------------------

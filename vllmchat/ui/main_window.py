@@ -118,6 +118,7 @@ class MainWindow(WindowActions):
         self.statusBar().addPermanentWidget(self.busy_bar)
         self.downloads = DownloadsPanel()
         self.statusBar().addPermanentWidget(self.downloads)
+        self.downloads.hide()  # until a download starts
 
     def _connect(self) -> None:
         e = self.bridge.events
@@ -188,6 +189,7 @@ class MainWindow(WindowActions):
         self.conversation_id = conversation_id
         self.bridge.open_conversation(conversation_id)
         self.render_conversation()
+        self.conversations.select(conversation_id)
 
     def render_conversation(self) -> None:
         """Rebuild the view from the store (on open, edit or import; never per token)."""

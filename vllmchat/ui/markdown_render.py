@@ -14,6 +14,8 @@ from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
 _FENCE = re.compile(r"^```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
+TABLE = '<table border="1" cellspacing="0" cellpadding="4" style="border-color:#999">'
+LINKS = {False: "#1a56b8", True: "#8ab4f8"}
 STYLES = {False: "default", True: "monokai"}  # Pygments styles for light and dark
 BARS = {False: ("#e8e8ee", "#f7f7f9"), True: ("#3a3d41", "#272822")}  # bar, code background
 
@@ -35,7 +37,8 @@ def _code_block(code: str, language: str, index: int, *, dark: bool) -> str:
         f'<table width="100%" cellspacing="0" cellpadding="4" '
         f'style="background:{bar}; margin-top:6px"><tr>'
         f'<td style="color:{color}"><small>{name}</small></td>'
-        f'<td align="right"><a href="copy:{index}">Copy</a></td></tr></table>'
+        f'<td align="right"><a href="copy:{index}" style="color:{LINKS[dark]}">Copy</a></td>'
+        f"</tr></table>"
         f'<pre style="background:{background}; color:{color}; margin-top:0; '
         f'padding:6px">{body}</pre>'
     )
@@ -60,4 +63,4 @@ def _markdown(segment: str) -> str:
     if not segment.strip():
         return ""
     out: str = markdown.markdown(segment, extensions=["tables", "sane_lists"])
-    return out
+    return out.replace("<table>", TABLE)

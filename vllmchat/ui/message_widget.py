@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 
-from PySide6.QtCore import Qt, QTimer, QUrl, Signal
+from PySide6.QtCore import QSize, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QGuiApplication, QIcon, QTextCursor
 from PySide6.QtWidgets import (
     QFrame,
@@ -88,6 +88,11 @@ class MessageWidget(QFrame):
         self.apply_theme(dark, rerender=False)
         self.set_markdown(text)
 
+    def sizeHint(self) -> QSize:
+        """As wide as reads well: the view centres it and narrows it to fit."""
+        hint = super().sizeHint()
+        return QSize(READABLE_WIDTH, hint.height())
+
     def _add_actions(self) -> None:
         if self.role == "user" and self.message_id is not None:
             self.enable_edit()
@@ -96,19 +101,25 @@ class MessageWidget(QFrame):
                          lambda: self.summary_edit_requested.emit(self.message_id))  # fmt: skip
         self._button("Copy", "copy", lambda: QGuiApplication.clipboard().setText(self.text))
 
-    def _button(self, label: str, icon_name: str, slot: object) -> QPushButton:
+    def _button(
+        self, label: str, icon_name: str, slot: object, *, first: bool = False
+    ) -> QPushButton:
         button = QPushButton(icon(icon_name), label)
         button.setAccessibleName(f"{label} ({ROLE_NAMES.get(self.role, self.role).lower()})")
         button.setToolTip(label)
         button.setFlat(True)
         button.setCursor(Qt.CursorShape.PointingHandCursor)
         button.clicked.connect(slot)
-        self.buttons.addWidget(button)
+        if first:
+            self.buttons.insertWidget(0, button)
+        else:
+            self.buttons.addWidget(button)
         return button
 
     def enable_edit(self) -> None:
         """An Edit action (user messages, once they have their id in the store)."""
-        self._button("Edit", "edit", lambda: self.edit_requested.emit(self.message_id))
+        self._button("Edit", "edit", lambda: self.edit_requested.emit(self.message_id),
+                     first=True)  # fmt: skip
 
     def add_regenerate(self) -> None:
         self.regenerate_button = self._button("Regenerate", "regenerate",
