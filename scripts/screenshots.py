@@ -1,119 +1,142 @@
-"""Screenshots of the real window under a display (run under Xvfb): light and dark,
-mid-stream, a long conversation scrolled to its middle, a code answer.
+"""Start vllmchat in a real window under Xvfb and save screenshots to a folder.
 
-usage: xvfb-run -s "-screen 0 1400x900x24" .venv/bin/python scripts/screenshots.py OUT_DIR
+    .venv/bin/python scripts/screenshots.py [OUTDIR]     (default: screenshots/)
+
+Shots: the main window mid-stream, the model picker (hub tab on the loopback
+mirror of the tests), the offload panel after a reload, the About/diagnostics
+dialog, and the engine banner.
+Needs Xvfb (apt-get install xvfb) when there is no display.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from PySide6.QtGui import QColor, QPalette
-from PySide6.QtWidgets import QApplication
-
-from vllmchat.core.app_settings import AppSettings
-from vllmchat.core.conversations.kv_cache import KVStateCache
-from vllmchat.core.conversations.store import ConversationStore
-from vllmchat.core.demo_model import demo_model_path
-from vllmchat.ui.main_window import MainWindow
-
-CODE_ANSWER = (
-    "Here is a function that reverses the words of a sentence:\n\n"
-    "```python\ndef reverse_words(text: str) -> str:\n"
-    '    """Words in reverse order."""\n    return " ".join(reversed(text.split()))\n```\n\n'
-    'Call `reverse_words("hello big world")` to get `world big hello`.\n\n'
-    "| input | output |\n|---|---|\n| `a b` | `b a` |\n| `one` | `one` |\n"
-)
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
 
-def dark_palette() -> QPalette:
-    p = QPalette()
-    for role, color in ((QPalette.ColorRole.Window, "#202124"),
-                        (QPalette.ColorRole.WindowText, "#e8eaed"),
-                        (QPalette.ColorRole.Base, "#171717"),
-                        (QPalette.ColorRole.AlternateBase, "#2a2a2a"),
-                        (QPalette.ColorRole.Text, "#e8eaed"),
-                        (QPalette.ColorRole.Button, "#303134"),
-                        (QPalette.ColorRole.ButtonText, "#e8eaed"),
-                        (QPalette.ColorRole.Highlight, "#8ab4f8"),
-                        (QPalette.ColorRole.HighlightedText, "#202124"),
-                        (QPalette.ColorRole.PlaceholderText, "#9aa0a6")):  # fmt: skip
-        p.setColor(role, QColor(color))
-    return p
+def _display() -> subprocess.Popen | None:
+    if os.environ.get("DISPLAY"):
+        return None
+    if not shutil.which("Xvfb"):
+        sys.exit("No display and no Xvfb: apt-get install xvfb")
+    proc = subprocess.Popen(
+        ["Xvfb", ":97", "-screen", "0", "1440x900x24", "-nolisten", "tcp"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    os.environ["DISPLAY"] = ":97"
+    time.sleep(1.0)
+    return proc
 
 
-def main(out: Path) -> None:
+def main(out: Path) -> int:
     out.mkdir(parents=True, exist_ok=True)
+    xvfb = _display()
+    home = Path(tempfile.mkdtemp(prefix="vllmchat-shots-"))
+    for name in ("DATA", "CONFIG", "MODELS", "KV"):
+        os.environ[f"VLLMCHAT_{name}_DIR"] = str(home / name.lower())
+    os.environ["QT_QPA_PLATFORM"] = "xcb"
+    from tests.hf_mirror import Mirror
+
+    mirror = Mirror().start()
+    os.environ["HF_ENDPOINT"] = mirror.url
+    try:
+        return _shoot(out, mirror)
+    finally:
+        mirror.close()
+        if xvfb is not None:
+            xvfb.terminate()
+
+
+def _wait(app: object, predicate: object, timeout: float = 60.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        app.processEvents()
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def _shoot(out: Path, mirror: object) -> int:
+    from PySide6.QtWidgets import QApplication
+
+    from vllmchat.core.app_settings import AppSettings
+    from vllmchat.core.conversations.kv_cache import KVStateCache
+    from vllmchat.core.conversations.store import default_store
+    from vllmchat.core.demo_model import demo_model_path
+    from vllmchat.core.paths import kv_cache_dir
+    from vllmchat.ui.main_window import MainWindow
+    from vllmchat.ui.model_picker import ModelPicker
+
     app = QApplication(sys.argv[:1])
-    app.setStyle("Fusion")
-    light = app.palette()
-    tmp = Path(tempfile.mkdtemp())
-    store = ConversationStore(tmp / "c.sqlite3")
-    long = store.create(title="A long conversation")
-    parent = None
-    for i in range(400):
-        role = "user" if i % 2 == 0 else "assistant"
-        text = (
-            f"Question {i // 2}: what about point {i // 2}?"
-            if role == "user"
-            else (
-                f"Answer {i // 2}: a paragraph of explanation about point {i // 2}, long enough "
-                "to wrap over a couple of lines in the window at its usual width."
-            )
-        )
-        parent = store.add_message(long.id, role, text, parent_id=parent).id
-    code = store.create(title="Reverse words in Python")
-    q = store.add_message(code.id, "user", "How do I reverse the words of a sentence?").id
-    store.add_message(code.id, "assistant", CODE_ANSWER, parent_id=q)
-    settings = AppSettings.of(model_path=str(demo_model_path()), n_ctx=2048, max_tokens=200,
-                              temperature=0.7, seed=3)  # fmt: skip
-    w = MainWindow(store, settings, KVStateCache(tmp / "kv"), save_settings=False)
-    w.resize(1360, 860)
-    w.show()
+    demo = demo_model_path()
+    repo = "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF"
+    mirror.add(repo, {"SmolLM2-135M-Instruct.Q4_1.gguf": demo}, downloads=900)
+    store = default_store()
+    window = MainWindow(
+        store,
+        AppSettings.of(model_path=str(demo), n_ctx=2048, max_tokens=200),
+        KVStateCache(kv_cache_dir()),
+        save_settings=False,
+    )
+    window.show()
+    window.start()
+    _wait(app, lambda: window.info is not None and window.desc is not None)
+    window.send(
+        "Write a short poem about the sea, then a Python function that adds two numbers:"
+        " use a ```python code block."
+    )
+    tokens = []
+    window.bridge.events.token_received.connect(tokens.append)
+    _wait(app, lambda: len(tokens) > 40)
+    window.grab().save(str(out / "main-window-streaming.png"))
+    _wait(app, lambda: not window.input.generating, 120)
+    window.send("Thanks! And one more line about the moon.")
+    _wait(app, lambda: window.input.generating, 10)
+    _wait(app, lambda: not window.input.generating, 120)
+    _wait(app, lambda: False, 0.5)
+    window.grab().save(str(out / "main-window-done.png"))
+    window.offload.grab().save(str(out / "offload-panel.png"))
+    side = window.offload.parentWidget()
+    side.grab().save(str(out / "offload-and-memory-panels.png"))
+    picker = ModelPicker(window.hw, window._fit(), parent=window)
+    picker.show()
+    picker.tabs.setCurrentIndex(1)
+    picker.query.setText("smollm2")
+    picker.search()
+    _wait(app, lambda: picker.repos.count() > 0 and "SmolLM2" in picker.repos.item(0).text())
+    picker.repos.setCurrentRow(0)
+    _wait(app, lambda: picker.quant_table.rowCount() > 0)
+    picker.grab().save(str(out / "model-picker-hub.png"))
+    picker.tabs.setCurrentIndex(0)
+    _wait(app, lambda: picker.installed.rowCount() > 0, 10)
+    picker.grab().save(str(out / "model-picker-installed.png"))
+    picker.reject()
+    from vllmchat.ui.diagnostics_dialog import DiagnosticsDialog
 
-    def spin(seconds: float) -> None:
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            app.processEvents()
-            time.sleep(0.01)
-
-    def shot(name: str) -> None:
-        spin(0.4)
-        subprocess.run(["import", "-window", "root", str(out / f"{name}.png")], check=True)
-
-    w.start()
-    while w.loads_ended < 1:
-        spin(0.1)
-    for scheme, palette in (("light", light), ("dark", dark_palette())):
-        app.setPalette(palette)
-        w.open_conversation(code.id)
-        shot(f"{scheme}-code-answer")
-        w.open_conversation(long.id)
-        spin(0.3)
-        bar = w.chat.verticalScrollBar()
-        for _ in range(3):  # scroll up through older pages to the middle
-            bar.setValue(0)
-            spin(0.5)
-        bar.setValue(bar.maximum() // 2)
-        shot(f"{scheme}-long-middle")
-        fresh = w.new_conversation()
-        w.open_conversation(fresh)
-        w.send("Write a short story about a lighthouse keeper who finds a message in a bottle.")
-        n = w.turns_ended
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < 30 and len(w.chat.messages()[-1].text) < 250:
-            spin(0.05)
-        shot(f"{scheme}-mid-stream")
-        while w.turns_ended == n:
-            spin(0.1)
-        spin(2.0)  # the title comes in the background
-    w.close()
+    about = DiagnosticsDialog(window)
+    about.show()
+    about.start()
+    _wait(app, lambda: about.report is not None, 60)
+    about.grab().save(str(out / "about-diagnostics.png"))
+    about.accept()
+    window.bridge.client.kill()
+    _wait(app, lambda: window.banner.isVisible(), 10)
+    window.grab().save(str(out / "engine-died-banner.png"))
+    window.close()
     store.close()
+    print("\n".join(str(p) for p in sorted(out.glob("*.png"))))
+    return 0
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    sys.exit(main(Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / "screenshots")))
