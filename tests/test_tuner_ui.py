@@ -52,8 +52,11 @@ def test_the_tuner_window_draws_lists_applies_and_exports(qtbot, tmp_path, monke
     dialog.on_finished(TuneFinished(result))
     assert dialog.table.rowCount() == len(result.points)
     assert dialog.table.item(5, 9).text().startswith("does not fit")
-    curves = dialog.chart.speed.getPlotItem().listDataItems()
-    assert len(curves) == 2 and list(curves[0].getData()[0]) == [0, 8, 16, 24, 27]
+    decode = dialog.chart.speed.getPlotItem().listDataItems()
+    prompt = dialog.chart.prompt.getPlotItem().listDataItems()
+    assert len(decode) == len(prompt) == 1
+    assert list(decode[0].getData()[0]) == [0, 8, 16, 24, 27]
+    assert list(decode[0].getData()[1]) == [8, 16, 24, 32, 35]
     assert "27 layers" in dialog.pick.text() and dialog.apply_button.isEnabled()
     with qtbot.waitSignal(dialog.apply_requested) as applied:
         dialog.apply_button.click()

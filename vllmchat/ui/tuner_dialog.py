@@ -129,9 +129,12 @@ class TunerDialog(QDialog):
         for p in result.points:
             self._add_row(p)
         self.chart.show_points(result.points, result.memory_limit)
+        if result.pick is not None:
+            self.chart.mark_pick(result.pick.n_gpu_layers)
         self.start_button.setEnabled(True)
         self.stop_button.setEnabled(False)
-        self.progress.setValue(self.progress.maximum())
+        self.progress.setRange(0, max(1, len(result.points)))
+        self.progress.setValue(len(result.points))
         done = "Stopped" if result.stopped else "Done"
         self.eta.setText(f"{done}: {len(result.points)} points in {result.seconds:.0f} s.")
         if result.pick is not None:

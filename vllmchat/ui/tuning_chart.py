@@ -41,23 +41,34 @@ class TuningChart(QWidget):
         super().__init__(parent)
         pg.setConfigOptions(antialias=True, background="w", foreground="k")
         layout = QVBoxLayout(self)
-        self.speed = pg.PlotWidget(title="Speed")
+        # Decode and prompt speeds differ by orders of magnitude: one plot each.
+        self.speed = pg.PlotWidget(title="Decode")
         self.speed.setLabel("left", "tok/s")
-        self.speed.setLabel("bottom", "GPU layers")
-        self.speed.addLegend()
+        self.prompt = pg.PlotWidget(title="Prompt processing")
+        self.prompt.setLabel("left", "tok/s")
+        self.prompt.setXLink(self.speed)
         self.memory = pg.PlotWidget(title="Device memory")
         self.memory.setLabel("left", "MiB")
         self.memory.setLabel("bottom", "GPU layers")
         self.memory.addLegend()
         self.memory.setXLink(self.speed)
         layout.addWidget(self.speed)
+        layout.addWidget(self.prompt)
         layout.addWidget(self.memory)
         self._limit: pg.InfiniteLine | None = None
+
+    def mark_pick(self, layers: int) -> None:
+        """A vertical line at the picked layer count on every plot."""
+        dotted = pg.QtCore.Qt.PenStyle.DotLine
+        for plot in (self.speed, self.prompt, self.memory):
+            pen = pg.mkPen("#9467bd", width=1, style=dotted)
+            plot.addItem(pg.InfiniteLine(pos=layers, angle=90, label="pick", pen=pen))
 
     def show_points(self, points: Sequence[TunePoint], limit: int = 0) -> None:
         """Draw the points that fit (at the thread count most of them share)."""
         fitting = [p for p in points if p.fits]
         self.speed.clear()
+        self.prompt.clear()
         self.memory.clear()
         if not fitting:
             return
@@ -70,8 +81,8 @@ class TuningChart(QWidget):
         pre = pg.mkPen("#ff7f0e", width=2)
         self.speed.plot(xs, [p.decode_tok_s for p in curve], pen=dec, symbol="o",
                         symbolBrush="#1f77b4", name="decode")  # fmt: skip
-        self.speed.plot(xs, [p.prefill_tok_s for p in curve], pen=pre, symbol="t",
-                        symbolBrush="#ff7f0e", name="prefill")  # fmt: skip
+        self.prompt.plot(xs, [p.prefill_tok_s for p in curve], pen=pre, symbol="t",
+                         symbolBrush="#ff7f0e", name="prefill")  # fmt: skip
         measured = [(p.config.n_gpu_layers, p.vram) for p in curve if p.vram is not None]
         if measured:
             self.memory.plot([x for x, _ in measured], [v / MIB for _, v in measured],
