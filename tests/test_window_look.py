@@ -196,3 +196,28 @@ def test_a_download_goes_on_in_the_status_bar_after_the_picker_closes(
         panel.load_button.click()
     assert load.args == [done.args[0]]
     panel.workers.join()
+
+
+def test_a_search_hit_opens_its_conversation_at_a_message_not_yet_loaded(qtbot, tmp_path):
+    from vllmchat.ui.main_window import MainWindow
+
+    store = ConversationStore(tmp_path / "c.sqlite3")
+    long = store.create(title="Long")
+    parent = None
+    for i in range(300):
+        text = "the quokka smiles" if i == 7 else f"ordinary message {i}"
+        parent = store.add_message(long.id, "user" if i % 2 == 0 else "assistant", text,
+                                   parent_id=parent).id  # fmt: skip
+    target = store.path(long.id)[7].id
+    store.create(title="Newer")  # opened first: the newest
+    w = MainWindow(store, AppSettings(), KVStateCache(tmp_path / "kv"), save_settings=False)
+    qtbot.addWidget(w)
+    w.show()
+    w.conversations.search.setText("quokka")
+    assert w.conversations.list.count() == 1
+    w.conversations.list.setCurrentRow(0)
+    assert w.conversation_id == long.id
+    shown = {m.message_id: m for m in w.chat.messages()}
+    assert target in shown and shown[target].text == "the quokka smiles"
+    w.close()
+    store.close()

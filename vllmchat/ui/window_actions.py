@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +145,11 @@ class WindowActions(QMainWindow):
     def _window_state(self) -> QSettings:
         return QSettings(str(config_dir() / "window.ini"), QSettings.Format.IniFormat)
 
+    def _conversation_key(self) -> str:
+        """The open conversation is remembered per conversation database."""
+        digest = hashlib.sha256(str(self.store.file.resolve()).encode()).hexdigest()[:12]
+        return f"conversation/{digest}"
+
     def restore_window_state(self) -> int | None:
         """Size, splitter positions; returns the conversation open when the app last closed."""
         state = self._window_state()
@@ -153,7 +159,7 @@ class WindowActions(QMainWindow):
         split = state.value("splitter")
         if isinstance(split, QByteArray):
             self.split.restoreState(split)
-        last = state.value("conversation")
+        last = state.value(self._conversation_key())
         try:
             return int(last) if last is not None else None
         except (TypeError, ValueError):
@@ -164,7 +170,7 @@ class WindowActions(QMainWindow):
         state.setValue("geometry", self.saveGeometry())
         state.setValue("splitter", self.split.saveState())
         if self.conversation_id is not None:
-            state.setValue("conversation", self.conversation_id)
+            state.setValue(self._conversation_key(), self.conversation_id)
         state.sync()
 
     def open_tuner(self) -> None:
