@@ -53,3 +53,17 @@ def test_a_busy_model_keeps_the_first_words_and_a_user_title_is_kept(app):
     app.store.rename(app.conversation_id, "My tea notes")
     assert not next(iter(app.make_title())).by_model
     assert app.store.conversation(app.conversation_id).title == "My tea notes"
+
+
+def test_a_title_gives_way_to_a_turn_that_comes_while_it_is_made(app):
+    assert any(isinstance(e, DoneEvent) for e in app.send("Tell me about coffee."))
+    calls = []
+
+    def busy() -> bool:  # a message is sent just after the title request starts
+        calls.append(1)
+        return len(calls) > 1
+
+    made = list(app.make_title(busy=busy))
+    assert not made[0].by_model and made[0].title.startswith("Tell me about coffee")
+    assert len(calls) <= 8, "checked as tokens come, stopped within a few"
+    assert any(isinstance(e, DoneEvent) for e in app.send("And tea?"))

@@ -78,6 +78,13 @@ def test_measured_marks_appear_on_the_slider(qtbot):
     qtbot.addWidget(panel)
     panel.show_tuning(_result())
     assert "<b>27: 35</b>" in panel.marks.text() and "0: 8" in panel.marks.text()
+    marks = panel.tick_marks
+    assert marks.marks == {0: 8.0, 8: 16.0, 16: 24.0, 24: 32.0, 27: 35.0} and marks.pick == 27
+    panel.resize(320, 200)
+    panel.show()
+    image = marks.grab().toImage()
+    x = int(marks.x_of(27))
+    assert image.pixelColor(x, image.height() - 2).name() == "#9467bd", "the pick's tick"
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.models.memory import MIB, FitSettings, estimate
 from vllmchat.core.tuning.results import TuneResult
+from vllmchat.ui.slider_marks import SliderMarks
 
 
 def _mib(n: float) -> str:
@@ -45,13 +46,14 @@ class OffloadPanel(QGroupBox):
         self.reason.setStyleSheet("color: #a60;")
         self.measured = QLabel("")
         self.measured.setWordWrap(True)
+        self.tick_marks = SliderMarks(self.slider)
         self.marks = QLabel("")
         self.marks.setWordWrap(True)
         self.marks.setAccessibleName("Measured speed by GPU layers")
         self.tune_button = QPushButton("Tune…")
         self.tune_button.setToolTip("Measure GPU layers and threads on this machine")
-        widgets = (self.heading, self.slider, self.marks, self.estimate, self.reason,
-                   self.measured, self.tune_button)  # fmt: skip
+        widgets = (self.heading, self.slider, self.tick_marks, self.marks, self.estimate,
+                   self.reason, self.measured, self.tune_button)  # fmt: skip
         for w in widgets:
             layout.addWidget(w)
         self.desc: ModelDescription | None = None
@@ -114,6 +116,7 @@ class OffloadPanel(QGroupBox):
         self.heading.setText("GPU layers: set on the server")
         self.estimate.setText("")
         self.marks.setText("")
+        self.tick_marks.set_marks({}, None)
         self.measured.setText("")
         self.reason.setText(reason)
 
@@ -130,6 +133,7 @@ class OffloadPanel(QGroupBox):
             for n, v in sorted(best.items())
         ]
         self.marks.setText("Measured tok/s by layers — " + " · ".join(marks) if marks else "")
+        self.tick_marks.set_marks(best, pick)
         self.marks.setToolTip(result.reason)
 
     def show_measured(self, buffers_mib: dict[str, float], tok_s: float | None) -> None:

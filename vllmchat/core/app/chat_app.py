@@ -231,7 +231,8 @@ class ChatApp:
 
     def make_title(self, *, busy: Callable[[], bool] = lambda: False) -> Iterator[TitleMade]:
         """Ask the model for the open conversation's title (after its first reply). When
-        another turn is waiting (``busy``) the first words are kept: a turn never waits."""
+        another turn is waiting (``busy``, checked per token) the first words are kept:
+        a turn waits at most one token for a title."""
         session = self.session
         if session is None:
             return
@@ -239,7 +240,7 @@ class ChatApp:
         title = None
         if not busy() and self.engine.alive and self.engine.info is not None:
             with contextlib.suppress(EngineError):
-                title = session.make_title()
+                title = session.make_title(busy)
         name = title or self.store.conversation(conversation_id).title
         yield TitleMade(conversation_id, name, title is not None)
 

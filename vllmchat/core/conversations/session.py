@@ -9,7 +9,7 @@ silently: a ``PromptPlanEvent`` says which history the model is given.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, replace
 
 from vllmchat.core.conversations.policy import (
@@ -341,9 +341,10 @@ class ChatSession:
         return SummaryOutcome(text, ok=True), prefill
 
     # -- titles -------------------------------------------------------------------------
-    def make_title(self) -> str | None:
+    def make_title(self, should_stop: Callable[[], bool] = lambda: False) -> str | None:
         """A title by the model for a conversation still named by its first words;
-        None (the first words stay) when it has a title of the user's or none came."""
+        None (the first words stay) when it has a title of the user's, none came, or
+        ``should_stop`` turned true (a turn is waiting: the title gives way at once)."""
         path = self.store.path(self.conversation_id)
         first = next((m for m in path if m.role == "user"), None)
         conversation = self.store.conversation(self.conversation_id)
@@ -354,6 +355,8 @@ class ChatSession:
         sampling = SamplingSettings(temperature=0.0, max_tokens=16, repeat_penalty=1.0)
         title = ""
         for event in self.client.chat(request, sampling):
+            if should_stop():
+                self.client.stop()
             if isinstance(event, DoneEvent) and event.stop_reason != "stopped":
                 title = clean_title(event.text)
         if not title:

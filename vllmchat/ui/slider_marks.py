@@ -1,0 +1,53 @@
+"""Measured marks under the GPU-layers slider: a tick at each measured layer count,
+taller for faster decode, the pick in its own colour."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QPointF, QRectF, Qt
+from PySide6.QtGui import QColor, QPainter, QPaintEvent
+from PySide6.QtWidgets import QSizePolicy, QSlider, QStyle, QWidget
+
+
+class SliderMarks(QWidget):
+    """Ticks aligned with ``slider``'s positions; ``set_marks({layers: tok/s}, pick)``."""
+
+    def __init__(self, slider: QSlider, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.slider = slider
+        self.marks: dict[int, float] = {}
+        self.pick: int | None = None
+        self.setMinimumHeight(14)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+
+    def set_marks(self, marks: dict[int, float], pick: int | None) -> None:
+        self.marks, self.pick = dict(marks), pick
+        self.setToolTip(
+            "\n".join(
+                f"{n} layers: {v:.1f} tok/s" + (" (pick)" if n == pick else "")
+                for n, v in sorted(marks.items())
+            )
+        )
+        self.update()
+
+    def x_of(self, value: int) -> float:
+        """The x of a slider value, where the handle's centre would be."""
+        handle = self.slider.style().pixelMetric(QStyle.PixelMetric.PM_SliderLength)
+        span = max(1, self.slider.maximum() - self.slider.minimum())
+        usable = max(1, self.width() - handle)
+        return handle / 2 + (value - self.slider.minimum()) / span * usable
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        if not self.marks:
+            return
+        painter = QPainter(self)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        top = max(self.marks.values()) or 1.0
+        for n, tok_s in self.marks.items():
+            height = 3 + (self.height() - 3) * tok_s / top
+            color = QColor("#9467bd") if n == self.pick else QColor("#1f77b4")
+            painter.setPen(Qt.PenStyle.NoPen)
+            painter.setBrush(color)
+            x = self.x_of(n)
+            bottom = float(self.height())
+            painter.drawRect(QRectF(QPointF(x - 1.5, bottom - height), QPointF(x + 1.5, bottom)))
+        painter.end()
