@@ -233,7 +233,7 @@ def tune(
         layers = [0]
     threads = list(req.threads) if req.threads is not None else plan.thread_plan(base.n_threads)
     ubatch = list(req.ubatch or (plan.UBATCH_PLAN if hw.gpu_offload else (base.n_ubatch,)))
-    planned = len(layers) + len(threads) - 1 + len(ubatch)
+    planned = len(layers) + len(threads) - 1 + len([u for u in ubatch if u != base.n_ubatch])
     yield TuneStarted(planned, req.budget_s, _device(hw))
     try:
 
