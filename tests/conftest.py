@@ -154,3 +154,29 @@ def small_quants(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         assert rc == 0
         out[label] = dst
     return out
+
+
+@pytest.fixture
+def make_demo_app(tmp_path: Path, demo_model: Path) -> Iterator:
+    """``make(**settings) -> (ChatApp, Loaded events)``: the demo model loaded (greedy, 2
+    threads) with one open conversation; shut down and closed at the end of the test."""
+    from vllmchat.core.app import ChatApp, Loaded
+    from vllmchat.core.app_settings import AppSettings
+    from vllmchat.core.conversations.kv_cache import KVStateCache
+    from vllmchat.core.conversations.store import ConversationStore
+
+    made: list = []
+
+    def make(**settings: object) -> tuple:
+        store = ConversationStore(tmp_path / "c.sqlite3")
+        chat = ChatApp(store, KVStateCache(tmp_path / "kv"))
+        made.append((chat, store))
+        chat.open_conversation(store.create().id)
+        flat = {"model_path": str(demo_model), "n_threads": 2, "temperature": 0.0, **settings}
+        loaded = [e for e in chat.load(AppSettings.of(**flat)) if isinstance(e, Loaded)]
+        return chat, loaded
+
+    yield make
+    for chat, store in made:
+        chat.shutdown()
+        store.close()

@@ -10,9 +10,7 @@ import time
 
 import pytest
 
-from vllmchat.core.app import ChatApp, EngineDied, Loaded, LoadFailed, TurnStarted
-from vllmchat.core.app_settings import AppSettings
-from vllmchat.core.conversations.kv_cache import KVStateCache
+from vllmchat.core.app import EngineDied, Loaded, LoadFailed, TurnStarted
 from vllmchat.core.conversations.policy import MessageStored
 from vllmchat.core.conversations.store import ConversationStore
 from vllmchat.core.engine import DoneEvent, ErrorKind
@@ -25,17 +23,10 @@ QUESTION = (
 
 
 @pytest.fixture
-def app(tmp_path, demo_model):
-    store = ConversationStore(tmp_path / "c.sqlite3")
-    chat = ChatApp(store, KVStateCache(tmp_path / "kv"))
-    chat.open_conversation(store.create().id)
-    settings = AppSettings.of(model_path=str(demo_model), n_ctx=2048, n_threads=2,
-                           temperature=0.0, max_tokens=24)  # fmt: skip
-    loaded = [e for e in chat.load(settings) if isinstance(e, Loaded)]
+def app(make_demo_app):
+    chat, loaded = make_demo_app(n_ctx=2048, max_tokens=24)
     assert loaded and loaded[0].hardware is not None and loaded[0].description is not None
-    yield chat
-    chat.shutdown()
-    store.close()
+    return chat
 
 
 def _done(events) -> tuple[DoneEvent, list]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ import pytest
 
 pytest.importorskip("llama_cpp.server")
 
+from vllmchat.bench.llama_server import free_port
 from vllmchat.core.app import ChatApp, Loaded, LoadFailed
 from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.conversations.kv_cache import KVStateCache
@@ -23,14 +23,8 @@ from vllmchat.core.engine import DoneEvent, ErrorEvent, ErrorKind, TokenEvent
 from vllmchat.core.engine.remote import RemoteEngine
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _start_server(model: str) -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -127,7 +121,7 @@ def test_a_server_that_is_down_is_a_clear_load_failure(tmp_path):
     app = ChatApp(
         store,
         KVStateCache(tmp_path / "kv"),
-        engine=RemoteEngine(f"http://127.0.0.1:{_free_port()}"),
+        engine=RemoteEngine(f"http://127.0.0.1:{free_port()}"),
     )
     failed = list(app.load(AppSettings()))[-1]
     assert isinstance(failed, LoadFailed) and failed.kind == ErrorKind.SERVER_UNREACHABLE

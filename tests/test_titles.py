@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from vllmchat.core.app import ChatApp, Loaded, TitleMade
-from vllmchat.core.app_settings import AppSettings
-from vllmchat.core.conversations.kv_cache import KVStateCache
-from vllmchat.core.conversations.store import ConversationStore
+from vllmchat.core.app import TitleMade
 from vllmchat.core.conversations.titles import clean_title
 from vllmchat.core.engine import DoneEvent, StatsEvent
 
@@ -20,16 +17,10 @@ def test_titles_are_cleaned_to_a_few_words():
 
 
 @pytest.fixture
-def app(tmp_path, demo_model):
-    store = ConversationStore(tmp_path / "c.sqlite3")
-    chat = ChatApp(store, KVStateCache(tmp_path / "kv"))
-    chat.open_conversation(store.create().id)
-    settings = AppSettings.of(model_path=str(demo_model), n_ctx=2048, n_threads=2,
-                              temperature=0.0, max_tokens=24)  # fmt: skip
-    assert any(isinstance(e, Loaded) for e in chat.load(settings))
-    yield chat
-    chat.shutdown()
-    store.close()
+def app(make_demo_app):
+    chat, loaded = make_demo_app(n_ctx=2048, max_tokens=24)
+    assert loaded
+    return chat
 
 
 def test_the_model_names_the_conversation_without_costing_the_next_turn(app):

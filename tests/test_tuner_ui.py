@@ -8,7 +8,6 @@ import csv
 import pytest
 
 from vllmchat.core.app import ChatApp, Loaded
-from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.conversations.kv_cache import KVStateCache
 from vllmchat.core.conversations.store import ConversationStore
 from vllmchat.core.engine import DoneEvent, ErrorEvent
@@ -88,16 +87,10 @@ def test_measured_marks_appear_on_the_slider(qtbot):
 
 
 @pytest.fixture
-def app(tmp_path, demo_model):
-    store = ConversationStore(tmp_path / "c.sqlite3")
-    chat = ChatApp(store, KVStateCache(tmp_path / "kv"))
-    chat.open_conversation(store.create().id)
-    settings = AppSettings.of(model_path=str(demo_model), n_ctx=1024, n_threads=2,
-                              temperature=0.0, max_tokens=8)  # fmt: skip
-    assert any(isinstance(e, Loaded) for e in chat.load(settings))
-    yield chat
-    chat.shutdown()
-    store.close()
+def app(make_demo_app):
+    chat, loaded = make_demo_app(n_ctx=1024, max_tokens=8)
+    assert loaded
+    return chat
 
 
 def test_tuning_through_the_app_keeps_the_conversation_and_applies_live(app):

@@ -192,9 +192,9 @@ def test_the_runtime_overhead_is_learned_per_device_and_used_by_estimates(tmp_pa
     hw = HardwareInfo(1 << 30, 1 << 30, [gpu], True, backends=(BackendInfo("CUDA", (gpu,)),))
     other = HardwareInfo(1 << 30, 1 << 30, [GpuInfo("Other GPU", 8 << 30, 6 << 30)], True)
     assert learned_overhead(hw) == GPU_RUNTIME_OVERHEAD
-    learn_overhead(hw, 575 * MIB)
+    learn_overhead(hw, 575 * MIB, 0, 0)  # measured 575 MiB over an estimate of none
     assert learned_overhead(hw) == 575 * MIB
     assert learned_overhead(other) == GPU_RUNTIME_OVERHEAD, "per device"
-    learn_overhead(hw, -5)  # a bad measurement is not learned
+    learn_overhead(hw, -5, 0, 0)  # a bad measurement is not learned
     assert learned_overhead(hw) == 575 * MIB
     assert FitSettings(gpu_overhead=learned_overhead(hw)).gpu_overhead == 575 * MIB

@@ -11,18 +11,14 @@ import statistics
 import time
 from typing import Any
 
+from vllmchat.bench.engine_bench import QUESTIONS as ENGINE_QUESTIONS
 from vllmchat.bench.llama_server import LlamaServer
 from vllmchat.core.demo_model import demo_model_path
 from vllmchat.core.engine import DoneEvent, StatsEvent, TokenEvent
 from vllmchat.core.engine.remote import RemoteEngine
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 
-QUESTIONS = [
-    "What is a good name for a cat?", "How do bees make honey?", "Why is the sky blue?",
-    "Give me a tip for learning to cook.", "What is the tallest mountain?",
-    "Describe a rainy day in one line.", "Which planets have rings?", "How do plants drink?",
-    "What makes bread rise?", "Name a famous painter.",
-]  # fmt: skip
+QUESTIONS = ENGINE_QUESTIONS[:10]  # the engine benchmark's, for the same conversation
 
 
 def _decode_ratio(engine: RemoteEngine, n: int) -> tuple[float, float, float]:

@@ -202,8 +202,8 @@ class EngineBridge(QObject):
         self.call(self.app.edit, message_id, text)
 
     def make_title(self) -> None:
-        """Ask the model for the open conversation's title, unless a turn is waiting."""
-        self.call(self.app.make_title, busy=self.turn_waiting.is_set)
+        """After a reply: the model's title when it was the conversation's first."""
+        self.call(self.app.make_title, busy=self.turn_waiting.is_set, after_first_reply=True)
 
     def summarize(self) -> None:
         self.call(self.app.summarize)

@@ -38,6 +38,7 @@ class ServersTab(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.workers = Workers(self)
+        self._notes: list[str] = []  # warnings shown with the result of the last test
         self.url = QLineEdit()
         self.url.setPlaceholderText("http://127.0.0.1:8080  (llama.cpp, vLLM, Ollama, LM Studio)")
         self.key = QLineEdit()

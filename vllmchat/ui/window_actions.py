@@ -122,12 +122,9 @@ class WindowActions(QMainWindow):
         self.bridge.use_local(self.settings)
 
     def ask_for_title(self) -> None:
-        """After the first reply of a conversation: a title by the model, in the background."""
-        cid = self.conversation_id
-        if cid is None:
-            return
-        path = self.store.path(cid)
-        if sum(m.role == "assistant" for m in path) == 1 and not path[-1].partial:
+        """After a reply: the engine thread decides whether it was the first and, if so,
+        asks the model for a title (no store reads on the GUI thread per turn)."""
+        if self.conversation_id is not None:
             self.bridge.make_title()
 
     def _on_title(self, event: Any) -> None:

@@ -21,29 +21,20 @@ from vllmchat.core.app.events import (
     TitleMade,
     TurnStarted,
 )
-from vllmchat.core.app.tuning import run_tune
+from vllmchat.core.app.tuning import describe_file, run_tune
 from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.conversations.kv_cache import KVStateCache
 from vllmchat.core.conversations.session import ChatSession, SessionEvent
 from vllmchat.core.conversations.store import ConversationStore
 from vllmchat.core.engine import DoneEvent, EngineClient, EngineError, ErrorEvent, ErrorKind
 from vllmchat.core.engine.protocol import Engine
-from vllmchat.core.gguf_header import read_header
-from vllmchat.core.models.description import ModelDescription, describe
+from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.models.memory import FitSettings, estimate
 from vllmchat.core.models.overhead import learn_overhead, learned_overhead
 from vllmchat.core.tuning.results import PointMeasured, TuneConfig, TuneEvent
 
 NOT_LOCAL = "Tuning does not apply to a model on a server: the server owns its memory and threads."
-
-
-def _description(path: str) -> ModelDescription | None:
-    """The GGUF's layer shapes (for memory estimates), or None for a file it cannot read."""
-    try:
-        return describe(read_header(path))
-    except (OSError, ValueError, KeyError):
-        return None
 
 
 class ChatApp:
@@ -86,16 +77,16 @@ class ChatApp:
         self.settings = settings
         self._configure()
         self._death_reported = False
-        self._learn_overhead(hardware, info.path)
-        yield Loaded(info, settings, result, restored, hardware, _description(info.path))
+        description = describe_file(info.path)
+        self._learn_overhead(hardware, description)
+        yield Loaded(info, settings, result, restored, hardware, description)
 
-    def _learn_overhead(self, hw: HardwareInfo, path: str) -> None:
+    def _learn_overhead(self, hw: HardwareInfo, desc: ModelDescription | None) -> None:
         """After a GPU load: the process's real device memory teaches the estimator
         this device's runtime overhead (used by every later estimate)."""
         engine = self.engine
         if not (isinstance(engine, EngineClient) and hw.gpu_offload):
             return
-        desc = _description(path)
         if desc is None or engine.settings is None or engine.settings.n_gpu_layers < 1:
             return
         with contextlib.suppress(EngineError):
@@ -103,7 +94,7 @@ class ChatApp:
             if vram is not None:
                 overhead = learned_overhead(hw)
                 fit = FitSettings.of(engine.settings, overhead=overhead)
-                learn_overhead(hw, vram - (estimate(desc, fit).vram - overhead))
+                learn_overhead(hw, vram, estimate(desc, fit).vram, overhead)
 
     def restart(self, *, fewer_layers: bool = False) -> Iterator[AppEvent]:
         """A fresh engine with the last settings (a quarter fewer GPU layers if asked);
@@ -229,12 +220,15 @@ class ChatApp:
         if completed:
             self.checkpoint()
 
-    def make_title(self, *, busy: Callable[[], bool] = lambda: False) -> Iterator[TitleMade]:
-        """Ask the model for the open conversation's title (after its first reply). When
-        another turn is waiting (``busy``, checked per token) the first words are kept:
-        a turn waits at most one token for a title."""
+    def make_title(
+        self, *, busy: Callable[[], bool] = lambda: False, after_first_reply: bool = False
+    ) -> Iterator[TitleMade]:
+        """Ask the model for the open conversation's title. When another turn is waiting
+        (``busy``, checked per token) the first words are kept: a turn waits at most one
+        token for a title. ``after_first_reply``: nothing unless the branch holds exactly
+        one complete reply (the check runs here, off the GUI thread)."""
         session = self.session
-        if session is None:
+        if session is None or (after_first_reply and not session.has_one_reply()):
             return
         conversation_id = session.conversation_id
         title = None

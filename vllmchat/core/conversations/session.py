@@ -341,6 +341,12 @@ class ChatSession:
         return SummaryOutcome(text, ok=True), prefill
 
     # -- titles -------------------------------------------------------------------------
+    def has_one_reply(self) -> bool:
+        """Whether the branch holds exactly one complete reply (time for a title)."""
+        path = self.store.path(self.conversation_id)
+        replies = [m for m in path if m.role == "assistant"]
+        return len(replies) == 1 and not path[-1].partial
+
     def make_title(self, should_stop: Callable[[], bool] = lambda: False) -> str | None:
         """A title by the model for a conversation still named by its first words;
         None (the first words stay) when it has a title of the user's, none came, or

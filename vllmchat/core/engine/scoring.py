@@ -12,6 +12,7 @@ next-token distributions and how often both put the same token first
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable
 
@@ -139,7 +140,5 @@ def quantize(source: str, target: str, ftype: str, n_threads: int) -> int:
     rc = llama_cpp.llama_model_quantize(source.encode(), tmp.encode(), params)
     if rc != 0:
         raise EngineError(ErrorKind.INTERNAL, f"llama.cpp could not quantize {source} ({rc}).")
-    import os
-
     os.replace(tmp, target)
     return os.path.getsize(target)

@@ -54,8 +54,10 @@ def learned_overhead(hw: HardwareInfo) -> int:
     return same_gpu[-1] if same_gpu else GPU_RUNTIME_OVERHEAD
 
 
-def learn_overhead(hw: HardwareInfo, overhead: int) -> None:
-    """Remember ``overhead`` (measured device memory minus the estimate without it)."""
+def learn_overhead(hw: HardwareInfo, measured: int, estimated: int, allowance: int) -> None:
+    """Remember this device's overhead: the ``measured`` device memory of the engine
+    process minus an ``estimated`` figure made with ``allowance`` for the overhead."""
+    overhead = measured - (estimated - allowance)
     key = device_key(hw)
     if key is None or not _MIN <= overhead <= _MAX:
         return

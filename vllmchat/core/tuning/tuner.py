@@ -159,7 +159,7 @@ class Sweep:
             seconds=time.perf_counter() - start,
         )
         if self.on_gpu and mem.vram is not None and est is not None and c.n_gpu_layers > 0:
-            learn_overhead(self.hw, mem.vram - (est - self.overhead))
+            learn_overhead(self.hw, mem.vram, est, self.overhead)
         return point
 
     def run(self, c: TuneConfig) -> TunePoint | None:
