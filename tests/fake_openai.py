@@ -51,6 +51,14 @@ class FakeServer:
             def do_POST(self) -> None:
                 self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 mode = fake.mode
+                if mode == "500-text":  # llama-cpp-python's server: a plain-text error
+                    body = b"Internal Server Error"
+                    self.send_response(500)
+                    self.send_header("Content-Type", "text/plain")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
                 if mode.isdigit():
                     self._json(int(mode), {"error": {"message": f"fake {mode}", "code": int(mode)}})
                     return

@@ -187,6 +187,7 @@ def test_terminal_chat_on_a_server(server, tmp_path):
         ("403", ErrorKind.SERVER_AUTH, "API key"),
         ("404", ErrorKind.SERVER_MODEL, "does not serve"),
         ("500", ErrorKind.SERVER_ERROR, "failed (500)"),
+        ("500-text", ErrorKind.SERVER_ERROR, "failed (500)"),
         ("503", ErrorKind.SERVER_ERROR, "failed (503)"),
         ("stall", ErrorKind.SERVER_TIMEOUT, "did not answer in time"),
         ("malformed", ErrorKind.SERVER_ERROR, "malformed"),
