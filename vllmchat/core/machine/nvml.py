@@ -6,9 +6,8 @@ answers ``[]`` / ``None`` where NVML (or an NVIDIA driver) is absent.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
-from collections.abc import Iterator
+import functools
 from dataclasses import dataclass
 
 
@@ -31,20 +30,15 @@ class _ProcessInfo(ctypes.Structure):  # nvmlProcessInfo_t (v2 and v3 calls)
                 ("gpuInstanceId", ctypes.c_uint), ("computeInstanceId", ctypes.c_uint)]  # fmt: skip
 
 
-@contextlib.contextmanager
-def _nvml() -> Iterator[ctypes.CDLL | None]:
+@functools.cache
+def _library() -> ctypes.CDLL | None:
+    """NVML, loaded and initialised once per process (the memory panel asks every few
+    seconds on the GUI thread: initialising each time would cost tens of ms there)."""
     try:
         lib = ctypes.CDLL("libnvidia-ml.so.1")
     except OSError:
-        yield None
-        return
-    if lib.nvmlInit_v2() != 0:
-        yield None
-        return
-    try:
-        yield lib
-    finally:
-        lib.nvmlShutdown()
+        return None
+    return lib if lib.nvmlInit_v2() == 0 else None
 
 
 def _handles(lib: ctypes.CDLL) -> list[ctypes.c_void_p]:
@@ -61,17 +55,17 @@ def _handles(lib: ctypes.CDLL) -> list[ctypes.c_void_p]:
 
 def devices() -> list[NvmlDevice]:
     """Name, total and free memory of each NVIDIA GPU."""
+    lib = _library()
+    if lib is None:
+        return []
     out = []
-    with _nvml() as lib:
-        if lib is None:
-            return []
-        for handle in _handles(lib):
-            mem = _Memory()
-            if lib.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(mem)) != 0:
-                continue
-            name = ctypes.create_string_buffer(96)
-            lib.nvmlDeviceGetName(handle, name, 96)
-            out.append(NvmlDevice(name.value.decode(errors="replace"), mem.total, mem.free))
+    for handle in _handles(lib):
+        mem = _Memory()
+        if lib.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(mem)) != 0:
+            continue
+        name = ctypes.create_string_buffer(96)
+        lib.nvmlDeviceGetName(handle, name, 96)
+        out.append(NvmlDevice(name.value.decode(errors="replace"), mem.total, mem.free))
     return out
 
 
@@ -86,23 +80,23 @@ def process_vram(pid: int) -> int | None:
 
     None when NVML cannot tell (no driver, or a PID namespace hides the process).
     """
+    lib = _library()
+    if lib is None:
+        return None
     total, seen = 0, False
-    with _nvml() as lib:
-        if lib is None:
-            return None
-        for handle in _handles(lib):
-            for fn in ("nvmlDeviceGetComputeRunningProcesses_v3",
-                       "nvmlDeviceGetComputeRunningProcesses_v2"):  # fmt: skip
-                call = getattr(lib, fn, None)
-                if call is None:
-                    continue
-                count = ctypes.c_uint(64)
-                infos = (_ProcessInfo * 64)()
-                if call(handle, ctypes.byref(count), infos) != 0:
-                    continue
-                for info in infos[: count.value]:
-                    if info.pid == pid and info.usedGpuMemory < (1 << 62):
-                        total += info.usedGpuMemory
-                        seen = True
-                break
+    for handle in _handles(lib):
+        for fn in ("nvmlDeviceGetComputeRunningProcesses_v3",
+                   "nvmlDeviceGetComputeRunningProcesses_v2"):  # fmt: skip
+            call = getattr(lib, fn, None)
+            if call is None:
+                continue
+            count = ctypes.c_uint(64)
+            infos = (_ProcessInfo * 64)()
+            if call(handle, ctypes.byref(count), infos) != 0:
+                continue
+            for info in infos[: count.value]:
+                if info.pid == pid and info.usedGpuMemory < (1 << 62):
+                    total += info.usedGpuMemory
+                    seen = True
+            break
     return total if seen else None
