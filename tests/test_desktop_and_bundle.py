@@ -73,3 +73,12 @@ def test_without_a_display_the_app_falls_back_to_the_terminal_chat():
     )
     assert "terminal chat" in proc.stderr
     assert proc.returncode == 2 and "Model file not found" in proc.stderr
+
+
+def test_the_launcher_loads_no_qt_until_the_window_can_open():
+    code = (
+        "import sys, vllmchat.main, vllmchat.ui.launch\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('PySide6', 'shiboken6'))))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stdout + proc.stderr

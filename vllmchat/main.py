@@ -1,15 +1,13 @@
 """``vllmchat``: the window, or one of the terminal front end's commands.
 
-With no command the window opens; where it cannot (no display, or no Qt
-platform plugin that can load, or Qt missing) the terminal chat starts instead,
-after saying why.
+With no command the window opens; where it cannot (no display, or the window
+front end's libraries missing) the terminal chat starts instead, after saying why.
 """
 
 from __future__ import annotations
 
 import argparse
 import multiprocessing
-import os
 import sys
 from collections.abc import Sequence
 
@@ -39,20 +37,10 @@ def _terminal_chat(args: list[str], why: str) -> int:
 
 
 def _window(args: list[str]) -> int:
-    from vllmchat.core.machine.qt_runtime import window_blocker
+    from vllmchat.ui.launch import start_window
 
-    if {"--self-test", "--exit-after-show"} & set(args):
-        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    headless_ok = "--install-desktop" in args
-    blocker = None if headless_ok else window_blocker()
-    if blocker:
-        # Without a loadable platform plugin Qt would abort the process: say why instead.
-        return _terminal_chat(args, blocker)
-    try:
-        from vllmchat.ui.app import run_app
-    except ImportError as exc:
-        return _terminal_chat(args, f"The desktop UI cannot load ({exc}).")
-    return run_app(args)
+    started = start_window(args)
+    return started if isinstance(started, int) else _terminal_chat(args, started)
 
 
 if __name__ == "__main__":
