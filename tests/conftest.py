@@ -180,3 +180,25 @@ def make_demo_app(tmp_path: Path, demo_model: Path) -> Iterator:
     for chat, store in made:
         chat.shutdown()
         store.close()
+
+
+@pytest.fixture
+def demo_window(qtbot, tmp_path: Path, demo_model: Path) -> Iterator:
+    """``(MainWindow, store, settings)``: the window shown with the demo model loaded
+    (greedy, 24 tokens a reply); closed at the end of the test."""
+    from vllmchat.core.app_settings import AppSettings
+    from vllmchat.core.conversations.kv_cache import KVStateCache
+    from vllmchat.core.conversations.store import ConversationStore
+    from vllmchat.ui.main_window import MainWindow
+
+    store = ConversationStore(tmp_path / "c.sqlite3")
+    settings = AppSettings.of(model_path=str(demo_model), n_ctx=2048, n_threads=2,
+                              max_tokens=24, temperature=0.0)  # fmt: skip
+    w = MainWindow(store, settings, KVStateCache(tmp_path / "kv"), save_settings=False)
+    qtbot.addWidget(w)
+    w.show()
+    w.start()
+    qtbot.waitUntil(lambda: w.loads_ended == 1 and w.desc is not None, timeout=60_000)
+    yield w, store, settings
+    w.close()
+    store.close()

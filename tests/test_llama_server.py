@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.replies import act_after_tokens
 from vllmchat.bench.llama_server import LlamaServer, server_binary
 from vllmchat.core.app import ChatApp, Loaded
 from vllmchat.core.app_settings import AppSettings
@@ -82,17 +83,11 @@ def _slots(url: str) -> list[dict]:
         return json.load(r)
 
 
-def _busy(url: str) -> bool:
-    return any(s.get("is_processing") for s in _slots(url))
-
-
 def test_stop_closes_the_stream_and_the_server_stops_generating(app, llama_server):
     app.configure(app.settings.with_changes(max_tokens=1500))
-    events = []
-    for event in app.send("Write a very long story about a lighthouse keeper and the sea."):
-        events.append(event)
-        if sum(isinstance(e, TokenEvent) for e in events) == 5:
-            app.stop()
+    events = act_after_tokens(
+        app.send("Write a very long story about a lighthouse keeper and the sea."), 5, app.stop
+    )
     done = events[-1]
     assert isinstance(done, DoneEvent) and done.stop_reason == "stopped"
     assert app.store.path(app.conversation_id)[-1].partial
@@ -130,11 +125,8 @@ def test_a_killed_server_keeps_the_partial_reply_and_the_app_reconnects(demo_mod
         server.stop()
         raise
     try:
-        events = []
-        for event in app.send("Write a very long story about a lighthouse keeper."):
-            events.append(event)
-            if sum(isinstance(e, TokenEvent) for e in events) == 5:
-                server.kill()
+        story = app.send("Write a very long story about a lighthouse keeper.")
+        events = act_after_tokens(story, 5, server.kill)
         failed = events[-1]
         assert isinstance(failed, ErrorEvent) and failed.kind == ErrorKind.SERVER_UNREACHABLE
         assert app.store.path(app.conversation_id)[-1].partial

@@ -14,6 +14,7 @@ import pytest
 
 pytest.importorskip("llama_cpp.server")
 
+from tests.replies import act_after_tokens
 from vllmchat.bench.llama_server import free_port
 from vllmchat.core.app import ChatApp, Loaded, LoadFailed
 from vllmchat.core.app_settings import AppSettings
@@ -105,11 +106,8 @@ def test_offload_says_why_it_does_not_apply(remote_app):
 
 def test_stop_closes_the_stream_and_keeps_the_partial_reply(remote_app):
     remote_app.configure(remote_app.settings.with_changes(max_tokens=400))
-    events = []
-    for event in remote_app.send("Write a very long story about a lighthouse keeper."):
-        events.append(event)
-        if sum(isinstance(e, TokenEvent) for e in events) == 5:
-            remote_app.stop()
+    story = remote_app.send("Write a very long story about a lighthouse keeper.")
+    events = act_after_tokens(story, 5, remote_app.stop)
     done = events[-1]
     assert isinstance(done, DoneEvent) and done.stop_reason == "stopped"
     reply = remote_app.store.path(remote_app.conversation_id)[-1]
@@ -136,11 +134,8 @@ def test_a_server_killed_mid_reply_keeps_the_partial_reply(demo_model, tmp_path)
     try:
         app.open_conversation(store.create().id)
         list(app.load(AppSettings.of(temperature=0.0, max_tokens=1000)))
-        events = []
-        for event in app.send("Write a very long story about a lighthouse keeper."):
-            events.append(event)
-            if sum(isinstance(e, TokenEvent) for e in events) == 5:
-                os.kill(proc.pid, signal.SIGKILL)
+        story = app.send("Write a very long story about a lighthouse keeper.")
+        events = act_after_tokens(story, 5, lambda: os.kill(proc.pid, signal.SIGKILL))
         failed = events[-1]
         assert isinstance(failed, ErrorEvent) and failed.kind == ErrorKind.SERVER_UNREACHABLE
         reply = store.path(app.conversation_id)[-1]

@@ -7,9 +7,6 @@ from __future__ import annotations
 import pytest
 
 from vllmchat.bench.llama_server import LlamaServer, server_binary
-from vllmchat.core.app_settings import AppSettings
-from vllmchat.core.conversations.kv_cache import KVStateCache
-from vllmchat.core.conversations.store import ConversationStore
 from vllmchat.core.engine import EngineClient
 from vllmchat.core.engine.remote import RemoteEngine
 
@@ -41,17 +38,8 @@ def test_the_servers_tab_tests_lists_and_chooses(qtbot, llama_server):
     tab.workers.join()
 
 
-def test_the_window_switches_to_the_server_and_back(qtbot, tmp_path, demo_model, llama_server):
-    from vllmchat.ui.main_window import MainWindow
-
-    store = ConversationStore(tmp_path / "c.sqlite3")
-    settings = AppSettings.of(model_path=str(demo_model), n_ctx=2048, n_threads=2,
-                              max_tokens=24, temperature=0.0)  # fmt: skip
-    w = MainWindow(store, settings, KVStateCache(tmp_path / "kv"), save_settings=False)
-    qtbot.addWidget(w)
-    w.show()
-    w.start()
-    qtbot.waitUntil(lambda: w.loads_ended == 1 and w.desc is not None, timeout=TIMEOUT)
+def test_the_window_switches_to_the_server_and_back(qtbot, demo_window, llama_server):
+    w, store, _ = demo_window
     local = w.bridge.app.engine
     n = w.loads_ended
     w.use_server(llama_server.url, "")
@@ -78,5 +66,3 @@ def test_the_window_switches_to_the_server_and_back(qtbot, tmp_path, demo_model,
     assert w.offload.tune_button.isEnabled()
     assert [m.role for m in store.path(w.bridge.app.conversation_id)][:4] == [
         "user", "assistant", "user", "assistant"]  # fmt: skip
-    w.close()
-    store.close()

@@ -5,7 +5,6 @@ comes back as it was left."""
 
 from __future__ import annotations
 
-import pytest
 from PySide6.QtCore import QUrl
 from PySide6.QtGui import QGuiApplication
 
@@ -111,25 +110,8 @@ def test_the_view_follows_the_system_scheme_live(qtbot):
         app.setPalette(light)
 
 
-@pytest.fixture
-def window(qtbot, tmp_path, demo_model):
-    from vllmchat.ui.main_window import MainWindow
-
-    store = ConversationStore(tmp_path / "c.sqlite3")
-    settings = AppSettings.of(model_path=str(demo_model), n_ctx=2048, n_threads=2,
-                              max_tokens=24, temperature=0.0)  # fmt: skip
-    w = MainWindow(store, settings, KVStateCache(tmp_path / "kv"), save_settings=False)
-    qtbot.addWidget(w)
-    w.show()
-    w.start()
-    qtbot.waitUntil(lambda: w.loads_ended == 1 and w.desc is not None, timeout=TIMEOUT)
-    yield w, store, settings
-    w.close()
-    store.close()
-
-
-def test_the_model_titles_the_conversation_after_its_first_reply(qtbot, window):
-    w, store, _ = window
+def test_the_model_titles_the_conversation_after_its_first_reply(qtbot, demo_window):
+    w, store, _ = demo_window
     titles = []
     w.bridge.events.title_made.connect(titles.append)
     w.input.edit.setPlainText("What is the capital of France?")
@@ -142,10 +124,10 @@ def test_the_model_titles_the_conversation_after_its_first_reply(qtbot, window):
                for i in range(w.conversations.list.count()))  # fmt: skip
 
 
-def test_the_window_comes_back_as_it_was_left(qtbot, window, tmp_path):
+def test_the_window_comes_back_as_it_was_left(qtbot, demo_window, tmp_path):
     from vllmchat.ui.main_window import MainWindow
 
-    w, store, settings = window
+    w, store, settings = demo_window
     first = w.conversation_id
     second = w.new_conversation()
     w.open_conversation(second)
