@@ -67,15 +67,13 @@ def test_the_second_turn_is_reported_as_reusing_the_server_cache(app):
     assert stats.decode_tokens > 0 and stats.ttft_s > 0
 
 
-def test_a_turn_sent_during_the_title_still_finds_the_prefix_cached(app):
-    first = list(app.send("What is the capital of France?"))
-    first_stats = next(e.stats for e in first if isinstance(e, StatsEvent))
+def test_a_turn_sent_during_the_title_stops_it_and_is_answered(app):
+    assert isinstance(list(app.send("What is the capital of France?"))[-1], DoneEvent)
     asked = iter([False])  # free when the title starts, a turn waiting from its first token
     titles = list(app.make_title(busy=lambda: next(asked, True), after_first_reply=True))
-    assert titles and titles[0].by_model, "a server finishes the short title"
+    assert titles and not titles[0].by_model, "the first words stay; the turn does not wait"
     second = list(app.send("And what is the capital of Italy?"))
-    stats = next(e.stats for e in second if isinstance(e, StatsEvent))
-    assert stats.tokens_reused >= first_stats.prompt_tokens, "the same slot, still warm"
+    assert isinstance(second[-1], DoneEvent) and second[-1].text.strip()
 
 
 def _slots(url: str) -> list[dict]:

@@ -51,6 +51,9 @@ def test_the_window_switches_to_the_server_and_back(qtbot, demo_window, llama_se
     w._update_memory()
     assert "on the server" in w.memory.vram.text()
     for question in ("What is the capital of France?", "And of Italy?"):
+        # The user reads the reply first: a turn sent while the server still writes the
+        # title stops it, and the server may give that turn a slot with a cold cache.
+        qtbot.waitUntil(lambda: w.titles_ended == w.turns_ended, timeout=TIMEOUT)
         ended = w.turns_ended
         w.input.edit.setPlainText(question)
         w.input._submit()

@@ -64,8 +64,9 @@ class MainWindow(WindowActions):
         self.last_stats = None
         self.loading = False
         self.conversation_id: int | None = None
-        # Counters the GUI thread updates when a turn or a load ends (tests, benchmarks).
+        # Counters the GUI thread updates when a turn, load or title ends (tests, benchmarks).
         self.turns_ended = 0
+        self.titles_ended = 0
         self.last_turn: Any = None
         self.loads_ended = 0
         self.last_load: Any = None

@@ -48,6 +48,7 @@ class WindowActions(QMainWindow):
     conversations: ConversationList
     conversation_id: int | None
     save_settings: bool
+    titles_ended: int
 
     closing = False
 
@@ -128,6 +129,7 @@ class WindowActions(QMainWindow):
             self.bridge.make_title()
 
     def _on_title(self, event: Any) -> None:
+        self.titles_ended += 1
         if self.closing:
             return  # a title that came back while the window closed
         self.conversations.refresh()

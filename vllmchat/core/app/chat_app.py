@@ -34,11 +34,6 @@ from vllmchat.core.models.memory import FitSettings, estimate
 from vllmchat.core.models.overhead import learn_overhead, learned_overhead
 from vllmchat.core.tuning.results import PointMeasured, TuneConfig, TuneEvent
 
-
-def _never() -> bool:
-    return False
-
-
 NOT_LOCAL = "Tuning does not apply to a model on a server: the server owns its memory and threads."
 
 
@@ -230,10 +225,8 @@ class ChatApp:
     ) -> Iterator[TitleMade]:
         """Ask the model for the open conversation's title. When another turn is waiting
         (``busy``, checked per token) the first words are kept: a turn waits at most one
-        token for a title. On a server the short title is finished instead: stopping it
-        could send the waiting turn to a slot without the conversation's prefix cached.
-        ``after_first_reply``: nothing unless the branch holds exactly one complete reply
-        (the check runs here, off the GUI thread)."""
+        token for a title. ``after_first_reply``: nothing unless the branch holds exactly
+        one complete reply (the check runs here, off the GUI thread)."""
         session = self.session
         if session is None or (after_first_reply and not session.has_one_reply()):
             return
@@ -241,7 +234,7 @@ class ChatApp:
         title = None
         if not busy() and self.engine.alive and self.engine.info is not None:
             with contextlib.suppress(EngineError):
-                title = session.make_title(busy if self.engine.stops_at_once else _never)
+                title = session.make_title(busy)
         name = title or self.store.conversation(conversation_id).title
         yield TitleMade(conversation_id, name, title is not None)
 

@@ -67,8 +67,6 @@ def describe_exit(exitcode: int | None) -> str:
 class EngineClient:
     """Start, load, chat with, reload and restart the engine process."""
 
-    stops_at_once = True
-
     def __init__(self, *, memory_limit: int | None = None) -> None:
         """``memory_limit``: cap on the engine process's address space, in bytes."""
         self.memory_limit = memory_limit

@@ -20,10 +20,6 @@ class Engine(Protocol):
 
     settings: LoadSettings | None
     info: ModelInfo | None
-    stops_at_once: bool
-    """True when a stopped reply leaves the engine free for the next request at once.
-    A server notices a closed stream only at its next token, so a request sent right
-    after may land on another slot with a cold prefix cache."""
 
     @property
     def alive(self) -> bool: ...

@@ -70,8 +70,6 @@ def _error(exc: Exception, server: str) -> EngineError:
 class RemoteEngine:
     """The ``Engine`` protocol over an OpenAI-compatible chat-completions server."""
 
-    stops_at_once = False
-
     def __init__(
         self,
         url: str,
