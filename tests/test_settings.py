@@ -46,6 +46,8 @@ def test_which_changes_need_a_reload_is_derived_from_where_the_field_lives():
             changes = {f.name: "other.gguf"}
         if f.name in ("type_k", "type_v"):
             changes = {f.name: "q8_0", "flash_attn": True}
+        if f.name == "tensor_split":
+            changes = {f.name: "1,0"}
         assert s.with_changes(**changes).needs_reload(s), f.name
     for name in ("temperature", "max_tokens", "policy", "system_prompt", "keep_last_turns"):
         value = {"policy": "ask", "system_prompt": "Hi"}.get(name, 3)
@@ -113,3 +115,10 @@ def test_chat_options_build_the_app_settings():
         "Be brief.",
     )
     assert s.top_k == AppSettings().top_k  # not given: the one default
+
+
+def test_placement_settings_are_checked():
+    assert LoadSettings(model_path="m", tensor_split="3, 2").split == (3.0, 2.0)
+    for bad in ({"n_cpu_moe": -1}, {"tensor_split": "a,b"}, {"tensor_split": "0,0"}):
+        with pytest.raises(ValueError):
+            LoadSettings(model_path="m", **bad)

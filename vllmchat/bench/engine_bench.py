@@ -211,12 +211,13 @@ def _reload_figures(
     client: EngineClient,
     settings: LoadSettings,
     messages: list[dict[str, str]],
-    target_layers: int = 1,
+    **changes: Any,
 ) -> dict[str, Any]:
-    """Reload a long conversation live, then count history tokens prefilled again."""
+    """Reload a long conversation live with ``changes`` (default: one GPU layer), then
+    count history tokens prefilled again."""
     kv = client.kv().kv_tokens
     t0 = time.perf_counter()
-    reload = client.reload(settings.with_changes(n_gpu_layers=target_layers))
+    reload = client.reload(settings.with_changes(**(changes or {"n_gpu_layers": 1})))
     reload_s = time.perf_counter() - t0
     turn = [*messages, {"role": "user", "content": "Thank you."}]
     _, stats = _turn(client, turn, SamplingSettings(temperature=0.0, max_tokens=8))

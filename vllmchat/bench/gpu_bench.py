@@ -114,7 +114,7 @@ def engine_figures(model: str, n_layer: int) -> dict[str, Any]:
         client.load(full)
         messages: list[dict[str, str]] = [{"role": "system", "content": "Tell long stories."}]
         _grow(client, messages, 1500)
-        result.update(_reload_figures(client, full, messages, target_layers=n_layer // 2))
+        result.update(_reload_figures(client, full, messages, n_gpu_layers=n_layer // 2))
         result["cold_load_s"] = round(cold, 3)
         result["reload_time_ratio"] = round(result["reload_s"] / cold, 3)
         result["probe"] = repr(client.probe())

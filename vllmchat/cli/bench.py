@@ -10,13 +10,22 @@ from typing import Any
 
 def register(sub: Any) -> None:
     p = sub.add_parser("bench", help="benchmarks (prints JSON)")
-    p.add_argument("name", choices=["engine", "estimate", "conversation", "ui", "tune", "remote"])
+    p.add_argument(
+        "name", choices=["engine", "estimate", "conversation", "ui", "tune", "remote", "moe"]
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--model", help="GGUF to use (default: the demo model)")
     p.add_argument("--quick", action="store_true", help="fewer repetitions")
-    p.add_argument("--n-ctx", type=int, default=4096, help="tune: context size (default: 4096)")
+    p.add_argument(
+        "--n-ctx",
+        type=int,
+        help="tune: context size (default: 4096); moe: 8192 on a GPU, else 2048",
+    )
     p.add_argument("--budget-s", type=float, default=60.0, help="tune: the tuner's budget")
-    p.add_argument("--flash-attn", action="store_true", help="tune: flash attention")
+    p.add_argument("--flash-attn", action="store_true", help="tune, moe: flash attention")
+    p.add_argument(
+        "--fit-args", help="moe: what llama-fit-params printed (its choice is measured too)"
+    )
     p.set_defaults(func=run)
 
 
@@ -36,10 +45,21 @@ def run(args: argparse.Namespace) -> int:
 
         result = tune_bench.run(
             model=args.model,
+            n_ctx=args.n_ctx or 4096,
+            budget_s=args.budget_s,
+            flash_attn=args.flash_attn,
+            quick=args.quick,
+        )
+    elif args.name == "moe":
+        from vllmchat.bench import moe_bench
+
+        result = moe_bench.run(
+            model=args.model,
             n_ctx=args.n_ctx,
             budget_s=args.budget_s,
             flash_attn=args.flash_attn,
             quick=args.quick,
+            fit_args=args.fit_args,
         )
     elif args.name == "estimate":
         from vllmchat.bench import estimate_bench

@@ -37,7 +37,8 @@ def register(sub: Any) -> None:
 def _fit_options(p: argparse.ArgumentParser, gpu_layers_note: str = "") -> None:
     """The memory-relevant load settings, generated from ``FitSettings``."""
     group = p.add_argument_group("settings", gpu_layers_note or None)
-    p.set_defaults(fit_fields=add_options(group, FitSettings, skip=("gpu", "gpu_overhead")))  # type: ignore[arg-type]
+    skip = ("gpu", "gpu_overhead", "gpu_free")
+    p.set_defaults(fit_fields=add_options(group, FitSettings, skip=skip))  # type: ignore[arg-type]
 
 
 def _settings(args: argparse.Namespace) -> FitSettings:
@@ -167,7 +168,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
         return 2
     hw = probe()
     s = _settings(args)
-    fit = best_fit(desc, hw, s) if args.n_gpu_layers is None else check_fit(desc, hw, s)
+    given_place = args.n_gpu_layers is not None or args.n_cpu_moe is not None
+    fit = check_fit(desc, hw, s) if given_place else best_fit(desc, hw, s)
     e = fit.estimate
     print(
         f"{desc.name or args.model}: {desc.architecture}, {desc.n_layer} layers, "

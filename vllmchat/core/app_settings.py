@@ -104,6 +104,11 @@ class AppSettings:
                 own[part] = replace(getattr(self, part), **values)
         return replace(self, **own)
 
+    def for_model(self, path: str, **changes: Any) -> AppSettings:
+        """Settings for another model file: its expert placement starts anew (the
+        experts of one model mean nothing for another)."""
+        return self.with_changes(model_path=path, n_cpu_moe=0, **changes)
+
     def load_settings(self) -> LoadSettings:
         return self.load
 

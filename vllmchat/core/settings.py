@@ -19,12 +19,41 @@ def default_threads() -> int:
     return max(1, n if n <= 4 else n // 2)
 
 
+def parse_split(text: str) -> tuple[float, ...]:
+    """``"3,2"`` -> ``(3.0, 2.0)``; ``""`` -> ``()``; a bad list raises ``ValueError``."""
+    if not text.strip():
+        return ()
+    try:
+        shares = tuple(float(part) for part in text.split(","))
+    except ValueError:
+        raise ValueError(
+            f"tensor_split must be numbers separated by commas, got {text!r}"
+        ) from None
+    if any(x < 0 for x in shares) or not any(shares):
+        raise ValueError(f"tensor_split needs non-negative shares, one above 0, got {text!r}")
+    return shares
+
+
 @dataclass(frozen=True, kw_only=True)
 class LoadSettings:
     """How to load a GGUF. Changing any field needs a reload."""
 
     model_path: str = field(metadata={"help": "path of a .gguf file (default: the demo model)"})
     n_gpu_layers: int = field(default=0, metadata={"help": "layers to offload to the GPU"})
+    n_cpu_moe: int = field(
+        default=0,
+        metadata={
+            "help": "mixture-of-experts models: keep the experts of the first N layers in RAM "
+            "(attention stays on the GPU)"
+        },
+    )
+    tensor_split: str = field(
+        default="",
+        metadata={
+            "help": "several GPUs: share of the offloaded layers per GPU, e.g. '1,0' (one GPU) "
+            "or '3,2' ('': llama.cpp's split by free memory)"
+        },
+    )
     n_ctx: int = field(default=4096, metadata={"help": "context size in tokens"})
     n_threads: int = field(default_factory=default_threads, metadata={"help": "CPU threads"})
     n_threads_batch: int = field(
@@ -59,6 +88,14 @@ class LoadSettings:
                 raise ValueError(f"{name} must be one of {KV_TYPES}")
         if self.type_v != "f16" and not self.flash_attn:
             raise ValueError("a quantized V cache needs flash attention (flash_attn=True)")
+        if self.n_cpu_moe < 0:
+            raise ValueError(f"n_cpu_moe must be 0 or more, got {self.n_cpu_moe}")
+        parse_split(self.tensor_split)
+
+    @property
+    def split(self) -> tuple[float, ...]:
+        """The GPUs' shares of the offloaded layers (empty: llama.cpp's default)."""
+        return parse_split(self.tensor_split)
 
     @property
     def threads_batch(self) -> int:

@@ -32,7 +32,8 @@ from vllmchat.ui.chat_view import ChatView, HistoryItem
 from vllmchat.ui.conversation_list import ConversationList
 from vllmchat.ui.downloads import DownloadsPanel
 from vllmchat.ui.engine_bridge import EngineBridge
-from vllmchat.ui.offload_panel import MemoryPanel, OffloadPanel
+from vllmchat.ui.memory_panel import MemoryPanel
+from vllmchat.ui.offload_panel import OffloadPanel
 from vllmchat.ui.status_line import StatusLine
 from vllmchat.ui.theme import ThemeWatcher
 from vllmchat.ui.window_actions import WindowActions
@@ -295,12 +296,14 @@ class MainWindow(WindowActions):
 
     # -- model ---------------------------------------------------------------------------
     def load_model(self, path: str) -> None:
-        self.settings = self.settings.with_changes(model_path=path)
+        self.settings = self.settings.for_model(path)
         self._save()
         self.bridge.load(self.settings)
 
-    def set_gpu_layers(self, n: int) -> None:
-        self.settings = self.settings.with_changes(n_gpu_layers=n)
+    def set_gpu_layers(self, n: int, n_cpu_moe: int = 0) -> None:
+        """Reload live with this placement (GPU layers; for a mixture of experts, the
+        layers whose experts stay in RAM)."""
+        self.settings = self.settings.with_changes(n_gpu_layers=n, n_cpu_moe=n_cpu_moe)
         self._save()
         self.bridge.load(self.settings, live=True)
 
@@ -345,7 +348,8 @@ class MainWindow(WindowActions):
             self.offload.show_remote(reason + " The tuner measures local models only.")
             self.memory.show_remote()
         elif self.desc is not None and self.hw is not None:
-            self.offload.set_model(self.desc, self.hw, self._fit(), self.settings.n_gpu_layers)
+            self.offload.set_model(self.desc, self.hw, self._fit(), self.settings.n_gpu_layers,
+                                   self.settings.n_cpu_moe)  # fmt: skip
             cached = TuneCache().get(self.settings.load_settings(), self.hw)
             if cached is not None:  # measured before on this device: marks on the slider
                 self.offload.show_tuning(cached)

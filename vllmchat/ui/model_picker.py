@@ -27,7 +27,14 @@ from PySide6.QtWidgets import (
 
 from vllmchat.core.engine.events import EngineError
 from vllmchat.core.engine.model_check import check_model_file
-from vllmchat.core.models.advisor import GPU_FULL, GPU_PARTIAL, NO_FIT, RAM_ONLY, best_fit
+from vllmchat.core.models.advisor import (
+    GPU_FULL,
+    GPU_PARTIAL,
+    NO_FIT,
+    RAM_ONLY,
+    Fit,
+    best_fit,
+)
 from vllmchat.core.models.description import describe
 from vllmchat.core.models.download import Downloader, DownloadProgress
 from vllmchat.core.models.hardware import HardwareInfo, quick_probe
@@ -39,17 +46,13 @@ from vllmchat.ui.downloads import DownloadsPanel
 from vllmchat.ui.servers_tab import ServersTab
 from vllmchat.ui.workers import Workers
 
-BADGES = {
-    GPU_FULL: ("fully on GPU", "#2e7d32"),
-    GPU_PARTIAL: ("{n} layers on GPU", "#f9a825"),
-    RAM_ONLY: ("RAM only", "#1565c0"),
-    NO_FIT: ("does not fit", "#c62828"),
-}
+BADGE_COLORS = {GPU_FULL: "#2e7d32", GPU_PARTIAL: "#f9a825", RAM_ONLY: "#1565c0",
+                NO_FIT: "#c62828"}  # fmt: skip
 
 
-def badge(kind: str, layers: int = 0) -> tuple[str, str]:
-    text, color = BADGES[kind]
-    return text.format(n=layers), color
+def badge(fit: Fit) -> tuple[str, str]:
+    """The badge's words and colour for a fit."""
+    return fit.short, BADGE_COLORS[fit.kind]
 
 
 def _size(n: int) -> str:
@@ -63,9 +66,10 @@ def _local_rows(
     for m in models:
         try:
             fit = best_fit(describe(check_model_file(m.path)), hw, s)
-            rows.append((m, fit.kind, fit.gpu_layers, fit.message))
+            text, color = badge(fit)
+            rows.append((m, fit.kind, text, color, fit.message))
         except EngineError as exc:
-            rows.append((m, NO_FIT, 0, str(exc)))
+            rows.append((m, NO_FIT, "does not fit", BADGE_COLORS[NO_FIT], str(exc)))
     return rows
 
 
@@ -177,9 +181,8 @@ class ModelPicker(QDialog):
     def _fill_installed(self, rows: list[tuple[Any, ...]]) -> None:
         self.installed_rows = rows
         self.installed.setRowCount(len(rows))
-        for i, (m, kind, layers, message) in enumerate(rows):
-            text, color = badge(kind, layers)
-            cells = [m.name, m.label or "?", _size(m.size), f"{text} — {message}"]
+        for i, (m, _kind, _text, color, message) in enumerate(rows):
+            cells = [m.name, m.label or "?", _size(m.size), message]
             for j, value in enumerate(cells):
                 item = QTableWidgetItem(value)
                 item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsEditable)
@@ -290,7 +293,7 @@ class ModelPicker(QDialog):
         self.quant_table.setRowCount(len(rows))
         pick = 0
         for i, (quant, advice) in enumerate(rows):
-            text, color = badge(advice.fit.kind, advice.fit.gpu_layers)
+            text, color = badge(advice.fit)
             star = "★ recommended · " if advice.recommended else ""
             parts = f" ({len(quant.parts)} parts)" if quant.is_split else ""
             for j, value in enumerate(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,8 @@ from vllmchat.ui.chat_view import ChatView
 from vllmchat.ui.conversation_list import ConversationList
 from vllmchat.ui.downloads import DownloadsPanel
 from vllmchat.ui.engine_bridge import EngineBridge
-from vllmchat.ui.offload_panel import MemoryPanel, OffloadPanel
+from vllmchat.ui.memory_panel import MemoryPanel
+from vllmchat.ui.offload_panel import OffloadPanel
 from vllmchat.ui.tuner_dialog import TunerDialog
 
 
@@ -102,8 +104,8 @@ class WindowActions(QMainWindow):
         if picker.chosen_server is not None:
             self.use_server(*picker.chosen_server)
         elif picker.chosen_path:
-            self.settings = self.settings.with_changes(
-                server_url="", server_model="", model_path=picker.chosen_path
+            self.settings = self.settings.for_model(
+                picker.chosen_path, server_url="", server_model=""
             )
             self._save()
             self.bridge.use_local(self.settings)
@@ -118,7 +120,7 @@ class WindowActions(QMainWindow):
     def load_downloaded(self, path: str) -> None:
         """Load a model the downloads panel finished (the picker may be long closed)."""
         self.downloads.hide()
-        self.settings = self.settings.with_changes(server_url="", server_model="", model_path=path)
+        self.settings = self.settings.for_model(path, server_url="", server_model="")
         self._save()
         self.bridge.use_local(self.settings)
 
@@ -194,13 +196,7 @@ class WindowActions(QMainWindow):
         self.bridge.tune(budget_s, fresh=True)  # the window's button always measures anew
 
     def apply_tune(self, config: Any) -> None:
-        self.settings = self.settings.with_changes(
-            n_gpu_layers=config.n_gpu_layers,
-            n_threads=config.n_threads,
-            n_threads_batch=config.n_threads_batch,
-            n_ubatch=config.n_ubatch,
-            n_batch=max(self.settings.n_batch, config.n_ubatch),
-        )
+        self.settings = replace(self.settings, load=config.apply_to(self.settings.load))
         self._save()
         self.bridge.apply_tune(config)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 
 from vllmchat.core.app.events import (
     AppEvent,
@@ -163,13 +164,7 @@ class ChatApp:
 
     def apply_tune(self, config: TuneConfig) -> Iterator[AppEvent]:
         """Reload live with a tuning pick (the conversation's KV state kept)."""
-        settings = self.settings.with_changes(
-            n_gpu_layers=config.n_gpu_layers,
-            n_threads=config.n_threads,
-            n_threads_batch=config.n_threads_batch,
-            n_ubatch=config.n_ubatch,
-            n_batch=max(self.settings.load.n_batch, config.n_ubatch),
-        )
+        settings = replace(self.settings, load=config.apply_to(self.settings.load))
         yield from self.load(settings, live=True)
 
     # -- conversations --------------------------------------------------------------------

@@ -62,21 +62,22 @@ FIXES: dict[ErrorKind, str] = {
 class EngineError(RuntimeError):
     """An engine failure with a kind and a human message."""
 
-    def __init__(self, kind: ErrorKind, message: str) -> None:
+    def __init__(self, kind: ErrorKind, message: str, fix: str | None = None) -> None:
         super().__init__(message)
         self.kind = ErrorKind(kind)
         self.message = message
+        self._fix = fix  # a fix more precise than the kind's
 
     @property
     def fix(self) -> str:
-        return FIXES[self.kind]
+        return self._fix if self._fix is not None else FIXES[self.kind]
 
     def __str__(self) -> str:
         fix = self.fix
         return f"{self.message} {fix}".strip() if fix else self.message
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (EngineError, (self.kind, self.message))
+        return (EngineError, (self.kind, self.message, self._fix))
 
 
 @dataclass(frozen=True)

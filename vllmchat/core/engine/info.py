@@ -24,6 +24,9 @@ class ModelInfo:
     load_s: float
     buffers_mib: dict[str, float] = field(default_factory=dict)
     name: str = ""
+    # Tensors llama.cpp's loader reported as overridden to another buffer type
+    # (name -> buffer type), e.g. the experts kept in RAM.
+    overridden: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

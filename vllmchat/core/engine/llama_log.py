@@ -19,9 +19,9 @@ def _on_log(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
     global _last_level
     if level != _CONT:
         _last_level = level
-    if _last_level == _DEBUG:
-        return
     piece = text.decode("utf-8", errors="replace")
+    if _last_level == _DEBUG and "buffer type overridden" not in piece:
+        return
     _partial.append(piece)
     if piece.endswith("\n"):
         global _count
@@ -60,3 +60,16 @@ def buffer_sizes(lines: list[str]) -> dict[str, float]:
             key = f"{m.group(2).lower()}:{m.group(1)}"
             sizes[key] = sizes.get(key, 0.0) + float(m.group(3))
     return sizes
+
+
+_OVERRIDE_RE = re.compile(r"tensor (\S+) \(.*\) buffer type overridden to (\S+)")
+
+
+def overridden_tensors(lines: list[str]) -> dict[str, str]:
+    """Tensors the loader placed by an override, and the buffer type it chose."""
+    out: dict[str, str] = {}
+    for line in lines:
+        m = _OVERRIDE_RE.search(line)
+        if m:
+            out[m.group(1)] = m.group(2)
+    return out

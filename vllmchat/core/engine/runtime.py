@@ -17,7 +17,9 @@ from vllmchat.core.engine import llama_log
 from vllmchat.core.engine.events import EngineError, ErrorKind
 from vllmchat.core.engine.info import ModelInfo
 from vllmchat.core.engine.model_check import check_model_file
+from vllmchat.core.engine.overrides import OverrideList, cpu_expert_overrides, with_overrides
 from vllmchat.core.models.advisor import display_name
+from vllmchat.core.models.description import describe
 from vllmchat.core.settings import GGML_TYPE_IDS, LoadSettings
 
 _SPECIAL_ATTRS = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL  # user-defined tokens (e.g. "\n") are text
@@ -43,6 +45,14 @@ def _classify_load_failure(lines: Sequence[str], settings: LoadSettings, stage: 
         )
     )
     if stage == "model" and oom:
+        if settings.n_cpu_moe > 0:
+            return EngineError(
+                ErrorKind.OOM_LOAD,
+                f"Not enough memory for the weights (n_gpu_layers={settings.n_gpu_layers}, "
+                f"experts of {settings.n_cpu_moe} layers in RAM).",
+                "Put the experts of more layers on the CPU (raise n_cpu_moe), "
+                "or pick a smaller quant.",
+            )
         return EngineError(
             ErrorKind.OOM_LOAD,
             f"Not enough memory for the weights (n_gpu_layers={settings.n_gpu_layers}).",
@@ -58,32 +68,34 @@ def _classify_load_failure(lines: Sequence[str], settings: LoadSettings, stage: 
     return EngineError(ErrorKind.INTERNAL, f"llama.cpp failed to load the model: {tail}")
 
 
+def _expert_overrides(header: Any, settings: LoadSettings) -> OverrideList | None:
+    """The overrides for ``n_cpu_moe``; refused with the reason on a model without experts."""
+    if settings.n_cpu_moe <= 0:
+        return None
+    desc = describe(header)
+    if not desc.is_moe:
+        reason = desc.moe_unplaceable_reason or (
+            f"{desc.name or 'This model'} is not a mixture of experts: it has no expert "
+            "tensors to keep in RAM."
+        )
+        raise EngineError(ErrorKind.BAD_REQUEST, f"{reason} Set n_cpu_moe to 0.")
+    return cpu_expert_overrides(settings.n_cpu_moe, desc.n_layer)
+
+
 class LlamaRuntime:
     """One ``llama_cpp.Llama`` and the token ids of its KV cache."""
 
     def __init__(self, settings: LoadSettings) -> None:
         header = check_model_file(settings.model_path)
         self.settings = settings
+        self.overrides = _expert_overrides(header, settings)  # alive as long as the model
         start = time.perf_counter()
         llama_log.install()
         mark = llama_log.mark()
         stage = "model"
         try:
-            self.llm = llama_cpp.Llama(
-                model_path=settings.model_path,
-                n_gpu_layers=settings.n_gpu_layers,
-                n_ctx=settings.n_ctx,
-                n_threads=settings.n_threads,
-                n_threads_batch=settings.threads_batch,
-                n_batch=settings.n_batch,
-                n_ubatch=settings.n_ubatch,
-                flash_attn=settings.flash_attn,
-                type_k=GGML_TYPE_IDS[settings.type_k],
-                type_v=GGML_TYPE_IDS[settings.type_v],
-                use_mmap=settings.use_mmap,
-                swa_full=settings.swa_full,
-                verbose=False,
-            )
+            with with_overrides(self.overrides):
+                self.llm = self._new_llama(settings)
         except MemoryError as exc:
             raise EngineError(
                 ErrorKind.OOM_LOAD,
@@ -122,6 +134,27 @@ class LlamaRuntime:
             load_s=self.load_s,
             buffers_mib=llama_log.buffer_sizes(llama_log.lines_since(mark)),
             name=display_name(settings.model_path),
+            overridden=llama_log.overridden_tensors(llama_log.lines_since(mark)),
+        )
+
+    @staticmethod
+    def _new_llama(settings: LoadSettings) -> llama_cpp.Llama:
+        split = list(settings.split)
+        return llama_cpp.Llama(
+            model_path=settings.model_path,
+            n_gpu_layers=settings.n_gpu_layers,
+            tensor_split=split or None,
+            n_ctx=settings.n_ctx,
+            n_threads=settings.n_threads,
+            n_threads_batch=settings.threads_batch,
+            n_batch=settings.n_batch,
+            n_ubatch=settings.n_ubatch,
+            flash_attn=settings.flash_attn,
+            type_k=GGML_TYPE_IDS[settings.type_k],
+            type_v=GGML_TYPE_IDS[settings.type_v],
+            use_mmap=settings.use_mmap,
+            swa_full=settings.swa_full,
+            verbose=False,
         )
 
     # -- vocabulary -------------------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from vllmchat.core.models.description import ModelDescription
@@ -64,10 +64,23 @@ class Fit:
     gpu_layers: int
     estimate: MemoryEstimate
     message: str
+    n_cpu_moe: int = 0  # offloaded layers whose experts stay in RAM
+    tensor_split: str = ""  # several GPUs: the split taken ("1,0": the first GPU only)
 
     @property
     def fits(self) -> bool:
         return self.kind != NO_FIT
+
+    @property
+    def short(self) -> str:
+        """A badge's words: "fully on GPU", "fits: experts of 20 layers on the CPU", …"""
+        if self.kind == GPU_PARTIAL and self.n_cpu_moe:
+            return f"fits: experts of {self.n_cpu_moe} layers on the CPU"
+        return {
+            GPU_FULL: "fully on GPU",
+            GPU_PARTIAL: f"{self.gpu_layers} layers on GPU",
+            RAM_ONLY: "RAM only",
+        }.get(self.kind, "does not fit")
 
 
 def _budget(hw: HardwareInfo) -> tuple[int, int]:
@@ -76,52 +89,122 @@ def _budget(hw: HardwareInfo) -> tuple[int, int]:
     return vram, ram
 
 
-def _ok(e: MemoryEstimate, vram: int, ram: int, use_mmap: bool) -> bool:
+def _ok(e: MemoryEstimate, hw: HardwareInfo, s: FitSettings) -> bool:
     # Mapped weights live in the page cache: they can be paged, but a model
     # larger than RAM pages from disk on every token, so count them.
-    return e.vram <= vram and e.ram <= ram
+    vram, ram = _budget(hw)
+    if e.ram > ram or e.vram > vram:
+        return False
+    if len(hw.gpus) > 1 and hw.gpu_offload:  # each GPU holds its own part
+        per = e.vram_by_device
+        return all(used <= g.free * VRAM_MARGIN for used, g in zip(per, hw.gpus, strict=False))
+    return True
 
 
-def max_gpu_layers(desc: ModelDescription, hw: HardwareInfo, s: FitSettings) -> int:
-    """The most layers (``n_layer + 1`` = all, output included) that fit in free VRAM."""
-    vram, _ = _budget(hw)
-    if not hw.gpu_offload:
-        return 0
-    lo, hi = 0, desc.n_layer + 1
+def on_devices(s: FitSettings, hw: HardwareInfo) -> FitSettings:
+    """``s`` with the GPUs' free memory, which llama.cpp's default split follows."""
+    if len(hw.gpus) > 1:
+        return replace(s, gpu_free=tuple(g.free for g in hw.gpus))
+    return replace(s, gpu_free=())
+
+
+def _fits(desc: ModelDescription, hw: HardwareInfo, s: FitSettings) -> bool:
+    return _ok(estimate(desc, replace(on_devices(s, hw), gpu=True)), hw, s)
+
+
+def _largest(lo: int, hi: int, ok: Callable[[int], bool]) -> int | None:
+    """The largest value in ``lo..hi`` for which ``ok`` holds (monotone), or None."""
+    if not ok(lo):
+        return None
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if estimate(desc, replace(s, n_gpu_layers=mid, gpu=True)).vram <= vram:
+        if ok(mid):
             lo = mid
         else:
             hi = mid - 1
     return lo
 
 
-def check_fit(desc: ModelDescription, hw: HardwareInfo, s: FitSettings) -> Fit:
-    """Whether these exact settings fit."""
-    vram, ram = _budget(hw)
-    e = estimate(desc, replace(s, gpu=hw.gpu_offload))
-    need = f"needs {e.vram / MIB:,.0f} MiB VRAM + {e.ram / MIB:,.0f} MiB RAM"
-    if not _ok(e, vram, ram, s.use_mmap):
-        return Fit(
-            NO_FIT,
-            e.gpu_layers,
-            e,
-            f"Does not fit: {need}, {vram / MIB:,.0f} MiB VRAM + {ram / MIB:,.0f} MiB RAM free.",
-        )
-    if e.gpu_layers == 0:
-        return Fit(RAM_ONLY, 0, e, f"Runs from RAM only: {need}.")
-    if e.gpu_layers > desc.n_layer:
-        return Fit(GPU_FULL, e.gpu_layers, e, f"Fits fully on the GPU: {need}.")
-    return Fit(
-        GPU_PARTIAL, e.gpu_layers, e, f"{e.gpu_layers} of {desc.n_layer} layers on the GPU: {need}."
+def max_gpu_layers(desc: ModelDescription, hw: HardwareInfo, s: FitSettings) -> int:
+    """The most layers (``n_layer + 1`` = all, output included) that fit in free VRAM."""
+    if not hw.gpu_offload:
+        return 0
+    best = _largest(0, desc.n_layer + 1, lambda n: _fits(desc, hw, replace(s, n_gpu_layers=n)))
+    return best or 0
+
+
+def max_gpu_expert_layers(desc: ModelDescription, hw: HardwareInfo, s: FitSettings) -> int | None:
+    """With every layer offloaded, the most layers whose experts fit on the GPU too
+    (``n_layer - n_cpu_moe``); None when even all experts in RAM do not fit."""
+    if not (hw.gpu_offload and desc.is_moe):
+        return None
+    full = replace(s, n_gpu_layers=desc.n_layer + 1)
+    return _largest(
+        0,
+        desc.n_layer,
+        lambda g: _fits(desc, hw, replace(full, n_cpu_moe=desc.n_layer - g)),
     )
 
 
+def best_placement(desc: ModelDescription, hw: HardwareInfo, s: FitSettings) -> FitSettings:
+    """The placement to start from: everything on one GPU when it fits; for a mixture
+    of experts every layer's attention on the GPU and the experts of as few layers
+    as needed in RAM; else the most whole layers; several GPUs share the model only
+    when one is not enough (by their free memory)."""
+    if len(hw.gpus) > 1 and hw.gpu_offload and not s.tensor_split:
+        alone = replace(s, tensor_split=",".join(["1"] + ["0"] * (len(hw.gpus) - 1)))
+        one = _placement(desc, hw, alone)
+        if one.n_gpu_layers > desc.n_layer and one.n_cpu_moe == 0:
+            return one
+        return _placement(desc, hw, s)
+    return _placement(desc, hw, s)
+
+
+def _placement(desc: ModelDescription, hw: HardwareInfo, s: FitSettings) -> FitSettings:
+    full = replace(s, n_gpu_layers=desc.n_layer + 1, n_cpu_moe=0)
+    if not hw.gpu_offload:
+        return replace(s, n_gpu_layers=0, n_cpu_moe=0)
+    if _fits(desc, hw, full):
+        return full
+    g = max_gpu_expert_layers(desc, hw, s)
+    if g is not None:
+        return replace(full, n_cpu_moe=desc.n_layer - g)
+    layers_only = replace(s, n_cpu_moe=desc.n_layer if desc.is_moe else 0)
+    return replace(layers_only, n_gpu_layers=max_gpu_layers(desc, hw, layers_only))
+
+
+def check_fit(desc: ModelDescription, hw: HardwareInfo, s: FitSettings) -> Fit:
+    """Whether these exact settings fit."""
+    vram, ram = _budget(hw)
+    s = on_devices(s, hw)
+    e = estimate(desc, replace(s, gpu=hw.gpu_offload))
+    need = f"needs {e.vram / MIB:,.0f} MiB VRAM + {e.ram / MIB:,.0f} MiB RAM"
+    if len(e.vram_by_device) > 1:
+        parts = " + ".join(f"{b / MIB:,.0f}" for b in e.vram_by_device)
+        need = f"needs {parts} MiB on the GPUs + {e.ram / MIB:,.0f} MiB RAM"
+    experts = f", experts of {e.cpu_moe_layers} layers on the CPU" if e.cpu_moe_layers else ""
+    if not _ok(e, hw, s):
+        kind = NO_FIT
+        message = (
+            f"Does not fit: {need}, {vram / MIB:,.0f} MiB VRAM + {ram / MIB:,.0f} MiB RAM free."
+        )
+    elif e.gpu_layers == 0:
+        kind, message = RAM_ONLY, f"Runs from RAM only: {need}."
+    elif e.gpu_layers > desc.n_layer and not e.cpu_moe_layers:
+        kind, message = GPU_FULL, f"Fits fully on the GPU: {need}."
+    elif e.gpu_layers > desc.n_layer:
+        kind = GPU_PARTIAL
+        message = f"Fits: all {desc.n_layer} layers on the GPU{experts}; {need}."
+    else:
+        kind = GPU_PARTIAL
+        message = f"{e.gpu_layers} of {desc.n_layer} layers on the GPU{experts}: {need}."
+    return Fit(kind, e.gpu_layers, e, message, e.cpu_moe_layers, s.tensor_split)
+
+
 def best_fit(desc: ModelDescription, hw: HardwareInfo, s: FitSettings) -> Fit:
-    """The fit with the most GPU layers that fit (the settings' n_gpu_layers ignored)."""
-    ngl = max_gpu_layers(desc, hw, s)
-    return check_fit(desc, hw, replace(s, n_gpu_layers=ngl))
+    """The fit of the best placement (the settings' n_gpu_layers and n_cpu_moe ignored):
+    experts in RAM for a mixture of experts, else the most GPU layers that fit."""
+    return check_fit(desc, hw, best_placement(desc, hw, s))
 
 
 def max_context(desc: ModelDescription, hw: HardwareInfo, s: FitSettings) -> int:
@@ -143,6 +226,7 @@ def scaled(desc: ModelDescription, file_bytes: int) -> ModelDescription:
     return replace(
         desc,
         layer_bytes=[int(b * f) for b in desc.layer_bytes],
+        expert_bytes=[int(b * f) for b in desc.expert_bytes],
         layer_repack_bytes=[0] * desc.n_layer,
         input_bytes=int(desc.input_bytes * f),
         output_bytes=int(desc.output_bytes * f),

@@ -15,6 +15,10 @@ from vllmchat.core.gguf_header import GGUFHeader
 # explicit pattern: llama.cpp's defaults (every n-th layer is dense).
 _SWA_PATTERN_DEFAULTS = {"gemma2": 2, "gemma3": 6, "cohere2": 4, "llama4": 4, "gpt-oss": 2}
 _LAYER_RE = re.compile(r"^blk\.(\d+)\.")
+# Expert tensors as llama.cpp's --n-cpu-moe matches them (LLM_FFN_EXPS_REGEX): separate
+# or fused gate/up, and chunked experts; shared experts (``_shexp``) are not among them.
+EXPERT_REGEX = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"
+_EXPERT_RE = re.compile(EXPERT_REGEX)
 # Types the CPU backend repacks into an interleaved copy (x86 AVX2 and newer).
 REPACKED_TYPES = frozenset({"Q4_0", "Q4_K", "IQ4_NL"})
 
@@ -36,6 +40,7 @@ class TensorPlace:
     n_bytes: int
     layer: int  # -1: token embeddings, -2: output head and norm
     repack: bool
+    expert: bool = False  # an expert tensor of a mixture-of-experts layer
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,30 @@ class ModelDescription:
     tensors: list[TensorPlace] = field(default_factory=list)
     chat_template: str | None = None
     file_type: int | None = None
+    n_expert: int = 0  # experts per MoE layer (0: a dense model)
+    n_expert_used: int = 0  # experts read per token
+    n_ff_exp: int = 0  # feed-forward length of one expert
+    expert_bytes: list[int] = field(default_factory=list)  # per layer, part of layer_bytes
+
+    @property
+    def is_moe(self) -> bool:
+        """A mixture of experts whose expert tensors llama.cpp's overrides can place."""
+        return self.n_expert > 0 and any(self.expert_bytes)
+
+    @property
+    def moe_unplaceable_reason(self) -> str:
+        """Why the experts cannot be placed apart ("" when they can, or for a dense model)."""
+        if self.n_expert > 0 and not any(self.expert_bytes):
+            return (
+                f"This model has {self.n_expert} experts per layer, but its expert tensors "
+                "are named in a way llama.cpp's expert placement does not recognise."
+            )
+        return ""
+
+    @property
+    def moe_layers(self) -> int:
+        """Layers that hold expert tensors."""
+        return sum(1 for b in self.expert_bytes if b)
 
     @property
     def weights_bytes(self) -> int:
@@ -98,6 +127,7 @@ def describe(header: GGUFHeader) -> ModelDescription:
         swa = [False] * n_layer
     layer_bytes = [0] * n_layer
     layer_repack = [0] * n_layer
+    expert_bytes = [0] * n_layer
     types: dict[str, int] = defaultdict(int)
     input_bytes = output_bytes = output_repack = 0
     n_vocab = int(header.array_lengths.get("tokenizer.ggml.tokens", get("vocab_size", 0) or 0))
@@ -116,10 +146,14 @@ def describe(header: GGUFHeader) -> ModelDescription:
             )
             else 0
         )
+        expert = False
         if m and int(m.group(1)) < n_layer:
             layer = int(m.group(1))
             layer_bytes[layer] += t.n_bytes
             layer_repack[layer] += repack
+            if _EXPERT_RE.search(t.name):
+                expert = True
+                expert_bytes[layer] += t.n_bytes
         elif embd:
             layer = -1
             input_bytes += t.n_bytes
@@ -127,7 +161,7 @@ def describe(header: GGUFHeader) -> ModelDescription:
             layer = -2
             output_bytes += t.n_bytes
             output_repack += repack
-        places.append(TensorPlace(t.offset, t.n_bytes, layer, bool(repack)))
+        places.append(TensorPlace(t.offset, t.n_bytes, layer, bool(repack), expert))
     return ModelDescription(
         architecture=arch,
         name=str(header.metadata.get("general.name", "")),
@@ -152,4 +186,8 @@ def describe(header: GGUFHeader) -> ModelDescription:
         tensors=places,
         chat_template=header.metadata.get("tokenizer.chat_template"),
         file_type=header.metadata.get("general.file_type"),
+        n_expert=int(get("expert_count", 0) or 0),
+        n_expert_used=int(np.max(get("expert_used_count", 0) or 0)),
+        expert_bytes=expert_bytes,
+        n_ff_exp=int(np.max(get("expert_feed_forward_length", 0) or 0)),
     )

@@ -1,8 +1,10 @@
 """Estimate the memory llama.cpp will allocate for a model and settings.
 
-Weights split by layer between GPU and CPU (llama.cpp offloads the last
-``n_gpu_layers`` layers; the output head goes to the GPU only past the last
-layer), the KV cache per layer as llama.cpp sizes it (context padded to 256,
+Weights split by layer between GPU and CPU (llama.cpp offloads the output
+head first, then the last ``n_gpu_layers - 1`` layers; with ``n_cpu_moe`` the
+expert tensors of the first layers stay in RAM while the rest of those layers
+is offloaded; offloaded layers are shared between GPUs by ``tensor_split`` or
+their free memory), the KV cache per layer as llama.cpp sizes it (context padded to 256,
 sliding-window layers sized to the window plus a ubatch), compute buffers
 from the worst-case graph (the logits of a full ubatch, or the attention
 scores without flash attention), and the GPU runtime's own overhead.
@@ -13,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from vllmchat.core.models.description import ModelDescription
-from vllmchat.core.settings import LoadSettings
+from vllmchat.core.settings import LoadSettings, parse_split
 
 MIB = 1 << 20
 GPU_RUNTIME_OVERHEAD = 350 * MIB  # CUDA context, cuBLAS workspace (until measured: overhead.py)
@@ -32,6 +34,8 @@ class FitSettings:
     """The load settings that decide memory (their defaults are ``LoadSettings``')."""
 
     n_gpu_layers: int = _LOAD.n_gpu_layers
+    n_cpu_moe: int = _LOAD.n_cpu_moe
+    tensor_split: str = _LOAD.tensor_split
     n_ctx: int = _LOAD.n_ctx
     n_ubatch: int = _LOAD.n_ubatch
     type_k: str = _LOAD.type_k
@@ -41,14 +45,40 @@ class FitSettings:
     use_mmap: bool = _LOAD.use_mmap
     gpu: bool = True  # whether the llama.cpp build can offload at all
     gpu_overhead: int = GPU_RUNTIME_OVERHEAD  # the GPU runtime's own memory (learned per device)
+    # Free memory per GPU, as llama.cpp's default split reads it (one entry or none: one GPU).
+    gpu_free: tuple[int, ...] = ()
 
     @classmethod
     def of(
-        cls, load: LoadSettings, *, gpu: bool = True, overhead: int = GPU_RUNTIME_OVERHEAD
+        cls,
+        load: LoadSettings,
+        *,
+        gpu: bool = True,
+        overhead: int = GPU_RUNTIME_OVERHEAD,
+        gpu_free: tuple[int, ...] = (),
     ) -> FitSettings:
         """The memory-relevant part of ``load``."""
-        names = {f.name for f in fields(cls)} - {"gpu", "gpu_overhead"}
-        return cls(gpu=gpu, gpu_overhead=overhead, **{name: getattr(load, name) for name in names})
+        names = {f.name for f in fields(cls)} - {"gpu", "gpu_overhead", "gpu_free"}
+        return cls(
+            gpu=gpu,
+            gpu_overhead=overhead,
+            gpu_free=gpu_free,
+            **{name: getattr(load, name) for name in names},
+        )
+
+    def split_points(self) -> list[float]:
+        """Cumulative shares of the offloaded layers per GPU, as llama.cpp computes them."""
+        shares = list(parse_split(self.tensor_split))
+        n_dev = max(len(self.gpu_free), 1)
+        if not any(shares):
+            shares = [float(f) for f in self.gpu_free] if any(self.gpu_free) else [1.0]
+        shares = (shares + [0.0] * n_dev)[: max(n_dev, len(shares))]
+        total = sum(shares) or 1.0
+        points, run = [], 0.0
+        for x in shares:
+            run += x
+            points.append(run / total)
+        return points
 
 
 @dataclass(frozen=True)
@@ -64,6 +94,8 @@ class MemoryEstimate:
     overhead_gpu: int
     gpu_layers: int
     kv_cells: int
+    cpu_moe_layers: int = 0  # offloaded layers whose experts stay in RAM
+    vram_by_device: tuple[int, ...] = ()  # per GPU (their sum is ``vram``)
 
     @property
     def vram(self) -> int:
@@ -124,6 +156,10 @@ def _compute_bytes(desc: ModelDescription, s: FitSettings) -> int:
     n_head = max(desc.n_head) if desc.n_head else 1
     kv_dim = max(desc.n_head_kv, default=1) * desc.head_dim_k
     ffn = 12 * f + 12 * e + 2 * n_kv + 20
+    if desc.n_expert_used:
+        # A mixture of experts: the router's scores, then the chosen experts' FFNs.
+        f_moe = desc.n_expert_used * (desc.n_ff_exp or f // max(desc.n_expert_used, 1))
+        ffn = 12 * f_moe + 4 * desc.n_expert_used * e + 8 * desc.n_expert + 12 * e + 2 * n_kv + 20
     output = 4 * (desc.n_vocab + 2 * e)
     if s.flash_attn:
         attention = 49 * e + 2 * n_kv
@@ -135,6 +171,7 @@ def _compute_bytes(desc: ModelDescription, s: FitSettings) -> int:
 def _cpu_weights(
     desc: ModelDescription,
     on_gpu: list[bool],
+    experts_cpu: list[bool],
     output_gpu: bool,
     use_mmap: bool,
     *,
@@ -144,7 +181,9 @@ def _cpu_weights(
     repacked = 0
     start, end, plain = None, 0, 0
     for t in desc.tensors:
-        if (t.layer >= 0 and on_gpu[t.layer]) or (t.layer == -2 and output_gpu):
+        if t.layer >= 0 and on_gpu[t.layer] and not (t.expert and experts_cpu[t.layer]):
+            continue
+        if t.layer == -2 and output_gpu:
             continue
         if t.repack and repack:
             repacked += t.n_bytes
@@ -156,43 +195,90 @@ def _cpu_weights(
     return mapped + repacked
 
 
+def layer_devices(desc: ModelDescription, s: FitSettings) -> list[int]:
+    """The GPU of each layer and of the output head (the last entry); -1: the CPU.
+
+    llama.cpp's rule: the offloaded layers are the last ``n_gpu_layers`` of
+    ``n_layer + 1`` (the output head counts as the last one), shared between GPUs
+    at the split points.
+    """
+    n_layer = desc.n_layer
+    ngl = max(0, min(s.n_gpu_layers, n_layer + 1)) if s.gpu else 0
+    start = n_layer + 1 - ngl
+    points = s.split_points()
+    out = []
+    for il in range(n_layer + 1):
+        if il < start or ngl == 0:
+            out.append(-1)
+            continue
+        share = (il - start) / ngl
+        dev = next((i for i, p in enumerate(points) if share < p), len(points) - 1)
+        out.append(dev)
+    return out
+
+
 def estimate(desc: ModelDescription, s: FitSettings) -> MemoryEstimate:
     """Memory for ``desc`` loaded with ``s``."""
     n_layer = desc.n_layer
     ngl = max(0, min(s.n_gpu_layers, n_layer + 1)) if s.gpu else 0
-    first_gpu = n_layer - min(ngl, n_layer)
-    on_gpu = [i >= first_gpu for i in range(n_layer)]
-    output_gpu = ngl > n_layer
-    w_gpu = sum(b for b, g in zip(desc.layer_bytes, on_gpu, strict=False) if g)
+    devices = layer_devices(desc, s)
+    n_dev = max(len(s.split_points()), 1)
+    on_gpu = [d >= 0 for d in devices[:n_layer]]
+    output_gpu = devices[n_layer] >= 0
+    expert = desc.expert_bytes or [0] * n_layer
+    experts_cpu = [i < s.n_cpu_moe and expert[i] > 0 for i in range(n_layer)]
+    per_dev = [0] * n_dev
+    for i, dev in enumerate(devices[:n_layer]):
+        if dev >= 0:
+            per_dev[dev] += desc.layer_bytes[i] - (expert[i] if experts_cpu[i] else 0)
     out_bytes = desc.input_bytes if desc.tied_output else desc.output_bytes
     if output_gpu:
-        w_gpu += out_bytes
+        per_dev[devices[n_layer]] += out_bytes
     # A GPU build does not repack CPU weights (the repacked layouts are CPU-only).
-    w_cpu = _cpu_weights(desc, on_gpu, output_gpu, s.use_mmap, repack=not s.gpu)
+    w_cpu = _cpu_weights(desc, on_gpu, experts_cpu, output_gpu, s.use_mmap, repack=not s.gpu)
     kv = kv_bytes_per_layer(desc, s)
-    kv_gpu = sum(b for b, g in zip(kv, on_gpu, strict=False) if g)
+    kv_dev = [0] * n_dev
+    for b, dev in zip(kv, devices[:n_layer], strict=False):
+        if dev >= 0:
+            kv_dev[dev] += b
     compute = _compute_bytes(desc, s)
+    cpu_moe = sum(1 for i in range(n_layer) if on_gpu[i] and experts_cpu[i])
+    used = [d for d in range(n_dev) if per_dev[d] or kv_dev[d]] or [0]
+    compute_dev = [0] * n_dev
+    overhead_dev = [0] * n_dev
     if s.gpu:
         # A GPU build computes the big matmuls on the GPU even with no layer offloaded;
         # the host keeps a pinned staging buffer (measured on CUDA: 10 or 14 x n_embd).
-        compute_gpu = compute
+        for d in used:
+            compute_dev[d] = compute
+            overhead_dev[d] = s.gpu_overhead
         if ngl == 0:
             # With no layer offloaded, the big matmuls of a prompt still run on the
             # GPU and their weights are copied into its compute buffer: measured on
             # CUDA as the largest of them, the output matrix, on top.
-            compute_gpu += out_bytes
+            compute_dev[0] += out_bytes
+        elif cpu_moe:
+            # Experts left in RAM are copied to the GPU for prompt batches, one
+            # layer's experts at a time, into the compute buffer of their layer's GPU.
+            big = max(expert[i] for i in range(n_layer) if experts_cpu[i] and on_gpu[i])
+            first = next(devices[i] for i in range(n_layer) if experts_cpu[i] and on_gpu[i])
+            compute_dev[first] += big
         compute_cpu = s.n_ubatch * desc.n_embd * (10 if s.flash_attn else 14)
-        overhead = s.gpu_overhead
     else:
-        compute_gpu, compute_cpu, overhead = 0, compute, 0
+        compute_cpu = compute
+    by_device = tuple(
+        per_dev[d] + kv_dev[d] + compute_dev[d] + overhead_dev[d] for d in range(n_dev)
+    )
     return MemoryEstimate(
-        weights_gpu=w_gpu,
+        weights_gpu=sum(per_dev),
         weights_cpu=w_cpu,
-        kv_gpu=kv_gpu,
-        kv_cpu=sum(kv) - kv_gpu,
-        compute_gpu=compute_gpu,
+        kv_gpu=sum(kv_dev),
+        kv_cpu=sum(kv) - sum(kv_dev),
+        compute_gpu=sum(compute_dev),
         compute_cpu=compute_cpu,
-        overhead_gpu=overhead,
+        overhead_gpu=sum(overhead_dev),
         gpu_layers=ngl,
         kv_cells=max(kv_layer_cells(desc, s), default=0),
+        cpu_moe_layers=cpu_moe,
+        vram_by_device=by_device if s.gpu else (),
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from vllmchat.core.tuning.results import TuneConfig, TunePoint
 
@@ -13,10 +13,35 @@ SAME_SPEED = 0.98  # within 2% of the best decode, fewer GPU layers win
 REFINE_STEP = 0.10  # refine between neighbours whose decode differs more than this
 
 
-def layer_plan(upper: int, n_layer: int) -> list[int]:
+@dataclass(frozen=True)
+class Axis:
+    """The placement a sweep walks: whole GPU layers, or (a mixture of experts with
+    every layer's attention on the GPU) the layers whose experts are on the GPU too."""
+
+    experts: bool
+    n_layer: int
+
+    @property
+    def top(self) -> int:
+        return self.n_layer if self.experts else self.n_layer + 1
+
+    def at(self, base: TuneConfig, value: int) -> TuneConfig:
+        if self.experts:
+            return replace(base, n_gpu_layers=self.n_layer + 1, n_cpu_moe=self.n_layer - value)
+        return replace(base, n_gpu_layers=value)
+
+    def value(self, c: TuneConfig) -> int:
+        return self.n_layer - c.n_cpu_moe if self.experts else c.n_gpu_layers
+
+    @property
+    def name(self) -> str:
+        return "expert layers on the GPU" if self.experts else "GPU layers"
+
+
+def layer_plan(upper: int, n_layer: int, *, top: int | None = None) -> list[int]:
     """The advisor's upper bound first, the points just below it, then coarser
-    steps down to CPU-only."""
-    upper = max(0, min(upper, n_layer + 1))
+    steps down to CPU-only (``top``: the largest value, ``n_layer + 1`` by default)."""
+    upper = max(0, min(upper, n_layer + 1 if top is None else top))
     points = [upper, upper - 1, upper - 2]
     points += [round(upper * f) for f in (0.75, 0.5, 0.25)] + [0]
     out: list[int] = []
@@ -67,18 +92,18 @@ def choose(
     ] or fitting
     best = max(p.decode_tok_s for p in baseline)
     close = [p for p in baseline if p.decode_tok_s >= SAME_SPEED * best]
-    layers = min(p.config.n_gpu_layers for p in close)
-    at_layers = [p for p in fitting if p.config.n_gpu_layers == layers]
-    decode = max(at_layers, key=lambda p: p.decode_tok_s)
-    prefill = max(at_layers, key=lambda p: p.prefill_tok_s)
-    pick = TuneConfig(layers, decode.config.n_threads, prefill.config.n_threads_batch,
-                      prefill.config.n_ubatch)  # fmt: skip
+    place = min(p.config.placement for p in close)
+    at_place = [p for p in fitting if p.config.placement == place]
+    decode = max(at_place, key=lambda p: p.decode_tok_s)
+    prefill = max(at_place, key=lambda p: p.prefill_tok_s)
+    pick = replace(decode.config, n_threads_batch=prefill.config.n_threads_batch,
+                   n_ubatch=prefill.config.n_ubatch)  # fmt: skip
     fastest = max(baseline, key=lambda p: p.decode_tok_s)
-    why = f"{decode.decode_tok_s:.1f} tok/s decode with {layers} GPU layers"
-    if fastest.config.n_gpu_layers != layers:
+    why = f"{decode.decode_tok_s:.1f} tok/s decode with {pick.placement_label()}"
+    if fastest.config.placement != place:
         why += (
             f" (within 2% of {fastest.decode_tok_s:.1f} tok/s at "
-            f"{fastest.config.n_gpu_layers} layers, leaving memory for other programs)"
+            f"{fastest.config.placement_label()}, leaving memory for other programs)"
         )
     return pick, why + "."
 

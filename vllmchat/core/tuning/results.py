@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from vllmchat.core.settings import LoadSettings
+
 
 @dataclass(frozen=True, order=True)
 class TuneConfig:
@@ -14,11 +16,44 @@ class TuneConfig:
     n_threads: int
     n_threads_batch: int
     n_ubatch: int
+    n_cpu_moe: int = 0  # offloaded layers whose experts stay in RAM
+    tensor_split: str = ""  # several GPUs: the split ("1,0": the first GPU alone)
+
+    @property
+    def placement(self) -> tuple[int, int]:
+        """Orders placements by how much sits on the GPU (larger: more)."""
+        return (self.n_gpu_layers, -self.n_cpu_moe)
+
+    def placement_label(self) -> str:
+        text = f"{self.n_gpu_layers} GPU layers"
+        if self.n_cpu_moe:
+            text += f" (experts of {self.n_cpu_moe} on the CPU)"
+        if self.tensor_split:
+            text += f" split {self.tensor_split}"
+        return text
 
     def label(self) -> str:
         return (
-            f"{self.n_gpu_layers} layers, {self.n_threads}/{self.n_threads_batch} threads, "
+            f"{self.placement_label()}, {self.n_threads}/{self.n_threads_batch} threads, "
             f"ubatch {self.n_ubatch}"
+        )
+
+    @classmethod
+    def of(cls, s: LoadSettings) -> TuneConfig:
+        """The configuration ``s`` loads."""
+        return cls(s.n_gpu_layers, s.n_threads, s.threads_batch, s.n_ubatch, s.n_cpu_moe,
+                   s.tensor_split)  # fmt: skip
+
+    def apply_to(self, base: LoadSettings) -> LoadSettings:
+        """``base`` with this configuration (the one way a pick becomes settings)."""
+        return base.with_changes(
+            n_gpu_layers=self.n_gpu_layers,
+            n_cpu_moe=self.n_cpu_moe,
+            tensor_split=self.tensor_split,
+            n_threads=self.n_threads,
+            n_threads_batch=self.n_threads_batch,
+            n_ubatch=self.n_ubatch,
+            n_batch=max(base.n_batch, self.n_ubatch),
         )
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 from vllmchat.core.engine.client import EngineClient
 from vllmchat.core.engine.events import EngineError, ErrorKind
-from vllmchat.core.models.advisor import max_gpu_layers
+from vllmchat.core.models.advisor import max_gpu_expert_layers, max_gpu_layers
 from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.models.memory import FitSettings, estimate
@@ -51,23 +51,19 @@ class TuneRequest:
     prompt_tokens: int = 512
     decode_tokens: int = 64
     layers: tuple[int, ...] | None = None
+    # A mixture of experts: layers whose experts are on the GPU (every layer offloaded).
+    expert_layers: tuple[int, ...] | None = None
     threads: tuple[int, ...] | None = None
     ubatch: tuple[int, ...] | None = None
     refine: bool = True
 
 
 def config_of(s: LoadSettings) -> TuneConfig:
-    return TuneConfig(s.n_gpu_layers, s.n_threads, s.threads_batch, s.n_ubatch)
+    return TuneConfig.of(s)
 
 
 def settings_for(base: LoadSettings, c: TuneConfig) -> LoadSettings:
-    return base.with_changes(
-        n_gpu_layers=c.n_gpu_layers,
-        n_threads=c.n_threads,
-        n_threads_batch=c.n_threads_batch,
-        n_ubatch=c.n_ubatch,
-        n_batch=max(base.n_batch, c.n_ubatch),
-    )
+    return c.apply_to(base)
 
 
 class Sweep:
@@ -222,18 +218,10 @@ def tune(
     avail_vram, _ = available(engine, hw)
     sweep = Sweep(engine, req, hw, desc, should_stop)
     base = config_of(req.base)
-    n_layer = desc.n_layer if desc is not None else 0
-    if req.layers is not None:
-        layers = list(req.layers)
-    elif hw.gpu_offload and desc is not None:
-        fit = FitSettings.of(req.base, overhead=sweep.overhead)
-        upper = max_gpu_layers(desc, with_free_vram(hw, avail_vram), fit)
-        layers = plan.layer_plan(upper, n_layer)
-    else:
-        layers = [0]
+    axis, values = _axis_plan(req, hw, desc, sweep.overhead, avail_vram)
     threads = list(req.threads) if req.threads is not None else plan.thread_plan(base.n_threads)
     ubatch = list(req.ubatch or (plan.UBATCH_PLAN if hw.gpu_offload else (base.n_ubatch,)))
-    planned = len(layers) + len(threads) - 1 + len([u for u in ubatch if u != base.n_ubatch])
+    planned = len(values) + len(threads) - 1 + len([u for u in ubatch if u != base.n_ubatch])
     yield TuneStarted(planned, req.budget_s, _device(hw))
     try:
 
@@ -244,43 +232,48 @@ def tune(
                 eta = min(eta, max(0.0, req.budget_s - sweep.elapsed))
                 yield PointMeasured(point, done, max(planned, done), sweep.elapsed, eta)
 
-        for n in layers[:3]:  # 1. the bound and just below, at the current threads
-            yield from measured(sweep.run(replace(base, n_gpu_layers=n)))
-        while req.layers is None and sweep.has_time():  # 1b. above a bound that fit
-            top = max((p for p in sweep.points if p.fits), key=lambda p: p.config.n_gpu_layers,
+        def at(v: int, c: TuneConfig = base) -> TuneConfig:
+            return axis.at(c, v)
+
+        for v in values[:3]:  # 1. the bound and just below, at the current threads
+            yield from measured(sweep.run(at(v)))
+        explicit = req.layers is not None or req.expert_layers is not None
+        while not explicit and sweep.has_time():  # 1b. above a bound that fit
+            top = max((p for p in sweep.points if p.fits), key=lambda p: axis.value(p.config),
                       default=None)  # fmt: skip
-            n = top.config.n_gpu_layers + 1 if top is not None and top.config.n_gpu_layers else 0
-            if not 0 < n <= n_layer + 1 or sweep.seen(replace(base, n_gpu_layers=n)):
+            v = axis.value(top.config) + 1 if top is not None and axis.value(top.config) else 0
+            if not 0 < v <= axis.top or sweep.seen(at(v)):
                 break
             if top is not None and not limits.allows(top):
                 break
             planned += 1
-            point = sweep.run(replace(base, n_gpu_layers=n))
+            point = sweep.run(at(v))
             yield from measured(point)
             if point is None or not (point.fits and limits.allows(point)):
                 break
-        best, _ = plan.choose(sweep.points, base, limits)
-        at = best.n_gpu_layers if best else base.n_gpu_layers
-        for t in threads:  # 2. CPU threads there, live (they matter most when split)
-            yield from measured(sweep.run(replace(base, n_gpu_layers=at, n_threads=t,
-                                                  n_threads_batch=t)))  # fmt: skip
-        for n in layers[3:]:  # 3. coarser steps down to CPU-only
-            yield from measured(sweep.run(replace(base, n_gpu_layers=n)))
+
+        def threads_at_best() -> Iterator[TuneEvent]:
+            best, _ = plan.choose(sweep.points, base, limits)
+            place = best if best is not None else base
+            for t in threads:  # CPU threads there, live (they matter most when split)
+                yield from measured(sweep.run(replace(place, n_threads=t, n_threads_batch=t)))
+
+        yield from threads_at_best()  # 2.
+        for v in values[3:]:  # 3. coarser steps down to CPU-only (or all experts in RAM)
+            yield from measured(sweep.run(at(v)))
         while req.refine and sweep.has_time():  # 4. where the speed changes
-            curve = {p.config.n_gpu_layers: p.decode_tok_s for p in sweep.points if p.fits}
+            curve = {axis.value(p.config): p.decode_tok_s for p in sweep.points
+                     if p.fits and (p.config.n_threads, p.config.n_ubatch)
+                     == (base.n_threads, base.n_ubatch)}  # fmt: skip
             mid = plan.refine_layer(curve)
-            if mid is None or sweep.seen(replace(base, n_gpu_layers=mid)):
+            if mid is None or sweep.seen(at(mid)):
                 break
             planned += 1
-            yield from measured(sweep.run(replace(base, n_gpu_layers=mid)))
-        best, _ = plan.choose(sweep.points, base, limits)
-        at = best.n_gpu_layers if best else base.n_gpu_layers
-        for t in threads:  # 3. CPU threads, live
-            yield from measured(sweep.run(replace(base, n_gpu_layers=at, n_threads=t,
-                                                  n_threads_batch=t)))  # fmt: skip
+            yield from measured(sweep.run(at(mid)))
+        yield from threads_at_best()  # 5. CPU threads at the final best, live
         best, _ = plan.choose(sweep.points, base, limits)
         if best is not None:
-            for u in ubatch:  # 4. prompt speed per ubatch
+            for u in ubatch:  # 6. prompt speed per ubatch
                 yield from measured(sweep.run(replace(best, n_ubatch=u)))
         pick, why = plan.choose(sweep.points, base, limits)
         result = TuneResult(
@@ -301,6 +294,32 @@ def tune(
                 os.unlink(os.path.join(state_dir, name))
             os.rmdir(state_dir)
     yield TuneFinished(result)
+
+
+def _axis_plan(
+    req: TuneRequest,
+    hw: HardwareInfo,
+    desc: ModelDescription | None,
+    overhead: int,
+    avail_vram: int,
+) -> tuple[plan.Axis, list[int]]:
+    """What to walk and where to start: for a mixture of experts on a GPU, the
+    layers whose experts join their attention there; else whole GPU layers."""
+    n_layer = desc.n_layer if desc is not None else 0
+    if req.expert_layers is not None:
+        return plan.Axis(True, n_layer), list(req.expert_layers)
+    if req.layers is not None:
+        return plan.Axis(False, n_layer), list(req.layers)
+    if not (hw.gpu_offload and desc is not None):
+        return plan.Axis(False, n_layer), [0]
+    fit = FitSettings.of(req.base, overhead=overhead)
+    free = with_free_vram(hw, avail_vram)
+    if desc.is_moe:
+        g = max_gpu_expert_layers(desc, free, fit)
+        if g is not None:
+            return plan.Axis(True, n_layer), plan.layer_plan(g, n_layer, top=n_layer)
+    upper = max_gpu_layers(desc, free, fit)
+    return plan.Axis(False, n_layer), plan.layer_plan(upper, n_layer)
 
 
 def _restore(engine: EngineClient, settings: LoadSettings, state_path: str | None) -> None:

@@ -1,0 +1,100 @@
+"""Tensor buffer-type overrides for llama.cpp's loader: expert tensors kept in RAM.
+
+llama.cpp reads ``llama_model_params.tensor_buft_overrides``, a NULL-terminated
+array of ``{regex, buffer type}``; the first pattern that matches a tensor's
+name decides where it lives. ``--n-cpu-moe N`` is one pattern per layer
+``0..N-1`` with the CPU buffer type. llama-cpp-python declares the field as an
+untyped pointer and never sets it, so the array is built here and put into the
+parameters it passes to the loader (``with_overrides``); it is kept alive as
+long as the model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import llama_cpp
+import llama_cpp.llama_cpp as llama_api
+
+from vllmchat.core.models.description import EXPERT_REGEX
+
+_CPU_DEVICE = 0  # GGML_BACKEND_DEVICE_TYPE_CPU
+
+
+class TensorBuftOverride(ctypes.Structure):
+    """``struct llama_model_tensor_buft_override``."""
+
+    _fields_ = [("pattern", ctypes.c_char_p), ("buft", ctypes.c_void_p)]
+
+
+def cpu_buffer_type() -> int:
+    """ggml's CPU buffer type (the CPU device's default, ``ggml_backend_cpu_buffer_type()``)."""
+    lib_dir = Path(os.environ.get("LLAMA_CPP_LIB_PATH") or Path(llama_cpp.__file__).parent / "lib")
+    ggml = ctypes.CDLL(str(lib_dir / "libggml.so"))
+    ggml.ggml_backend_dev_by_type.restype = ctypes.c_void_p
+    ggml.ggml_backend_dev_by_type.argtypes = [ctypes.c_int]
+    ggml.ggml_backend_dev_buffer_type.restype = ctypes.c_void_p
+    ggml.ggml_backend_dev_buffer_type.argtypes = [ctypes.c_void_p]
+    dev = ggml.ggml_backend_dev_by_type(_CPU_DEVICE)
+    if not dev:
+        raise RuntimeError("llama.cpp has no CPU device")
+    buft = ggml.ggml_backend_dev_buffer_type(dev)
+    if not buft:
+        raise RuntimeError("llama.cpp's CPU device has no buffer type")
+    return int(buft)
+
+
+def expert_patterns(layers: Sequence[int]) -> list[str]:
+    """One pattern per layer whose experts stay in RAM (llama.cpp's ``--n-cpu-moe``)."""
+    return [f"blk\\.{i}{EXPERT_REGEX}" for i in layers]
+
+
+class OverrideList:
+    """A NULL-terminated ``tensor_buft_overrides`` array and the strings it points to."""
+
+    def __init__(self, patterns: Sequence[str], buft: int) -> None:
+        self.patterns = list(patterns)
+        self._strings = [p.encode("utf-8") for p in self.patterns]
+        self.array = (TensorBuftOverride * (len(self._strings) + 1))()
+        for i, text in enumerate(self._strings):
+            self.array[i].pattern = text
+            self.array[i].buft = buft
+        self.array[len(self._strings)].pattern = None  # the terminator
+        self.array[len(self._strings)].buft = None
+
+    @property
+    def address(self) -> int:
+        return ctypes.addressof(self.array)
+
+
+@contextlib.contextmanager
+def with_overrides(overrides: OverrideList | None) -> Iterator[None]:
+    """While a ``llama_cpp.Llama`` is built, its model parameters carry ``overrides``."""
+    if overrides is None or not overrides.patterns:
+        yield
+        return
+    original = llama_api.llama_model_default_params
+
+    def patched() -> Any:
+        params = original()
+        params.tensor_buft_overrides = overrides.address
+        return params
+
+    llama_api.llama_model_default_params = patched
+    try:
+        yield
+    finally:
+        llama_api.llama_model_default_params = original
+
+
+def cpu_expert_overrides(n_cpu_moe: int, n_layer: int) -> OverrideList | None:
+    """The overrides that keep the experts of the first ``n_cpu_moe`` layers in RAM."""
+    n = max(0, min(n_cpu_moe, n_layer))
+    if n == 0:
+        return None
+    return OverrideList(expert_patterns(range(n)), cpu_buffer_type())
