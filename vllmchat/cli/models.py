@@ -30,7 +30,7 @@ def register(sub: Any) -> None:
     p.set_defaults(func=cmd_download)
     p = sub.add_parser("fit", help="memory needed by a model at given settings")
     p.add_argument("model", help="path of a .gguf")
-    _fit_options(p, "--n-gpu-layers not given: the most that fit")
+    _fit_options(p, "--n-gpu-layers and --n-cpu-moe not given: the best placement that fits")
     p.set_defaults(func=cmd_fit)
 
 

@@ -12,7 +12,8 @@ scores without flash attention), and the GPU runtime's own overhead.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.settings import LoadSettings, parse_split
@@ -25,6 +26,12 @@ KV_TYPE_BYTES = {"f16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32, "f32": 4.0}
 _LOAD = LoadSettings(model_path="")  # the one set of defaults
 
 
+def _same(name: str) -> Any:
+    """A field with ``LoadSettings``' default and help for ``name``."""
+    meta = next(f.metadata for f in fields(LoadSettings) if f.name == name)
+    return field(default=getattr(_LOAD, name), metadata=meta)
+
+
 def _pad(n: int, to: int) -> int:
     return (n + to - 1) // to * to
 
@@ -33,16 +40,16 @@ def _pad(n: int, to: int) -> int:
 class FitSettings:
     """The load settings that decide memory (their defaults are ``LoadSettings``')."""
 
-    n_gpu_layers: int = _LOAD.n_gpu_layers
-    n_cpu_moe: int = _LOAD.n_cpu_moe
-    tensor_split: str = _LOAD.tensor_split
-    n_ctx: int = _LOAD.n_ctx
-    n_ubatch: int = _LOAD.n_ubatch
-    type_k: str = _LOAD.type_k
-    type_v: str = _LOAD.type_v
-    flash_attn: bool = _LOAD.flash_attn
-    swa_full: bool = _LOAD.swa_full
-    use_mmap: bool = _LOAD.use_mmap
+    n_gpu_layers: int = _same("n_gpu_layers")
+    n_cpu_moe: int = _same("n_cpu_moe")
+    tensor_split: str = _same("tensor_split")
+    n_ctx: int = _same("n_ctx")
+    n_ubatch: int = _same("n_ubatch")
+    type_k: str = _same("type_k")
+    type_v: str = _same("type_v")
+    flash_attn: bool = _same("flash_attn")
+    swa_full: bool = _same("swa_full")
+    use_mmap: bool = _same("use_mmap")
     gpu: bool = True  # whether the llama.cpp build can offload at all
     gpu_overhead: int = GPU_RUNTIME_OVERHEAD  # the GPU runtime's own memory (learned per device)
     # Free memory per GPU, as llama.cpp's default split reads it (one entry or none: one GPU).
