@@ -13,7 +13,9 @@ Without ``--model`` a small synthetic MoE is written and used.
 
 from __future__ import annotations
 
+import json
 import re
+import sys
 import tempfile
 from dataclasses import replace
 from pathlib import Path
@@ -25,7 +27,7 @@ from vllmchat.bench.tune_bench import _measure, _row
 from vllmchat.core.app.tuning import describe_file
 from vllmchat.core.engine import EngineClient
 from vllmchat.core.engine.events import EngineError
-from vllmchat.core.models.advisor import max_gpu_expert_layers
+from vllmchat.core.models.advisor import max_gpu_expert_layers, max_gpu_layers
 from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.memory import MIB, FitSettings, estimate
 from vllmchat.core.models.overhead import learned_overhead
@@ -126,6 +128,7 @@ def _gpu_figures(
     def measure(c: TuneConfig) -> TunePoint:
         if c not in points:
             points[c] = _measure(sweep, c, repeats)
+            print(json.dumps(_row(points[c]) | {"n_cpu_moe": c.n_cpu_moe}), file=sys.stderr)
         return points[c]
 
     # Every expert placement from two past the estimate's bound (recorded as not
@@ -136,11 +139,13 @@ def _gpu_figures(
         measure(axis.at(start, g))
     threads = plan.thread_plan(base.n_threads)
     fitting = [p for p in points.values() if p.fits and limits.allows(p)]
-    for p in sorted(fitting, key=lambda p: -p.decode_tok_s)[:4]:  # threads at the best four
+    for p in sorted(fitting, key=lambda p: -p.decode_tok_s)[:2]:  # threads at the best two
         for t in threads:
             measure(replace(p.config, n_threads=t, n_threads_batch=t))
     layers_only = {}
-    for ngl in plan.layer_plan(n + 1, n) + list(range(0, n + 2, max(1, n // 12))):
+    dense = replace(fit, n_cpu_moe=0)
+    upper = max_gpu_layers(desc, with_free_vram(hw, available(engine, hw)[0]), dense)
+    for ngl in sorted({min(upper + 1, n + 1), *plan.layer_plan(upper, n)}, reverse=True):
         c = replace(start, n_gpu_layers=ngl, n_cpu_moe=0)
         if c not in layers_only:
             layers_only[c] = measure(c)

@@ -264,12 +264,14 @@ def estimate(desc: ModelDescription, s: FitSettings) -> MemoryEstimate:
             # GPU and their weights are copied into its compute buffer: measured on
             # CUDA as the largest of them, the output matrix, on top.
             compute_dev[0] += out_bytes
-        elif cpu_moe:
-            # Experts left in RAM are copied to the GPU for prompt batches, one
-            # layer's experts at a time, into the compute buffer of their layer's GPU.
-            big = max(expert[i] for i in range(n_layer) if experts_cpu[i] and on_gpu[i])
-            first = next(devices[i] for i in range(n_layer) if experts_cpu[i] and on_gpu[i])
-            compute_dev[first] += big
+        elif desc.n_expert_used and any(on_gpu[i] and not experts_cpu[i] for i in range(n_layer)):
+            # Experts computed on the GPU keep their FFN activations beside the
+            # ubatch's logits (measured on CUDA, Qwen3-MoE shapes: 3 x n_ubatch x
+            # n_expert_used x n_ff_exp floats on top). Experts in RAM are computed
+            # by the CPU and add nothing to the GPU's compute buffer.
+            moe = 3 * 4 * s.n_ubatch * desc.n_expert_used * desc.n_ff_exp
+            first = next(d for d in devices[:n_layer] if d >= 0)
+            compute_dev[first] += moe
         compute_cpu = s.n_ubatch * desc.n_embd * (10 if s.flash_attn else 14)
     else:
         compute_cpu = compute
