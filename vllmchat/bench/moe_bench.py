@@ -44,15 +44,11 @@ from vllmchat.core.tuning.tuner import (
 )
 
 
-def fit_args_placement(text: str, n_layer: int) -> tuple[int, int]:
-    """(n_gpu_layers, layers whose experts are in RAM) from ``llama-fit-params`` output."""
+def fit_args_placement(text: str) -> tuple[int, str]:
+    """(n_gpu_layers, its ``-ot`` rules) from what ``llama-fit-params`` printed."""
     ngl = re.search(r"-ngl\s+(\d+)", text)
-    layers = {int(m) for m in re.findall(r"blk\\?\.(\d+)\\?\.ffn_", text)}
-    if re.search(r"(^|\s)(-cmoe|--cpu-moe)(\s|$)", text):
-        layers = set(range(n_layer))
-    n_moe = re.search(r"(?:-ncmoe|--n-cpu-moe)\s+(\d+)", text)
-    count = int(n_moe.group(1)) if n_moe else len(layers)
-    return (int(ngl.group(1)) if ngl else n_layer + 1), count
+    rules = re.search(r"-ot\s+(\"[^\"]*\"|\S+)", text)
+    return (int(ngl.group(1)) if ngl else 999), (rules.group(1).strip('"') if rules else "")
 
 
 def _estimate_rows(
@@ -110,6 +106,8 @@ def _gpu_figures(
     fit_args: str | None,
     repeats: int,
 ) -> dict[str, Any]:
+    """The tuner, llama.cpp's choice, the exhaustive grid and the whole-layer sweep;
+    each phase's figures also go to stderr as soon as they are known."""
     hw = engine.probe()
     limits = memory_limits(engine, hw)
     result = None
@@ -124,90 +122,109 @@ def _gpu_figures(
     start = TuneConfig.of(base)
     axis = plan.Axis(True, n)
     points: dict[TuneConfig, TunePoint] = {}
+    out: dict[str, Any] = {"device": result.device, "tune_s": round(result.seconds, 1),
+                           "memory_limit_mib": round(limits.vram / MIB)}  # fmt: skip
 
-    def measure(c: TuneConfig) -> TunePoint:
+    def measure(c: TuneConfig, on: Sweep = sweep) -> TunePoint:
         if c not in points:
-            points[c] = _measure(sweep, c, repeats)
+            points[c] = _measure(on, c, repeats)
             print(json.dumps(_row(points[c]) | {"n_cpu_moe": c.n_cpu_moe}), file=sys.stderr)
         return points[c]
 
-    # Every expert placement from two past the estimate's bound (recorded as not
-    # fitting, the engine alive) down to all experts in RAM.
-    fit = FitSettings.of(base, overhead=sweep.overhead)
-    bound = max_gpu_expert_layers(desc, with_free_vram(hw, available(engine, hw)[0]), fit)
-    for g in range(min(n, (bound or 0) + 2), -1, -1):
-        measure(axis.at(start, g))
-    threads = plan.thread_plan(base.n_threads)
-    fitting = [p for p in points.values() if p.fits and limits.allows(p)]
-    for p in sorted(fitting, key=lambda p: -p.decode_tok_s)[:2]:  # threads at the best two
-        for t in threads:
-            measure(replace(p.config, n_threads=t, n_threads_batch=t))
-    layers_only = {}
-    dense = replace(fit, n_cpu_moe=0)
-    upper = max_gpu_layers(desc, with_free_vram(hw, available(engine, hw)[0]), dense)
-    for ngl in sorted({min(upper + 1, n + 1), *plan.layer_plan(upper, n)}, reverse=True):
-        c = replace(start, n_gpu_layers=ngl, n_cpu_moe=0)
-        if c not in layers_only:
-            layers_only[c] = measure(c)
-    best_layers_pt = max((p for p in layers_only.values() if p.fits and limits.allows(p)),
-                         key=lambda p: p.decode_tok_s, default=None)  # fmt: skip
-    if best_layers_pt is not None:
-        for t in threads:
-            c = replace(best_layers_pt.config, n_threads=t, n_threads_batch=t)
-            layers_only[c] = measure(c)
-    fitting = [p for p in points.values() if p.fits and limits.allows(p)]
-    best = max((p for p in fitting if p.config.n_cpu_moe or p.config.n_gpu_layers > n),
-               key=lambda p: p.decode_tok_s)  # fmt: skip
-    best_layers = max((p for p in layers_only.values() if p.fits and limits.allows(p)),
-                      key=lambda p: p.decode_tok_s, default=None)  # fmt: skip
-    out: dict[str, Any] = {"device": result.device, "tune_s": round(result.seconds, 1)}
+    def report(**figures: Any) -> None:
+        out.update(figures)
+        print(json.dumps({"figures": figures}), file=sys.stderr)
+
+    pick_point = None
     if pick is not None:
         key = replace(pick, n_threads_batch=pick.n_threads, n_ubatch=start.n_ubatch)
         pick_point = measure(key)
-        out.update(
-            pick=pick.label(),
-            pick_reason=result.reason,
-            pick_decode_tok_s=round(pick_point.decode_tok_s, 2),
-            pick_vs_best_ratio=round(pick_point.decode_tok_s / best.decode_tok_s, 4),
-        )
-        if best_layers is not None:
-            out["moe_vs_layers_ratio"] = round(
-                pick_point.decode_tok_s / best_layers.decode_tok_s, 3
-            )
-    out.update(
-        best=best.config.label(),
-        best_decode_tok_s=round(best.decode_tok_s, 2),
-        best_layers_only=best_layers.config.label() if best_layers else None,
-        best_layers_only_decode_tok_s=round(best_layers.decode_tok_s, 2) if best_layers else None,
-    )
-    if fit_args and pick is not None:
-        ngl, n_moe = fit_args_placement(fit_args, n)
-        c = replace(pick, n_gpu_layers=ngl, n_cpu_moe=n_moe, n_threads_batch=pick.n_threads,
+        report(pick=pick.label(), pick_reason=result.reason,
+               pick_decode_tok_s=round(pick_point.decode_tok_s, 2))  # fmt: skip
+    if fit_args and pick is not None and pick_point is not None:
+        # llama.cpp's own choice, its override rules loaded as they are, at the
+        # tuner's threads (the threads are not part of what --fit chooses).
+        ngl, rules = fit_args_placement(fit_args)
+        fit_base = base.with_changes(override_tensors=rules)
+        fit_sweep = Sweep(engine, TuneRequest(base=fit_base, budget_s=1e9), hw, desc,
+                          lambda: False)  # fmt: skip
+        c = replace(pick, n_gpu_layers=ngl, n_cpu_moe=0, n_threads_batch=pick.n_threads,
                     n_ubatch=start.n_ubatch)  # fmt: skip
-        fit_point = measure(c)
-        out.update(
-            llamacpp_fit=c.label(), llamacpp_fit_decode_tok_s=round(fit_point.decode_tok_s, 2)
+        fit_point = _measure(fit_sweep, c, repeats)
+        kept = estimate(desc, FitSettings.of(c.apply_to(fit_base))).cpu_moe_layers
+        report(
+            llamacpp_fit=f"-ngl {ngl} -ot: experts of {kept} layers in RAM (some in part)",
+            llamacpp_fit_decode_tok_s=round(fit_point.decode_tok_s, 2),
+            llamacpp_fit_vram_mib=round((fit_point.vram or 0) / MIB),
+            llamacpp_fit_estimate_mib=round((fit_point.estimate_vram or 0) / MIB),
         )
         if fit_point.fits and fit_point.decode_tok_s:
-            out["tuned_vs_llamacpp_fit_ratio"] = round(
-                out["pick_decode_tok_s"] / fit_point.decode_tok_s, 3
-            )
-    measured = [
-        p for p in [*points.values(), *layers_only.values()] if p.estimate_error is not None
-    ]
+            report(tuned_vs_llamacpp_fit_ratio=round(
+                pick_point.decode_tok_s / fit_point.decode_tok_s, 3))  # fmt: skip
+    # Every expert placement x every thread count: from the estimate's bound up
+    # until two placements in a row do not fit (recorded, the engine alive), then
+    # down to all experts in RAM.
+    fit = FitSettings.of(base, overhead=sweep.overhead)
+    bound = max_gpu_expert_layers(desc, with_free_vram(hw, available(engine, hw)[0]), fit) or 0
+    threads = plan.thread_plan(base.n_threads)
+
+    def grid(g: int) -> bool:
+        first = measure(axis.at(start, g))
+        if not (first.fits and limits.allows(first)):
+            return False
+        for t in threads:
+            measure(replace(axis.at(start, g), n_threads=t, n_threads_batch=t))
+        return True
+
+    def best_of(pts: list[TunePoint]) -> TunePoint | None:
+        ok = [p for p in pts if p.fits and limits.allows(p)]
+        return max(ok, key=lambda p: p.decode_tok_s, default=None)
+
+    def report_best() -> None:
+        best = best_of([p for p in points.values() if p.config.n_gpu_layers > n])
+        if best is None:
+            return
+        report(best=best.config.label(), best_decode_tok_s=round(best.decode_tok_s, 2))
+        if pick_point is not None:
+            report(pick_vs_best_ratio=round(pick_point.decode_tok_s / best.decode_tok_s, 4))
+
+    misses, g = 0, bound
+    while g <= n and misses < 2:
+        misses = 0 if grid(g) else misses + 1
+        g += 1
+    report_best()
+    for g in range(bound - 1, -1, -1):
+        grid(g)
+    report_best()
+    dense = replace(fit, n_cpu_moe=0)
+    upper = max_gpu_layers(desc, with_free_vram(hw, available(engine, hw)[0]), dense)
+    layers_only = []
+    for ngl in sorted({min(upper + 1, n + 1), *plan.layer_plan(upper, n)}, reverse=True):
+        layers_only.append(measure(replace(start, n_gpu_layers=ngl, n_cpu_moe=0)))
+    top_layers = best_of(layers_only)
+    if top_layers is not None:
+        for t in threads:
+            layers_only.append(measure(replace(top_layers.config, n_threads=t, n_threads_batch=t)))
+    best_layers = best_of(layers_only)
+    if best_layers is not None:
+        report(best_layers_only=best_layers.config.label(),
+               best_layers_only_decode_tok_s=round(best_layers.decode_tok_s, 2))  # fmt: skip
+        if pick_point is not None:
+            ratio = pick_point.decode_tok_s / best_layers.decode_tok_s
+            report(moe_vs_layers_ratio=round(ratio, 3))
+    measured = [p for p in points.values() if p.estimate_error is not None]
     errors = [abs(p.estimate_error or 0) * 100 for p in measured]
     errors_mib = [abs((p.estimate_vram or 0) - (p.vram or 0)) / MIB for p in measured]
-    out.update(
-        memory_limit_mib=round(limits.vram / MIB),
+    report(
         estimate_vs_vram_max_pct=round(max(errors), 2) if errors else None,
         estimate_vs_vram_max_mib=round(max(errors_mib), 1) if errors_mib else None,
-        within_3pct_or_64mib=all(
-            e <= 3 or m <= 64 for e, m in zip(errors, errors_mib, strict=True)
-        ),
+        within_3pct_or_64mib=all(e <= 3 or m <= 64 for e, m in zip(errors, errors_mib)),  # noqa: B905
         not_fitting=[p.config.placement_label() for p in points.values() if not p.fits],
         engine_alive=engine.alive,
+    )  # fmt: skip
+    out.update(
         table=[_row(p) | {"n_cpu_moe": p.config.n_cpu_moe}
-               for p in sorted({**points, **layers_only}.values(), key=lambda p: p.config)],
+               for p in sorted(points.values(), key=lambda p: p.config)],
         tuner_points=[_row(p) | {"n_cpu_moe": p.config.n_cpu_moe} for p in result.points],
     )  # fmt: skip
     return out
@@ -233,6 +250,11 @@ def run(
             gpu = hw.gpu_offload
             ctx = n_ctx or (8192 if gpu else 2048)
             base = LoadSettings(model_path=path, n_ctx=ctx, flash_attn=flash_attn)
+            gpu_figures = (
+                _gpu_figures(engine, base, desc, budget_s, fit_args, 1 if quick else 2)
+                if gpu
+                else {}
+            )
             rows = _estimate_rows(engine, base, desc, gpu)
             errors = [abs(r["error_pct"]) for r in rows if "error_pct" in r]
             result: dict[str, Any] = {
@@ -252,10 +274,7 @@ def run(
             messages: list[dict[str, str]] = [{"role": "system", "content": "Tell stories."}]
             _grow(engine, messages, 200 if quick else 600)
             result.update(_reload_figures(engine, s, messages, n_cpu_moe=desc.n_layer - 2))
-            if gpu:
-                result.update(
-                    _gpu_figures(engine, base, desc, budget_s, fit_args, 1 if quick else 2)
-                )
+            result.update(gpu_figures)
         finally:
             engine.close()
     return result

@@ -34,6 +34,25 @@ def parse_split(text: str) -> tuple[float, ...]:
     return shares
 
 
+def parse_overrides(text: str) -> tuple[str, ...]:
+    """The patterns of llama.cpp's ``-ot`` rules (``REGEX=CPU,…``); only CPU is a target."""
+    import re
+
+    out = []
+    for rule in (r.strip() for r in text.strip().strip('"').split(",")):
+        if not rule:
+            continue
+        pattern, _, target = rule.rpartition("=")
+        if not pattern or target.upper() != "CPU":
+            raise ValueError(f"override_tensors rules are REGEX=CPU, got {rule!r}")
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"override_tensors: {pattern!r} is not a regular expression") from exc
+        out.append(pattern)
+    return tuple(out)
+
+
 @dataclass(frozen=True, kw_only=True)
 class LoadSettings:
     """How to load a GGUF. Changing any field needs a reload."""
@@ -45,6 +64,13 @@ class LoadSettings:
         metadata={
             "help": "mixture-of-experts models: keep the experts of the first N layers in RAM "
             "(attention stays on the GPU)"
+        },
+    )
+    override_tensors: str = field(
+        default="",
+        metadata={
+            "help": "llama.cpp's -ot rules that keep matching tensors in RAM, "
+            "'REGEX=CPU,REGEX=CPU' (what llama-fit-params prints)"
         },
     )
     tensor_split: str = field(
@@ -91,6 +117,7 @@ class LoadSettings:
         if self.n_cpu_moe < 0:
             raise ValueError(f"n_cpu_moe must be 0 or more, got {self.n_cpu_moe}")
         parse_split(self.tensor_split)
+        parse_overrides(self.override_tensors)
 
     @property
     def split(self) -> tuple[float, ...]:

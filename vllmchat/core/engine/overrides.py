@@ -92,9 +92,10 @@ def with_overrides(overrides: OverrideList | None) -> Iterator[None]:
         llama_api.llama_model_default_params = original
 
 
-def cpu_expert_overrides(n_cpu_moe: int, n_layer: int) -> OverrideList | None:
-    """The overrides that keep the experts of the first ``n_cpu_moe`` layers in RAM."""
-    n = max(0, min(n_cpu_moe, n_layer))
-    if n == 0:
+def cpu_overrides(n_cpu_moe: int, n_layer: int, extra: Sequence[str] = ()) -> OverrideList | None:
+    """The overrides that keep the experts of the first ``n_cpu_moe`` layers, and the
+    tensors ``extra``'s patterns match, in RAM."""
+    patterns = expert_patterns(range(max(0, min(n_cpu_moe, n_layer)))) + list(extra)
+    if not patterns:
         return None
-    return OverrideList(expert_patterns(range(n)), cpu_buffer_type())
+    return OverrideList(patterns, cpu_buffer_type())

@@ -17,10 +17,10 @@ from vllmchat.core.engine import llama_log
 from vllmchat.core.engine.events import EngineError, ErrorKind
 from vllmchat.core.engine.info import ModelInfo
 from vllmchat.core.engine.model_check import check_model_file
-from vllmchat.core.engine.overrides import OverrideList, cpu_expert_overrides, with_overrides
+from vllmchat.core.engine.overrides import OverrideList, cpu_overrides, with_overrides
 from vllmchat.core.models.advisor import display_name
 from vllmchat.core.models.description import describe
-from vllmchat.core.settings import GGML_TYPE_IDS, LoadSettings
+from vllmchat.core.settings import GGML_TYPE_IDS, LoadSettings, parse_overrides
 
 _SPECIAL_ATTRS = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL  # user-defined tokens (e.g. "\n") are text
 
@@ -69,9 +69,11 @@ def _classify_load_failure(lines: Sequence[str], settings: LoadSettings, stage: 
 
 
 def _expert_overrides(header: Any, settings: LoadSettings) -> OverrideList | None:
-    """The overrides for ``n_cpu_moe``; refused with the reason on a model without experts."""
+    """The overrides for ``n_cpu_moe`` and ``override_tensors``; ``n_cpu_moe`` is refused
+    with the reason on a model without experts."""
+    extra = parse_overrides(settings.override_tensors)
     if settings.n_cpu_moe <= 0:
-        return None
+        return cpu_overrides(0, 0, extra)
     desc = describe(header)
     if not desc.is_moe:
         reason = desc.moe_unplaceable_reason or (
@@ -79,7 +81,7 @@ def _expert_overrides(header: Any, settings: LoadSettings) -> OverrideList | Non
             "tensors to keep in RAM."
         )
         raise EngineError(ErrorKind.BAD_REQUEST, f"{reason} Set n_cpu_moe to 0.")
-    return cpu_expert_overrides(settings.n_cpu_moe, desc.n_layer)
+    return cpu_overrides(settings.n_cpu_moe, desc.n_layer, extra)
 
 
 class LlamaRuntime:

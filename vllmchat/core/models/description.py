@@ -41,6 +41,7 @@ class TensorPlace:
     layer: int  # -1: token embeddings, -2: output head and norm
     repack: bool
     expert: bool = False  # an expert tensor of a mixture-of-experts layer
+    name: str = ""
 
 
 @dataclass(frozen=True)
@@ -161,7 +162,7 @@ def describe(header: GGUFHeader) -> ModelDescription:
             layer = -2
             output_bytes += t.n_bytes
             output_repack += repack
-        places.append(TensorPlace(t.offset, t.n_bytes, layer, bool(repack), expert))
+        places.append(TensorPlace(t.offset, t.n_bytes, layer, bool(repack), expert, t.name))
     return ModelDescription(
         architecture=arch,
         name=str(header.metadata.get("general.name", "")),

@@ -12,11 +12,12 @@ scores without flash attention), and the GPU runtime's own overhead.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from vllmchat.core.models.description import ModelDescription
-from vllmchat.core.settings import LoadSettings, parse_split
+from vllmchat.core.settings import LoadSettings, parse_overrides, parse_split
 
 MIB = 1 << 20
 GPU_RUNTIME_OVERHEAD = 350 * MIB  # CUDA context, cuBLAS workspace (until measured: overhead.py)
@@ -42,6 +43,7 @@ class FitSettings:
 
     n_gpu_layers: int = _same("n_gpu_layers")
     n_cpu_moe: int = _same("n_cpu_moe")
+    override_tensors: str = _same("override_tensors")
     tensor_split: str = _same("tensor_split")
     n_ctx: int = _same("n_ctx")
     n_ubatch: int = _same("n_ubatch")
@@ -175,10 +177,20 @@ def _compute_bytes(desc: ModelDescription, s: FitSettings) -> int:
     return s.n_ubatch * max(attention, ffn, output)
 
 
+def _kept_in_ram(desc: ModelDescription, s: FitSettings) -> list[bool]:
+    """Per tensor: whether an override keeps it in RAM although its layer is offloaded
+    (the experts of the first ``n_cpu_moe`` layers, and ``override_tensors``' rules)."""
+    rules = [re.compile(p) for p in parse_overrides(s.override_tensors)]
+    return [
+        (t.expert and 0 <= t.layer < s.n_cpu_moe) or any(r.search(t.name) for r in rules)
+        for t in desc.tensors
+    ]
+
+
 def _cpu_weights(
     desc: ModelDescription,
     on_gpu: list[bool],
-    experts_cpu: list[bool],
+    kept: list[bool],
     output_gpu: bool,
     use_mmap: bool,
     *,
@@ -187,10 +199,10 @@ def _cpu_weights(
     """CPU weight buffers: repacked copies, plus the mapped file span (or the bytes)."""
     repacked = 0
     start, end, plain = None, 0, 0
-    for t in desc.tensors:
-        if t.layer >= 0 and on_gpu[t.layer] and not (t.expert and experts_cpu[t.layer]):
+    for t, in_ram in zip(desc.tensors, kept, strict=True):
+        if t.layer >= 0 and on_gpu[t.layer] and not in_ram:
             continue
-        if t.layer == -2 and output_gpu:
+        if t.layer == -2 and output_gpu and not in_ram:
             continue
         if t.repack and repack:
             repacked += t.n_bytes
@@ -232,17 +244,23 @@ def estimate(desc: ModelDescription, s: FitSettings) -> MemoryEstimate:
     n_dev = max(len(s.split_points()), 1)
     on_gpu = [d >= 0 for d in devices[:n_layer]]
     output_gpu = devices[n_layer] >= 0
-    expert = desc.expert_bytes or [0] * n_layer
-    experts_cpu = [i < s.n_cpu_moe and expert[i] > 0 for i in range(n_layer)]
+    kept = _kept_in_ram(desc, s)
     per_dev = [0] * n_dev
-    for i, dev in enumerate(devices[:n_layer]):
-        if dev >= 0:
-            per_dev[dev] += desc.layer_bytes[i] - (expert[i] if experts_cpu[i] else 0)
+    experts_cpu = [False] * n_layer  # offloaded layers with expert tensors in RAM
+    for t, in_ram in zip(desc.tensors, kept, strict=True):
+        dev = devices[t.layer] if t.layer >= 0 else devices[n_layer] if t.layer == -2 else -1
+        if dev < 0:
+            continue
+        if in_ram:
+            if t.expert:
+                experts_cpu[t.layer] = True
+            continue
+        per_dev[dev] += t.n_bytes
     out_bytes = desc.input_bytes if desc.tied_output else desc.output_bytes
-    if output_gpu:
-        per_dev[devices[n_layer]] += out_bytes
+    if output_gpu and desc.tied_output:
+        per_dev[devices[n_layer]] += out_bytes  # llama.cpp's copy of the token embeddings
     # A GPU build does not repack CPU weights (the repacked layouts are CPU-only).
-    w_cpu = _cpu_weights(desc, on_gpu, experts_cpu, output_gpu, s.use_mmap, repack=not s.gpu)
+    w_cpu = _cpu_weights(desc, on_gpu, kept, output_gpu, s.use_mmap, repack=not s.gpu)
     kv = kv_bytes_per_layer(desc, s)
     kv_dev = [0] * n_dev
     for b, dev in zip(kv, devices[:n_layer], strict=False):
