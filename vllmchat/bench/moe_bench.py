@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 import sys
 import tempfile
 from dataclasses import replace
@@ -165,7 +166,8 @@ def _gpu_figures(
     # until two placements in a row do not fit (recorded, the engine alive), then
     # down to all experts in RAM.
     fit = FitSettings.of(base, overhead=sweep.overhead)
-    bound = max_gpu_expert_layers(desc, with_free_vram(hw, available(engine, hw)[0]), fit) or 0
+    now = engine.probe()  # free memory now, beside what the engine holds now
+    bound = max_gpu_expert_layers(desc, with_free_vram(now, available(engine, now)[0]), fit) or 0
     threads = plan.thread_plan(base.n_threads)
 
     def grid(g: int) -> bool:
@@ -185,8 +187,17 @@ def _gpu_figures(
         if best is None:
             return
         report(best=best.config.label(), best_decode_tok_s=round(best.decode_tok_s, 2))
-        if pick_point is not None:
-            report(pick_vs_best_ratio=round(pick_point.decode_tok_s / best.decode_tok_s, 4))
+        if pick_point is not None and pick is not None:
+            # The grid's best is the largest of many noisy single runs: measure it and
+            # the pick again, interleaved, three times each, and compare medians.
+            pick_c = replace(pick, n_threads_batch=pick.n_threads, n_ubatch=start.n_ubatch)
+            runs: dict[TuneConfig, list[float]] = {pick_c: [], best.config: []}
+            for _ in range(3):
+                for c in runs:
+                    runs[c].append(sweep.measure(c).decode_tok_s)
+            med = {c: statistics.median(v) for c, v in runs.items()}
+            report(pick_vs_best_ratio=round(med[pick_c] / max(med[best.config], 1e-9), 4),
+                   pick_vs_best_runs={c.label(): v for c, v in runs.items()})  # fmt: skip
 
     misses, g = 0, bound
     while g <= n and misses < 2:
@@ -197,7 +208,8 @@ def _gpu_figures(
         grid(g)
     report_best()
     dense = replace(fit, n_cpu_moe=0)
-    upper = max_gpu_layers(desc, with_free_vram(hw, available(engine, hw)[0]), dense)
+    now = engine.probe()
+    upper = max_gpu_layers(desc, with_free_vram(now, available(engine, now)[0]), dense)
     layers_only = []
     for ngl in sorted({min(upper + 1, n + 1), *plan.layer_plan(upper, n)}, reverse=True):
         layers_only.append(measure(replace(start, n_gpu_layers=ngl, n_cpu_moe=0)))

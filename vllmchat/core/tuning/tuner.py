@@ -220,6 +220,10 @@ def tune(
     base = config_of(req.base)
     axis, values = _axis_plan(req, hw, desc, sweep.overhead, avail_vram)
     threads = list(req.threads) if req.threads is not None else plan.thread_plan(base.n_threads)
+    if axis.experts and req.threads is None:
+        # The CPU computes the experts in RAM: compare placements with every core
+        # at work (measured: at half the cores the placements' speeds bunch up).
+        base = replace(base, n_threads=max(threads), n_threads_batch=max(threads))
     ubatch = list(req.ubatch or (plan.UBATCH_PLAN if hw.gpu_offload else (base.n_ubatch,)))
     planned = len(values) + len(threads) - 1 + len([u for u in ubatch if u != base.n_ubatch])
     yield TuneStarted(planned, req.budget_s, _device(hw))
@@ -259,6 +263,12 @@ def tune(
                 yield from measured(sweep.run(replace(place, n_threads=t, n_threads_batch=t)))
 
         yield from threads_at_best()  # 2.
+        if axis.experts:  # 2b. the other axis: a whole layer or two fewer at the best
+            best, _ = plan.choose(sweep.points, base, limits)
+            for k in (1, 2):
+                if best is not None and not explicit:
+                    fewer = replace(best, n_gpu_layers=axis.n_layer + 1 - k)
+                    yield from measured(sweep.run(fewer))
         for v in values[3:]:  # 3. coarser steps down to CPU-only (or all experts in RAM)
             yield from measured(sweep.run(at(v)))
         while req.refine and sweep.has_time():  # 4. where the speed changes
