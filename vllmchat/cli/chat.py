@@ -36,6 +36,7 @@ HELP = """commands:
   /export PATH    write the conversation to PATH (.md or .json)
   /stats          last turn's statistics
   /ngl N          reload live with N GPU layers (the conversation's KV cache is kept)
+  /moe N          reload live with the experts of N layers in RAM (mixtures of experts)
   /save PATH      export the KV state       /load PATH   import a KV state
   /restart        restart the engine        /quit        leave (Ctrl+D too)
 Ctrl+C stops a reply or a summary."""
@@ -251,8 +252,9 @@ def _command(text: str, app: ChatApp, state: dict[str, Any], out: Any) -> bool:
                 )
             elif restarted is not None:
                 out.write(f"error: {restarted.message} {restarted.fix}\n")
-        elif name == "/ngl":
-            loaded = _load(app, app.settings.with_changes(n_gpu_layers=int(arg)), live=True)
+        elif name in ("/ngl", "/moe"):
+            field = "n_gpu_layers" if name == "/ngl" else "n_cpu_moe"
+            loaded = _load(app, app.settings.with_changes(**{field: int(arg)}), live=True)
             if loaded is not None and loaded.reload is not None:
                 result = loaded.reload
                 kept = "KV cache kept" if result.restored else f"re-prefill: {result.reason}"

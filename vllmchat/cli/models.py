@@ -190,7 +190,21 @@ def cmd_fit(args: argparse.Namespace) -> int:
         f"total   VRAM {_mib(e.vram):>10}  RAM {_mib(e.ram):>10}  (GPU runtime "
         f"{_mib(e.overhead_gpu)})"
     )
+    if len(e.vram_by_device) > 1:
+        print("per GPU " + "  ".join(f"{i}: {_mib(b)}" for i, b in enumerate(e.vram_by_device)))
+    if desc.is_moe:
+        print(
+            f"mixture of experts: {desc.n_expert} experts, {desc.n_expert_used} used per token; "
+            f"experts {_mib(sum(desc.expert_bytes))} of {_mib(desc.weights_bytes)}"
+        )
+    elif desc.moe_unplaceable_reason:
+        print(desc.moe_unplaceable_reason)
     print(fit.message)
+    if fit.n_cpu_moe or fit.tensor_split:
+        flags = f"--n-gpu-layers {fit.gpu_layers}"
+        flags += f" --n-cpu-moe {fit.n_cpu_moe}" if fit.n_cpu_moe else ""
+        flags += f" --tensor-split {fit.tensor_split}" if fit.tensor_split else ""
+        print(f"load it with: {flags}")
     print(
         f"most GPU layers that fit: {max_gpu_layers(desc, hw, s)} of {desc.n_layer + 1}; "
         f"largest context that fits: {max_context(desc, hw, s):,}"
