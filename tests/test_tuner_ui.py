@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 
+import pyqtgraph as pg
 import pytest
 
 from vllmchat.core.app import ChatApp, Loaded
@@ -53,9 +54,9 @@ def test_the_tuner_window_draws_lists_applies_and_exports(qtbot, tmp_path, monke
     assert dialog.table.item(5, 9).text().startswith("does not fit")
     decode = dialog.chart.speed.getPlotItem().listDataItems()
     prompt = dialog.chart.prompt.getPlotItem().listDataItems()
-    assert len(decode) == len(prompt) == 1
-    assert list(decode[0].getData()[0]) == [0, 8, 16, 24, 27]
-    assert list(decode[0].getData()[1]) == [8, 16, 24, 32, 35]
+    assert len(decode) == len(prompt) == 2  # every point, and the curve through them
+    assert list(decode[-1].getData()[0]) == [0, 8, 16, 24, 27]
+    assert list(decode[-1].getData()[1]) == [8, 16, 24, 32, 35]
     assert "27 layers" in dialog.pick.text() and dialog.apply_button.isEnabled()
     with qtbot.waitSignal(dialog.apply_requested) as applied:
         dialog.apply_button.click()
@@ -160,3 +161,28 @@ def test_the_picker_compares_every_installed_quant_of_the_selected_model(qtbot, 
     picker.installed.setRowCount(3)
     picker.installed.selectRow(0)
     assert picker.quant_files() == ["/m/M-Q8_0.gguf", "/m/M-Q4_K_M.gguf"]
+
+
+def test_on_a_cpu_the_chart_plots_what_was_varied_and_every_point(qtbot):
+    from vllmchat.ui.tuning_chart import TuningChart
+
+    chart = TuningChart()
+    qtbot.addWidget(chart)
+    points = [TunePoint(TuneConfig(0, t, t, 512), True, prefill_tok_s=100.0 * t,
+                        decode_tok_s=speed, ram=300 * MIB)
+              for t, speed in ((1, 43.6), (2, 79.7))]  # fmt: skip
+    chart.show_points(points, limit=23_000 * MIB)
+    chart.mark_pick(TuneConfig(0, 2, 2, 512))
+    assert chart.axis_label == "CPU threads"
+    assert chart.memory.getPlotItem().titleLabel.text == "Engine RAM"
+    decode = chart.speed.getPlotItem().listDataItems()
+    assert sorted(decode[-1].getData()[1]) == [43.6, 79.7]  # both points, not one
+    lines = [i for i in chart.speed.getPlotItem().items if isinstance(i, pg.InfiniteLine)]
+    assert [line.value() for line in lines] == [2]  # the pick at 2 threads
+    memory_lines = [i for i in chart.memory.getPlotItem().items if isinstance(i, pg.InfiniteLine)]
+    assert memory_lines == [] or all(line.angle == 90 for line in memory_lines)  # no RAM line
+    moe = [TunePoint(TuneConfig(49, 16, 16, 512, k), True, decode_tok_s=50.0 - k / 2,
+                     vram=(9000 - 300 * k) * MIB) for k in (33, 35, 40)]  # fmt: skip
+    chart.show_points(moe, limit=8000 * MIB)
+    assert chart.axis_label.startswith("experts of layers in RAM")
+    assert list(chart.speed.getPlotItem().listDataItems()[-1].getData()[0]) == [33, 35, 40]

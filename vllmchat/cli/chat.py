@@ -14,7 +14,8 @@ from vllmchat.core.app import ChatApp, EngineDied, Loaded, LoadFailed
 from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.conversations.kv_cache import KVStateCache
 from vllmchat.core.conversations.policy import ContextPolicy, PromptPlanEvent, SummaryEvent
-from vllmchat.core.conversations.store import StoreError, default_store
+from vllmchat.core.conversations.recovery import open_default_store
+from vllmchat.core.conversations.store import StoreError
 from vllmchat.core.conversations.transfer import export_file
 from vllmchat.core.demo_model import demo_model_path
 from vllmchat.core.engine import (
@@ -65,8 +66,16 @@ def register(sub: Any) -> None:
     c.set_defaults(func=run_conversations)
 
 
+def _open_store() -> Any:
+    """The user's conversations; a damaged database is recovered and said so, once."""
+    store, recovery = open_default_store()
+    if recovery is not None:
+        print(f"note: {recovery.message()}", file=sys.stderr)
+    return store
+
+
 def run_conversations(args: argparse.Namespace) -> int:
-    store = default_store()
+    store = _open_store()
     if args.search:
         for conv, msg, snippet in store.search(args.search):
             print(f"{conv.id:5}  {conv.title[:40]:40}  {msg.role:9} {snippet}")
@@ -114,7 +123,7 @@ class _Quit(Exception):
 
 def run(args: argparse.Namespace) -> int:
     out = sys.stdout
-    store = default_store()
+    store = _open_store()
     app = ChatApp(store, KVStateCache(kv_cache_dir()), engine=_engine(args))
     try:
         settings = _app_settings(args)

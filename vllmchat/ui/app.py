@@ -48,7 +48,7 @@ def run_app(argv: Sequence[str]) -> int:
 
     from vllmchat.core.app_settings import load_app_settings
     from vllmchat.core.conversations.kv_cache import KVStateCache
-    from vllmchat.core.conversations.store import default_store
+    from vllmchat.core.conversations.recovery import open_default_store
     from vllmchat.core.paths import kv_cache_dir
     from vllmchat.core.resources import resource_path
     from vllmchat.ui.main_window import MainWindow
@@ -65,11 +65,14 @@ def run_app(argv: Sequence[str]) -> int:
         from vllmchat.core.demo_model import demo_model_path
 
         settings = settings.with_changes(model_path=str(demo_model_path()), n_ctx=1024)
-    store = default_store()
+    store, recovery = open_default_store()
     window = MainWindow(
         store, settings, KVStateCache(kv_cache_dir()), save_settings=not args.self_test
     )
     window.show()
+    if recovery is not None:
+        print(f"note: {recovery.message()}", file=sys.stderr)
+        window.show_notice("Conversations recovered", recovery.message())
     print(f"window shown in {time.perf_counter() - START:.2f}s", file=sys.stderr, flush=True)
     if args.exit_after_show:
         window.close()

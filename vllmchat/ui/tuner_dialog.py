@@ -130,7 +130,7 @@ class TunerDialog(QDialog):
             self._add_row(p)
         self.chart.show_points(result.points, result.memory_limit)
         if result.pick is not None:
-            self.chart.mark_pick(result.pick.n_gpu_layers)
+            self.chart.mark_pick(result.pick)
         self.start_button.setEnabled(True)
         self.stop_button.setEnabled(False)
         self.progress.setRange(0, max(1, len(result.points)))

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from PySide6.QtCore import QByteArray, QSettings
+from PySide6.QtCore import QByteArray, QSettings, Qt
 from PySide6.QtWidgets import QFileDialog, QMainWindow, QMessageBox, QSplitter
 
 from vllmchat.core.app.chat_app import NOT_LOCAL
@@ -202,6 +202,15 @@ class WindowActions(QMainWindow):
 
     def _on_tuned(self, event: Any) -> None:
         self.offload.show_tuning(event.result)
+
+    def show_notice(self, title: str, text: str) -> None:
+        """Tell the user something once, without stopping the window (not modal)."""
+        box = QMessageBox(QMessageBox.Icon.Information, title, text, parent=self)
+        box.setModal(False)
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        box.show()
+        self.notice = box
+        self.statusBar().showMessage(text, 30000)
 
     def show_diagnostics(self) -> None:
         from vllmchat.ui.diagnostics_dialog import DiagnosticsDialog

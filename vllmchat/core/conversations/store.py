@@ -361,10 +361,3 @@ def _rowid(cursor: sqlite3.Cursor) -> int:
     """The id SQLite gave the row just inserted."""
     assert cursor.lastrowid is not None
     return cursor.lastrowid
-
-
-def default_store() -> ConversationStore:
-    """The user's store in the data folder."""
-    from vllmchat.core.paths import data_dir
-
-    return ConversationStore(data_dir() / "conversations.sqlite3")
