@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from vllmchat.cli.options import add_options, given
-from vllmchat.core.app import ChatApp, EngineDied, Loaded, LoadFailed
+from vllmchat.core.app import ChatApp, EngineDied, Loaded, LoadFailed, StorageWarning
 from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.conversations.kv_cache import KVStateCache
 from vllmchat.core.conversations.policy import ContextPolicy, PromptPlanEvent, SummaryEvent
@@ -220,6 +220,8 @@ def _show(events: Iterator[Any], out: Any, show_stats: bool, state: dict[str, An
             out.write(f"\nerror: {event.message} {event.fix}\n")
         elif isinstance(event, EngineDied):
             out.write("(/restart brings the engine back; the conversation is kept)\n")
+        elif isinstance(event, StorageWarning):
+            out.write(f"[disk: {event.message}]\n")
         out.flush()
 
 

@@ -192,6 +192,12 @@ class ChatView(QScrollArea):
             self._remove(self.streaming)
             self.streaming = None
 
+    def remove_unsaved_message(self) -> None:
+        """Remove the last message when it never reached the store (no id)."""
+        widgets = self.messages()
+        if widgets and widgets[-1].role == "user" and widgets[-1].message_id is None:
+            self._remove(widgets[-1])
+
     def remove_last_reply(self) -> None:
         """Remove the last reply (it is being regenerated; the store keeps it as a branch)."""
         widgets = self.messages()

@@ -23,6 +23,7 @@ from vllmchat.core.app import (
     Loaded,
     LoadFailed,
     LoadStarted,
+    StorageWarning,
     TitleMade,
     TurnStarted,
 )
@@ -34,6 +35,7 @@ from vllmchat.core.engine import (
     DoneEvent,
     EngineClient,
     ErrorEvent,
+    ErrorKind,
     PrefillProgressEvent,
     StatsEvent,
     TokenEvent,
@@ -41,6 +43,11 @@ from vllmchat.core.engine import (
 from vllmchat.core.tuning.results import PointMeasured, TuneConfig, TuneFinished, TuneStarted
 
 Job = Callable[[], Any]
+
+
+def _job_name(job: Job) -> str:
+    fn = job.func if isinstance(job, functools.partial) else job
+    return getattr(fn, "__name__", "The operation").strip("_").replace("_", " ").capitalize()
 
 
 class AppEvents(QObject):
@@ -75,6 +82,8 @@ class AppEvents(QObject):
     engine_died = Signal(object)
     """``EngineDied``: reported once per death, from a turn or while idle."""
     busy_changed = Signal(int)  # not bool: PySide6 on 3.11 over-releases queued bools
+    storage_warning = Signal(object)
+    """``StorageWarning``: something could not be written to disk; what is safe."""
     title_made = Signal(object)
     """``TitleMade``: the conversation's title, by the model or its first words."""
     tune_started = Signal(object)
@@ -100,6 +109,7 @@ class AppEvents(QObject):
             ErrorEvent: self.turn_failed,
             EngineDied: self.engine_died,
             TitleMade: self.title_made,
+            StorageWarning: self.storage_warning,
             TuneStarted: self.tune_started,
             PointMeasured: self.tune_point,
             TuneFinished: self.tune_finished,
@@ -113,6 +123,8 @@ class AppEvents(QObject):
             events = result if isinstance(result, Iterable) else (result,)
             for event in events:
                 self.publish(event)
+        except Exception as exc:  # every job ends in an event the window shows
+            self.publish(ErrorEvent(ErrorKind.INTERNAL, f"{_job_name(job)} failed: {exc!r}"))
         finally:
             self.busy_changed.emit(0)
 

@@ -139,6 +139,7 @@ class MainWindow(WindowActions):
         e.turn_failed.connect(self._on_failed)
         e.message_stored.connect(self._on_message_stored)
         e.engine_died.connect(self._on_died)
+        e.storage_warning.connect(self.show_storage_warning)
         self.input.send_requested.connect(self.send)
         self.input.stop_requested.connect(self.bridge.stop)
         self.chat.regenerate_requested.connect(self.regenerate)
@@ -215,6 +216,7 @@ class MainWindow(WindowActions):
             return
         self.chat.add_message("user", text)
         self.chat.start_reply()
+        self.unsent = text  # until the store has it
         self.bridge.send(text)
 
     def regenerate(self) -> None:
@@ -248,6 +250,8 @@ class MainWindow(WindowActions):
 
     def _on_message_stored(self, event: MessageStored) -> None:
         self.chat.set_message_id(event.message_id, event.role)
+        if event.role == "user":
+            self.unsent = None
 
     def _on_prefill(self, done: int, total: int) -> None:
         self.statusBar().showMessage(f"Reading prompt {done}/{total}…")
@@ -289,6 +293,8 @@ class MainWindow(WindowActions):
             self.chat.finish_reply(event.partial_text, partial=True)
         else:
             self.chat.discard_reply()
+        self._set_loading(False) if self.loading else None
+        self.restore_unsent()
         if event.kind == ErrorKind.ENGINE_DIED:
             return  # the banner comes with the EngineDied event
         self.memory.show_error(event.kind.value, event.message)

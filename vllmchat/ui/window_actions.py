@@ -22,6 +22,7 @@ from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.models.memory import FitSettings, kv_bytes_per_layer
 from vllmchat.core.paths import config_dir
+from vllmchat.ui.chat_input import ChatInput
 from vllmchat.ui.chat_view import ChatView
 from vllmchat.ui.conversation_list import ConversationList
 from vllmchat.ui.downloads import DownloadsPanel
@@ -49,6 +50,8 @@ class WindowActions(QMainWindow):
     tuner: TunerDialog | None = None
     conversations: ConversationList
     conversation_id: int | None
+    input: ChatInput
+    unsent: str | None = None  # the message sent last, until the store has it
     save_settings: bool
     titles_ended: int
 
@@ -202,6 +205,20 @@ class WindowActions(QMainWindow):
 
     def _on_tuned(self, event: Any) -> None:
         self.offload.show_tuning(event.result)
+
+    def restore_unsent(self) -> None:
+        """A message the store never took goes back into the input box: nothing typed
+        is lost, and sending again works once the cause is gone."""
+        text, self.unsent = self.unsent, None
+        if text is None:
+            return
+        self.chat.remove_unsaved_message()
+        if not self.input.edit.toPlainText().strip():
+            self.input.edit.setPlainText(text)
+
+    def show_storage_warning(self, event: Any) -> None:
+        self.last_warning = event.message
+        self.statusBar().showMessage(event.message, 30000)
 
     def show_notice(self, title: str, text: str) -> None:
         """Tell the user something once, without stopping the window (not modal)."""

@@ -8,6 +8,7 @@ from vllmchat.core.app.events import (
     Loaded,
     LoadFailed,
     LoadStarted,
+    StorageWarning,
     TitleMade,
     TurnStarted,
 )
@@ -20,6 +21,7 @@ __all__ = [
     "LoadFailed",
     "LoadStarted",
     "Loaded",
+    "StorageWarning",
     "TitleMade",
     "TurnStarted",
 ]

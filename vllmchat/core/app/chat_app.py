@@ -9,6 +9,7 @@ each into a signal; ``stop()`` may be called from any thread.
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
@@ -19,6 +20,7 @@ from vllmchat.core.app.events import (
     Loaded,
     LoadFailed,
     LoadStarted,
+    StorageWarning,
     TitleMade,
     TurnStarted,
 )
@@ -26,7 +28,7 @@ from vllmchat.core.app.tuning import describe_file, run_tune
 from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.conversations.kv_cache import KVStateCache
 from vllmchat.core.conversations.session import ChatSession, SessionEvent
-from vllmchat.core.conversations.store import ConversationStore
+from vllmchat.core.conversations.store import ConversationStore, StoreError
 from vllmchat.core.engine import DoneEvent, EngineClient, EngineError, ErrorEvent, ErrorKind
 from vllmchat.core.engine.protocol import Engine
 from vllmchat.core.models.description import ModelDescription
@@ -55,6 +57,7 @@ class ChatApp:
         self.engine: Engine = engine or EngineClient()
         self.session: ChatSession | None = None
         self._death_reported = False
+        self._storage_reported: str | None = None  # the disk problem last told
 
     @property
     def conversation_id(self) -> int | None:
@@ -212,8 +215,17 @@ class ChatApp:
             if exc.kind == ErrorKind.ENGINE_DIED:
                 yield from self._died(exc.message)
             return
+        except (sqlite3.Error, StoreError, OSError) as exc:
+            yield ErrorEvent(ErrorKind.STORAGE, f"The conversation could not be stored: {exc}.")
+            return
+        except Exception as exc:  # every turn ends with an event the front end shows
+            yield ErrorEvent(ErrorKind.INTERNAL, f"The turn failed: {exc!r}")
+            return
         if completed:
             self.checkpoint()
+            if self.kv.failure is not None and self.kv.failure != self._storage_reported:
+                yield StorageWarning(self.kv.failure)
+            self._storage_reported = self.kv.failure
 
     def make_title(
         self, *, busy: Callable[[], bool] = lambda: False, after_first_reply: bool = False

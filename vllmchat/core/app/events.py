@@ -71,6 +71,13 @@ class TitleMade:
     by_model: bool
 
 
+@dataclass(frozen=True)
+class StorageWarning:
+    """Something could not be written to disk; ``message`` says what is safe."""
+
+    message: str
+
+
 AppEvent = (
     LoadStarted
     | Loaded
@@ -79,6 +86,7 @@ AppEvent = (
     | TurnStarted
     | EngineDied
     | TitleMade
+    | StorageWarning
     | MessageStored
     | PromptPlanEvent
     | SummaryEvent

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from vllmchat.core.engine import EngineError
+from vllmchat.core.engine import EngineError, ErrorKind
 from vllmchat.core.engine.protocol import Engine
 
 MIN_TOKENS = 64
@@ -26,6 +26,7 @@ class KVStateCache:
     def __init__(self, folder: str | Path, *, cap_bytes: int = DEFAULT_CAP) -> None:
         self.folder = Path(folder)
         self.cap_bytes = cap_bytes
+        self.failure: str | None = None  # why the last save did not reach the disk
 
     def path_for(self, conversation_id: int) -> Path:
         return self.folder / f"conversation-{conversation_id}.kv"
@@ -43,8 +44,17 @@ class KVStateCache:
             self.folder.mkdir(parents=True, exist_ok=True)
             path = str(self.path_for(conversation_id))
             saved = client.checkpoint(path) if background else client.export_state(path)
-        except (EngineError, OSError):
+        except EngineError as exc:
+            if exc.kind == ErrorKind.STORAGE:
+                self.failure = exc.message
             return 0
+        except OSError as exc:  # the folder itself cannot be made
+            self.failure = (
+                f"The conversation is saved; its KV state could not be written "
+                f"({exc.strerror or exc}): the next start re-reads it."
+            )
+            return 0
+        self.failure = None
         self.evict()
         return saved.tokens
 

@@ -157,7 +157,8 @@ def _salvage(damaged: Path, store: ConversationStore) -> tuple[int, int, int]:
             _repair(db)
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.in_transaction:
+                db.execute("ROLLBACK")
             raise
         finally:
             db.execute("PRAGMA foreign_keys=ON")

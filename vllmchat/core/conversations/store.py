@@ -95,7 +95,8 @@ class ConversationStore:
                 cur = self.db.execute(sql, args)
                 self.db.execute("COMMIT")
             except BaseException:
-                self.db.execute("ROLLBACK")
+                if self.db.in_transaction:  # SQLite may have rolled back itself (disk full)
+                    self.db.execute("ROLLBACK")
                 raise
             return cur
 
@@ -204,7 +205,8 @@ class ConversationStore:
                 )
                 self.db.execute("COMMIT")
             except BaseException:
-                self.db.execute("ROLLBACK")
+                if self.db.in_transaction:  # SQLite may have rolled back itself (disk full)
+                    self.db.execute("ROLLBACK")
                 raise
         return self.message(mid)
 

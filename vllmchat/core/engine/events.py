@@ -30,6 +30,7 @@ class ErrorKind(str, enum.Enum):
     SERVER_TIMEOUT = "server_timeout"
     SERVER_ERROR = "server_error"
     NOT_REMOTE = "not_remote"
+    STORAGE = "storage"
 
 
 FIXES: dict[ErrorKind, str] = {
@@ -56,6 +57,7 @@ FIXES: dict[ErrorKind, str] = {
     ErrorKind.SERVER_TIMEOUT: "The server is busy or stalled: retry, or use a smaller model there.",
     ErrorKind.SERVER_ERROR: "The server failed: retry; its own log tells why.",
     ErrorKind.NOT_REMOTE: "The server owns its memory and its cache.",
+    ErrorKind.STORAGE: "Free some disk space; what is already stored is safe.",
 }
 
 

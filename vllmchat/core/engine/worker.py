@@ -57,6 +57,7 @@ class Worker:
         self.send_lock = threading.Lock()
         self.threaded_send = False
         self.writer: threading.Thread | None = None  # the last checkpoint's file writer
+        self.write_error: EngineError | None = None  # why the last checkpoint was not written
 
     def send(self, message: tuple[Any, ...]) -> None:
         if self.threaded_send:
@@ -217,8 +218,19 @@ class Worker:
     def op_export_state(self, path: str) -> StateTransfer:
         rt = self.require_runtime()
         data, tokens = rt.save_state()
-        size = write_state(path, KVState(self.binding(rt), tokens, data))
+        try:
+            size = write_state(path, KVState(self.binding(rt), tokens, data))
+        except OSError as exc:
+            raise _not_written(path, exc) from exc
         return StateTransfer(len(tokens), size)
+
+    def _write_checkpoint(self, path: str, state: KVState) -> None:
+        """The checkpoint thread: a file that cannot be written is left out (no partial
+        file) and the reason kept for the next checkpoint to report."""
+        try:
+            write_state(path, state)
+        except OSError as exc:
+            self.write_error = _not_written(path, exc)
 
     def op_checkpoint(self, path: str) -> StateTransfer:
         """Copy the KV state now and write it to ``path`` on a thread: the next turn
@@ -228,10 +240,14 @@ class Worker:
         state = KVState(self.binding(rt), tokens, data)
         if self.writer is not None:
             self.writer.join()
+        failed, self.write_error = self.write_error, None
         self.writer = threading.Thread(
-            target=write_state, args=(path, state), name="vllmchat-checkpoint", daemon=True
-        )
+            target=self._write_checkpoint, args=(path, state), name="vllmchat-checkpoint",
+            daemon=True,
+        )  # fmt: skip
         self.writer.start()
+        if failed is not None:
+            raise failed  # the previous checkpoint's file could not be written
         return StateTransfer(len(tokens), len(data))
 
     def op_import_state(self, path: str) -> StateTransfer:
@@ -312,3 +328,12 @@ def worker_main(conn: Connection, start_free: int | None = None) -> None:
     """Entry point of the engine process."""
     llama_log.install()
     Worker(conn, start_free).serve()
+
+
+def _not_written(path: str, exc: OSError) -> EngineError:
+    reason = exc.strerror or str(exc)
+    return EngineError(
+        ErrorKind.STORAGE,
+        f"The conversation is saved; its KV state could not be written ({reason}): "
+        "the next start re-reads it.",
+    )
