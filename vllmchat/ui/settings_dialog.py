@@ -1,6 +1,12 @@
-"""Settings: sampling, system prompt presets, context policy, and model settings."""
+"""Settings: sampling, history, model settings and the system prompt, with an editor
+per field built from the settings' own fields (as the terminal's options are), and
+combinations that do not hold shown at once, with OK disabled until they do."""
 
 from __future__ import annotations
+
+import typing
+from dataclasses import fields
+from typing import Any
 
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -12,6 +18,7 @@ from PySide6.QtWidgets import (
     QGroupBox,
     QHBoxLayout,
     QLabel,
+    QLineEdit,
     QPlainTextEdit,
     QSpinBox,
     QVBoxLayout,
@@ -19,151 +26,160 @@ from PySide6.QtWidgets import (
 )
 
 from vllmchat.core.app_settings import AppSettings
+from vllmchat.core.conversations.policy import ContextPolicy
+from vllmchat.core.settings import LoadSettings, SamplingSettings
+
+# Load settings the offload panel and the model picker own (not edited here).
+PLACED_ELSEWHERE = ("model_path", "n_gpu_layers", "n_cpu_moe", "override_tensors",
+                    "tensor_split")  # fmt: skip
+NOT_SHOWN = ("ignore_eos",)  # benchmarks only
+FLOAT_STEPS = {"temperature": 0.05, "threshold": 0.05}
 
 
-def _spin(lo: int, hi: int, value: int, step: int = 1) -> QSpinBox:
-    w = QSpinBox()
-    w.setRange(lo, hi)
-    w.setSingleStep(step)
-    w.setValue(value)
-    return w
+def _editor(kind: Any, value: Any) -> QWidget:
+    """An editor for a field of this type, holding ``value``."""
+    if kind is bool:
+        box = QCheckBox()
+        box.setChecked(bool(value))
+        return box
+    if typing.get_origin(kind) is typing.Literal:
+        combo = QComboBox()
+        combo.addItems([str(c) for c in typing.get_args(kind)])
+        combo.setCurrentText(str(value))
+        return combo
+    if kind is int:
+        spin = QSpinBox()
+        spin.setRange(-1, 2**31 - 1)
+        spin.setValue(int(value))
+        return spin
+    if kind is float:
+        dspin = QDoubleSpinBox()
+        dspin.setRange(0.0, 100.0)
+        dspin.setDecimals(2)
+        dspin.setSingleStep(0.01)
+        dspin.setValue(float(value))
+        return dspin
+    line = QLineEdit(str(value))
+    return line
 
 
-def _dspin(lo: float, hi: float, value: float, step: float) -> QDoubleSpinBox:
-    w = QDoubleSpinBox()
-    w.setRange(lo, hi)
-    w.setSingleStep(step)
-    w.setDecimals(2)
-    w.setValue(value)
-    return w
+def _value(editor: QWidget) -> Any:
+    if isinstance(editor, QCheckBox):
+        return editor.isChecked()
+    if isinstance(editor, QComboBox):
+        return editor.currentText()
+    if isinstance(editor, QSpinBox | QDoubleSpinBox):
+        return editor.value()
+    assert isinstance(editor, QLineEdit)
+    return editor.text()
+
+
+def _changed_signal(editor: QWidget) -> Any:
+    if isinstance(editor, QCheckBox):
+        return editor.toggled
+    if isinstance(editor, QComboBox):
+        return editor.currentTextChanged
+    if isinstance(editor, QSpinBox | QDoubleSpinBox):
+        return editor.valueChanged
+    assert isinstance(editor, QLineEdit)
+    return editor.textChanged
 
 
 class SettingsDialog(QDialog):
-    """Edits a copy of the settings; ``result_settings()`` gives the new ones."""
+    """Edits a copy of the settings; ``result_settings()`` gives the new ones (None while
+    the combination does not hold; ``problem`` then says why)."""
 
     def __init__(self, settings: AppSettings, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Settings")
         self.original = settings
-        s = settings
-        layout = QHBoxLayout()
-        sampling = QGroupBox("Sampling")
-        f = QFormLayout(sampling)
-        self.temperature = _dspin(0, 2, s.temperature, 0.05)
-        self.top_p = _dspin(0, 1, s.top_p, 0.01)
-        self.top_k = _spin(0, 1000, s.top_k)
-        self.min_p = _dspin(0, 1, s.min_p, 0.01)
-        self.repeat_penalty = _dspin(0.5, 2, s.repeat_penalty, 0.01)
-        self.max_tokens = _spin(16, 32768, s.max_tokens, 64)
-        self.seed = _spin(-1, 2**31 - 1, s.seed)
-        w: QWidget
-        for label, w in (
-            ("Temperature", self.temperature),
-            ("Top-p", self.top_p),
-            ("Top-k", self.top_k),
-            ("Min-p", self.min_p),
-            ("Repeat penalty", self.repeat_penalty),
-            ("Max tokens", self.max_tokens),
-            ("Seed (-1 random)", self.seed),
-        ):
-            f.addRow(label, w)
-        context = QGroupBox("History")
-        f = QFormLayout(context)
-        self.policy = QComboBox()
-        self.policy.addItems(["summarize", "keep_last", "ask"])
-        self.policy.setCurrentText(s.policy)
-        self.threshold = _dspin(0.3, 0.95, s.summarize_threshold, 0.05)
-        self.every = _spin(0, 100, s.summarize_every)
-        self.keep = _spin(1, 50, s.keep_last_turns)
-        f.addRow("When full", self.policy)
-        f.addRow("Summarize at (share of context)", self.threshold)
-        f.addRow("Also every K turns (0 off)", self.every)
-        f.addRow("Keep last N turns", self.keep)
-        model = QGroupBox("Model (changes reload it)")
-        f = QFormLayout(model)
-        self.n_ctx = _spin(256, 262144, s.n_ctx, 256)
-        self.threads = _spin(1, 256, s.n_threads)
-        self.type_k = QComboBox()
-        self.type_v = QComboBox()
-        for combo, value in ((self.type_k, s.type_k), (self.type_v, s.type_v)):
-            combo.addItems(["f16", "q8_0", "q4_0"])
-            combo.setCurrentText(value)
-        self.flash = QCheckBox("Flash attention")
-        self.flash.setChecked(s.flash_attn)
-        for label, w in (
-            ("Context size", self.n_ctx),
-            ("Threads", self.threads),
-            ("K cache type", self.type_k),
-            ("V cache type", self.type_v),
-            ("", self.flash),
-        ):
-            f.addRow(label, w)
+        self.editors: dict[str, QWidget] = {}
+        self.problem = ""
+        groups = (
+            ("Sampling", SamplingSettings, settings.sampler, ()),
+            ("History", ContextPolicy, settings.history, ()),
+            ("Model (changes reload it)", LoadSettings, settings.load, PLACED_ELSEWHERE),
+        )
+        boxes = []
+        for title, cls, current, skip in groups:
+            box = QGroupBox(title)
+            form = QFormLayout(box)
+            hints = typing.get_type_hints(cls)
+            for f in fields(cls):
+                if f.name in skip or f.name in NOT_SHOWN:
+                    continue
+                editor = _editor(hints[f.name], getattr(current, f.name))
+                if isinstance(editor, QDoubleSpinBox):
+                    editor.setSingleStep(FLOAT_STEPS.get(f.name, 0.01))
+                help_text = f.metadata.get("help", "")
+                editor.setToolTip(help_text)
+                editor.setAccessibleName(f.name)
+                _changed_signal(editor).connect(self._update)
+                form.addRow(f.name.replace("_", " ").capitalize(), editor)
+                self.editors[f.name] = editor
+            boxes.append((box, form))
         self.note = QLabel("")
-        self.note.setStyleSheet("color: #a60;")
-        f.addRow(self.note)
+        self.note.setWordWrap(True)
+        boxes[2][1].addRow(self.note)
+        layout = QHBoxLayout()
         left = QVBoxLayout()
-        left.addWidget(sampling)
-        left.addWidget(context)
+        left.addWidget(boxes[0][0])
+        left.addWidget(boxes[1][0])
         layout.addLayout(left)
         right = QVBoxLayout()
-        right.addWidget(model)
+        right.addWidget(boxes[2][0])
         system = QGroupBox("System prompt")
         v = QVBoxLayout(system)
         self.preset = QComboBox()
         self.preset.addItem("(custom)")
-        self.preset.addItems(list(s.presets))
+        self.preset.addItems(list(settings.presets))
         self.preset.currentTextChanged.connect(self._use_preset)
-        self.system = QPlainTextEdit(s.system_prompt)
+        self.system = QPlainTextEdit(settings.system_prompt)
         v.addWidget(self.preset)
         v.addWidget(self.system)
         right.addWidget(system)
         layout.addLayout(right)
         outer = QVBoxLayout(self)
         outer.addLayout(layout)
-        buttons = QDialogButtonBox(
+        self.buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
         )
-        buttons.accepted.connect(self._accept)
-        buttons.rejected.connect(self.reject)
-        outer.addWidget(buttons)
-        for w in (self.n_ctx, self.threads):
-            w.valueChanged.connect(self._update_note)
-        for c in (self.type_k, self.type_v):
-            c.currentTextChanged.connect(self._update_note)
-        self.flash.toggled.connect(self._update_note)
+        self.ok = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
+        self.buttons.accepted.connect(self._accept)
+        self.buttons.rejected.connect(self.reject)
+        outer.addWidget(self.buttons)
+        self._update()
 
     def _use_preset(self, name: str) -> None:
         if name in self.original.presets:
             self.system.setPlainText(self.original.presets[name])
 
-    def _update_note(self) -> None:
-        changed = self.result_settings().needs_reload(self.original)
-        self.note.setText("The model will reload (the conversation is kept)." if changed else "")
+    def _update(self) -> None:
+        """Check the combination as it stands: the reason inline, OK disabled with it."""
+        new = self.result_settings()
+        if new is None:
+            self.note.setStyleSheet("color: #c00;")
+            self.note.setText(self.problem)
+            self.ok.setEnabled(False)
+            self.ok.setToolTip(f"Not until this is fixed: {self.problem}")
+            return
+        self.note.setStyleSheet("color: #a60;")
+        reload = new.needs_reload(self.original)
+        self.note.setText("The model will reload (the conversation is kept)." if reload else "")
+        self.ok.setEnabled(True)
+        self.ok.setToolTip("")
 
     def _accept(self) -> None:
-        s = self.result_settings()
-        if s.type_v != "f16" and not s.flash_attn:
-            self.note.setText("A quantized V cache needs flash attention.")
-            return
-        self.accept()
+        if self.result_settings() is not None:
+            self.accept()
 
-    def result_settings(self) -> AppSettings:
-        return self.original.with_changes(
-            temperature=self.temperature.value(),
-            top_p=self.top_p.value(),
-            top_k=self.top_k.value(),
-            min_p=self.min_p.value(),
-            repeat_penalty=self.repeat_penalty.value(),
-            max_tokens=self.max_tokens.value(),
-            seed=self.seed.value(),
-            policy=self.policy.currentText(),
-            summarize_threshold=self.threshold.value(),
-            summarize_every=self.every.value(),
-            keep_last_turns=self.keep.value(),
-            n_ctx=self.n_ctx.value(),
-            n_threads=self.threads.value(),
-            type_k=self.type_k.currentText(),
-            type_v=self.type_v.currentText(),
-            flash_attn=self.flash.isChecked(),
-            system_prompt=self.system.toPlainText(),
-        )
+    def result_settings(self) -> AppSettings | None:
+        """The edited settings, or None (and ``problem``) when they do not hold."""
+        values = {name: _value(editor) for name, editor in self.editors.items()}
+        try:
+            new = self.original.with_changes(system_prompt=self.system.toPlainText(), **values)
+        except (TypeError, ValueError) as exc:
+            self.problem = str(exc).capitalize()
+            return None
+        self.problem = ""
+        return new

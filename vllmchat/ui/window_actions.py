@@ -243,12 +243,15 @@ class WindowActions(QMainWindow):
         if not dialog.exec():
             return
         new = dialog.result_settings()
-        reload = new.needs_reload(self.settings)
+        if new is None:
+            return
+        reload = new.needs_reload(self.settings) and self.info is not None
         self.settings = new
         self._save()
-        self.bridge.configure(new)
-        if reload and self.info is not None:
+        if reload:  # the application layer takes the settings once the model holds them
             self.bridge.load(new, live=True)
+        else:
+            self.bridge.configure(new)
 
     def export_conversation(self) -> None:
         if self.conversation_id is None:
