@@ -1,19 +1,20 @@
-"""Markdown as the HTML Qt's rich text shows: code blocks highlighted by Pygments in the
-light or dark palette, each under a bar with its language and a Copy link; tables and
-inline code by Python-Markdown."""
+"""Markdown as the HTML Qt's rich text shows, parsed as CommonMark with GFM tables by
+markdown-it-py (an unclosed code fence runs to the end of the message, as in
+CommonMark, and the same text renders the same while streaming and after): code
+blocks highlighted by Pygments in the light or dark palette, each under a bar with
+its language and a Copy link."""
 
 from __future__ import annotations
 
 import html
-import re
+from typing import Any
 
-import markdown
+from markdown_it import MarkdownIt
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
-_FENCE = re.compile(r"^```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
 TABLE = '<table border="1" cellspacing="0" cellpadding="4" style="border-color:#999">'
 LINKS = {False: "#1a56b8", True: "#8ab4f8"}
 STYLES = {False: "default", True: "monokai"}  # Pygments styles for light and dark
@@ -44,23 +45,26 @@ def _code_block(code: str, language: str, index: int, *, dark: bool) -> str:
     )
 
 
+def _fence(self: Any, tokens: Any, idx: int, options: Any, env: dict[str, Any]) -> str:
+    """A fenced or indented code block: highlighted, under its bar (an unclosed fence
+    runs to the end of the message, as CommonMark has it)."""
+    token = tokens[idx]
+    code = token.content.rstrip("\n")
+    info = token.info.strip().split() if token.info else []
+    blocks: list[str] = env["blocks"]
+    blocks.append(code)
+    language = info[0].lower() if info else ""
+    return _code_block(code, language, len(blocks) - 1, dark=env["dark"])
+
+
+# CommonMark with GFM tables and strikethrough; raw HTML in a reply is shown as text.
+_MD = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
+_MD.add_render_rule("fence", _fence)
+_MD.add_render_rule("code_block", _fence)
+
+
 def render(text: str, *, dark: bool = False) -> tuple[str, list[str]]:
     """HTML for ``text`` and the code of each block (for its Copy link)."""
-    blocks: list[str] = []
-    parts: list[str] = []
-    position = 0
-    for match in _FENCE.finditer(text):
-        parts.append(_markdown(text[position : match.start()]))
-        code = match.group(2).rstrip("\n")
-        blocks.append(code)
-        parts.append(_code_block(code, match.group(1).lower(), len(blocks) - 1, dark=dark))
-        position = match.end()
-    parts.append(_markdown(text[position:]))
-    return "".join(parts), blocks
-
-
-def _markdown(segment: str) -> str:
-    if not segment.strip():
-        return ""
-    out: str = markdown.markdown(segment, extensions=["tables", "sane_lists"])
-    return out.replace("<table>", TABLE)
+    env: dict[str, Any] = {"blocks": [], "dark": dark}
+    out: str = _MD.render(text, env)
+    return out.replace("<table>", TABLE), env["blocks"]

@@ -23,6 +23,7 @@ from vllmchat.ui.markdown_render import render
 from vllmchat.ui.theme import label_color
 
 ROLE_NAMES = {"user": "You", "assistant": "Assistant", "summary": "Summary"}
+STREAM_RENDER_MS = 250  # how often a streaming reply is rendered again
 READABLE_WIDTH = 860  # px: lines stay readable on wide windows
 
 
@@ -59,6 +60,10 @@ class MessageWidget(QFrame):
         self.dark = dark
         self.complete = True
         self.code_blocks: list[str] = []
+        self._rerender = QTimer(self)
+        self._rerender.setSingleShot(True)
+        self._rerender.setInterval(STREAM_RENDER_MS)
+        self._rerender.timeout.connect(self._render)
         self.setObjectName(f"message-{role}")
         self.setMaximumWidth(READABLE_WIDTH)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
@@ -143,20 +148,27 @@ class MessageWidget(QFrame):
             self.set_markdown(self.text)
 
     def set_markdown(self, text: str) -> None:
-        """Render the whole message (once, when it is complete)."""
+        """Render the whole message (when it is complete)."""
         self.text = text
         self.complete = True
-        html, self.code_blocks = render(text, dark=self.dark)
+        self._rerender.stop()
+        self._render()
+
+    def _render(self) -> None:
+        html, self.code_blocks = render(self.text, dark=self.dark)
         self.body.setHtml(html)
         QTimer.singleShot(0, self, self._fit_height)  # dropped if the message is removed
 
     def append_plain(self, text: str) -> None:
-        """Append streamed text at the end, without re-rendering."""
+        """Append streamed text at the end at once; the Markdown so far is rendered
+        again a moment later (a few times a second), the same way as when complete."""
         self.complete = False
         self.text += text
         cursor = self.body.textCursor()
         cursor.movePosition(QTextCursor.MoveOperation.End)
         cursor.insertText(text)
+        if not self._rerender.isActive():
+            self._rerender.start()
 
     def set_partial(self, partial: bool) -> None:
         self.note.setText("(stopped)" if partial else "")

@@ -34,3 +34,25 @@ def test_every_field_has_an_editor_and_a_bad_combination_disables_ok(qtbot):
     dialog.editors["mode"].setCurrentText("keep_last")
     new = dialog.result_settings()
     assert new is not None and new.temperature == 0.3 and new.history.mode == "keep_last"
+
+
+def test_replies_render_as_commonmark_while_streaming_and_after(qtbot):
+    from vllmchat.ui.markdown_render import render
+    from vllmchat.ui.message_widget import STREAM_RENDER_MS, MessageWidget
+
+    unclosed = "Here:\n\n```python\n# a comment\nx = 1\n"
+    html, blocks = render(unclosed)
+    assert blocks == ["# a comment\nx = 1"]  # the fence runs to the end of the message
+    assert "<h1" not in html and "a comment" in html
+    html, _ = render("| a | b |\n|---|---|\n| 1 | 2 |\n\n<b>raw</b> ~~gone~~")
+    assert "<table" in html and "<td>1</td>" in html
+    assert "&lt;b&gt;raw" in html and "<s>gone</s>" in html
+    widget = MessageWidget("assistant", "")
+    qtbot.addWidget(widget)
+    for piece in ("Here:\n\n", "```python\n", "# a comment\n", "x = 1\n"):
+        widget.append_plain(piece)
+    qtbot.wait(STREAM_RENDER_MS + 100)
+    assert widget.code_blocks == ["# a comment\nx = 1"] and not widget.complete
+    streaming = widget.body.toHtml()
+    widget.set_markdown(widget.text)
+    assert widget.body.toHtml() == streaming  # the same look once complete
