@@ -21,6 +21,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     if _wants_window(args):
         return _window(args)
+    if args[:2] == ["bench", "ui"] and "-h" not in args and "--help" not in args:
+        return _bench_window(args[2:])
     from vllmchat.cli import main as cli_main
 
     return cli_main(args)
@@ -34,6 +36,21 @@ def _terminal_chat(args: list[str], why: str) -> int:
     known, _ = model.parse_known_args(args)
     print(f"{why}\nStarting the terminal chat (vllmchat chat).", file=sys.stderr)
     return cli_main(["chat", *(["--model", known.model] if known.model else [])])
+
+
+def _bench_window(args: list[str]) -> int:
+    """``vllmchat bench ui``: the window's benchmark belongs to the window front end."""
+    import json
+
+    from vllmchat.ui.bench_ui import run
+
+    result = run()
+    if "--json" in args:
+        print(json.dumps(result))
+    else:
+        for key, value in result.items():
+            print(f"{key:32} {value}")
+    return 0
 
 
 def _window(args: list[str]) -> int:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 from typing import Any
 
@@ -30,9 +29,10 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.name == "ui":
-        result = importlib.import_module("vllmchat.ui.bench_ui").run()  # needs Qt
-    elif args.name == "conversation":
+    if args.name == "ui":  # the window front end runs it (vllmchat.main routes it there)
+        print("`vllmchat bench ui` is run by the window front end: call it as `vllmchat bench ui`.")
+        return 2
+    if args.name == "conversation":
         from vllmchat.bench import conversation_bench
 
         result = conversation_bench.run(model=args.model, quick=args.quick)

@@ -131,6 +131,7 @@ class MainWindow(WindowActions):
         e.load_failed.connect(self._on_load_failed)
         e.turn_started.connect(self._on_turn_started)
         e.token_received.connect(self.chat.append_token)
+        e.token_received.connect(self.count_token)
         e.prefill_progress.connect(self._on_prefill)
         e.prompt_planned.connect(self._on_plan)
         e.summary_changed.connect(self._on_summary)
@@ -234,14 +235,6 @@ class MainWindow(WindowActions):
         self.chat.start_reply()
         self.bridge.edit(message_id, text)
 
-    def edit_summary(self, summary_id: int) -> None:
-        text, ok = QInputDialog.getMultiLineText(
-            self, "Edit summary", "Summary:", self.store.summary(summary_id).content
-        )
-        if ok and text.strip():
-            self.store.edit_summary(summary_id, text.strip())
-            self.render_conversation()
-
     def _on_load_started(self, _event: LoadStarted) -> None:
         self._set_loading(True)
 
@@ -257,6 +250,7 @@ class MainWindow(WindowActions):
         self.statusBar().showMessage(f"Reading prompt {done}/{total}…")
 
     def _on_plan(self, plan: Any) -> None:
+        self.live_kv = [plan.prompt_tokens, plan.n_ctx]
         summary = self.store.summary(plan.summary_id) if plan.summary_id else None
         self.status_line.set_plan(plan.prompt_tokens, plan.n_ctx, summary.tokens if summary else 0)
         if plan.dropped_messages:
@@ -270,7 +264,7 @@ class MainWindow(WindowActions):
             self.chat.insert_summary(event.text, event.summary_id)
 
     def _on_stats(self, stats: Any) -> None:
-        self.last_stats = stats
+        self.last_stats, self.live_kv = stats, None
         self.status_line.set_stats(stats)
 
     def _on_done(self, event: Any) -> None:

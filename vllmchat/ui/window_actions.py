@@ -9,7 +9,7 @@ from typing import Any
 
 import psutil
 from PySide6.QtCore import QByteArray, QSettings, Qt
-from PySide6.QtWidgets import QFileDialog, QMainWindow, QMessageBox, QSplitter
+from PySide6.QtWidgets import QFileDialog, QInputDialog, QMainWindow, QMessageBox, QSplitter
 
 from vllmchat.core.app.chat_app import NOT_LOCAL
 from vllmchat.core.app_settings import AppSettings, save_app_settings
@@ -52,10 +52,13 @@ class WindowActions(QMainWindow):
     conversation_id: int | None
     input: ChatInput
     unsent: str | None = None  # the message sent last, until the store has it
+    live_kv: list[int] | None = None  # [tokens in the KV cache, n_ctx] while a turn runs
     save_settings: bool
     titles_ended: int
 
     closing = False
+
+    def render_conversation(self) -> None: ...
 
     def load_model(self, path: str) -> None:
         raise NotImplementedError
@@ -80,15 +83,23 @@ class WindowActions(QMainWindow):
             s = self.settings
             fit = FitSettings(n_ctx=256, type_k=s.type_k, type_v=s.type_v)
             per_token = sum(kv_bytes_per_layer(self.desc, fit)) / 256
-        kv_tokens = self.last_stats.kv_tokens if self.last_stats else 0
+        if self.live_kv is not None:  # the turn's prompt and the tokens streamed so far
+            kv_tokens, n_ctx = self.live_kv
+        else:
+            kv_tokens = self.last_stats.kv_tokens if self.last_stats else 0
+            n_ctx = self.last_stats.n_ctx if self.last_stats else self.info.n_ctx
         self.memory.update_usage(
             rss=rss,
             vram_process=nvml.process_vram(pid),
             buffers_mib=self.info.buffers_mib,
             kv_tokens=kv_tokens,
-            n_ctx=self.info.n_ctx,
+            n_ctx=n_ctx,
             kv_bytes_per_token=per_token,
         )
+
+    def count_token(self, _text: str) -> None:
+        if self.live_kv is not None:
+            self.live_kv[0] += 1
 
     def choose_model(self) -> None:
         from vllmchat.ui.model_picker import ModelPicker
@@ -205,6 +216,14 @@ class WindowActions(QMainWindow):
 
     def _on_tuned(self, event: Any) -> None:
         self.offload.show_tuning(event.result)
+
+    def edit_summary(self, summary_id: int) -> None:
+        text, ok = QInputDialog.getMultiLineText(
+            self, "Edit summary", "Summary:", self.store.summary(summary_id).content
+        )
+        if ok and text.strip():
+            self.store.edit_summary(summary_id, text.strip())
+            self.render_conversation()
 
     def restore_unsent(self) -> None:
         """A message the store never took goes back into the input box: nothing typed
