@@ -40,6 +40,7 @@ from vllmchat.core.engine import (
     StatsEvent,
     TokenEvent,
 )
+from vllmchat.core.engine.protocol import Engine
 from vllmchat.core.tuning.results import PointMeasured, TuneConfig, TuneFinished, TuneStarted
 
 Job = Callable[[], Any]
@@ -180,10 +181,9 @@ class EngineBridge(QObject):
         self._timer.start()
 
     @property
-    def client(self) -> EngineClient:
-        engine = self.app.engine
-        assert isinstance(engine, EngineClient)
-        return engine
+    def client(self) -> Engine:
+        """The engine the application layer chats through now."""
+        return self.app.engine
 
     def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
         """Run ``fn(*args, **kwargs)`` on the engine thread; what it yields becomes signals."""

@@ -21,7 +21,7 @@ from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.conversations.kv_cache import KVStateCache
 from vllmchat.core.conversations.policy import MessageStored
 from vllmchat.core.conversations.store import ConversationStore
-from vllmchat.core.engine import EngineClient, ErrorEvent, ErrorKind
+from vllmchat.core.engine import ErrorEvent, ErrorKind
 from vllmchat.core.models.advisor import quant_label
 from vllmchat.core.models.memory import FitSettings
 from vllmchat.core.models.overhead import learned_overhead
@@ -343,7 +343,7 @@ class MainWindow(WindowActions):
         self.statusBar().showMessage(note or f"{info.name} loaded in {info.load_s:.2f}s.", 8000)
         self.offload.show_measured(info.buffers_mib, None)
         self.desc, self.hw = event.description, event.hardware
-        if not isinstance(self.bridge.app.engine, EngineClient):
+        if not self.bridge.app.engine.capabilities.offload:
             reason = self.hw.offload_reason if self.hw else "The server owns the model's memory."
             self.offload.show_remote(reason + " The tuner measures local models only.")
             self.memory.show_remote()

@@ -15,7 +15,7 @@ from vllmchat.core.app.chat_app import NOT_LOCAL
 from vllmchat.core.app_settings import AppSettings, save_app_settings
 from vllmchat.core.conversations.store import ConversationStore, StoreError
 from vllmchat.core.conversations.transfer import export_file, import_file
-from vllmchat.core.engine import EngineClient, TurnStats
+from vllmchat.core.engine import TurnStats
 from vllmchat.core.engine.info import ModelInfo
 from vllmchat.core.machine import nvml
 from vllmchat.core.models.description import ModelDescription
@@ -68,7 +68,7 @@ class WindowActions(QMainWindow):
 
     def _update_memory(self) -> None:
         engine = self.bridge.app.engine
-        if not isinstance(engine, EngineClient):
+        if not engine.capabilities.local_memory:
             self.memory.show_remote()
             return
         pid = engine.pid
@@ -201,7 +201,7 @@ class WindowActions(QMainWindow):
             dialog.stop_requested.connect(self.bridge.stop_tune)
             dialog.apply_requested.connect(self.apply_tune)
             self.tuner = dialog
-        if not isinstance(self.bridge.app.engine, EngineClient):
+        if not self.bridge.app.engine.capabilities.tuning:
             self.tuner.show_unavailable(NOT_LOCAL)
         self.tuner.show()
         self.tuner.raise_()

@@ -30,7 +30,7 @@ from vllmchat.core.conversations.kv_cache import KVStateCache
 from vllmchat.core.conversations.session import ChatSession, SessionEvent
 from vllmchat.core.conversations.store import ConversationStore, StoreError
 from vllmchat.core.engine import DoneEvent, EngineClient, EngineError, ErrorEvent, ErrorKind
-from vllmchat.core.engine.protocol import Engine
+from vllmchat.core.engine.protocol import Engine, measured
 from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.models.memory import FitSettings, estimate
@@ -88,8 +88,8 @@ class ChatApp:
     def _learn_overhead(self, hw: HardwareInfo, desc: ModelDescription | None) -> None:
         """After a GPU load: the process's real device memory teaches the estimator
         this device's runtime overhead (used by every later estimate)."""
-        engine = self.engine
-        if not (isinstance(engine, EngineClient) and hw.gpu_offload):
+        engine = measured(self.engine)
+        if engine is None or not hw.gpu_offload:
             return
         if desc is None or engine.settings is None or engine.settings.n_gpu_layers < 1:
             return
@@ -147,22 +147,22 @@ class ChatApp:
     ) -> Iterator[AppEvent | TuneEvent]:
         """Sweep GPU layers and threads for the loaded model (the cached result when
         there is one); then the model is loaded back with the conversation's KV state."""
-        engine = self.engine
-        if not isinstance(engine, EngineClient):
+        engine = measured(self.engine)
+        if engine is None:
             yield ErrorEvent(ErrorKind.BAD_REQUEST, NOT_LOCAL)
             return
         if self.session is not None and engine.alive and engine.info is not None:
             self.kv.save(engine, self.session.conversation_id)
         settings = self.settings.load_settings()
-        measured = False
+        took_points = False
         try:
             for event in run_tune(engine, settings, budget_s, fresh=fresh,
                                   should_stop=should_stop, restore=False):  # fmt: skip
-                measured = measured or isinstance(event, PointMeasured)
+                took_points = took_points or isinstance(event, PointMeasured)
                 yield event
         except EngineError as exc:
             yield ErrorEvent(exc.kind, exc.message)
-        if measured or engine.info is None:
+        if took_points or engine.info is None:
             yield from self.load(self.settings)  # with the reply ids and the KV state
 
     def apply_tune(self, config: TuneConfig) -> Iterator[AppEvent]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from vllmchat.core.engine.client import EngineClient
+from vllmchat.core.engine.protocol import MeasuredEngine
 from vllmchat.core.gguf_header import read_header
 from vllmchat.core.models.description import ModelDescription, describe
 from vllmchat.core.settings import LoadSettings
@@ -21,7 +21,7 @@ def describe_file(path: str) -> ModelDescription | None:
 
 
 def run_tune(
-    engine: EngineClient,
+    engine: MeasuredEngine,
     settings: LoadSettings,
     budget_s: float = 60.0,
     *,

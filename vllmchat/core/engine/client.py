@@ -37,6 +37,7 @@ from vllmchat.core.engine.info import (
     StateTransfer,
     TextScore,
 )
+from vllmchat.core.engine.protocol import LOCAL
 from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 
@@ -79,6 +80,7 @@ class EngineClient:
         self._current: int | None = None
         self.settings: LoadSettings | None = None
         self.info: ModelInfo | None = None
+        self.capabilities = LOCAL
         self.last_error: EngineError | None = None
 
     # -- process ------------------------------------------------------------

@@ -7,12 +7,32 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol, cast
 
 from vllmchat.core.engine.events import Event
-from vllmchat.core.engine.info import KvUsage, ModelInfo, ReloadResult, StateTransfer
+from vllmchat.core.engine.info import (
+    KvUsage,
+    ModelInfo,
+    ProcessMemory,
+    ReloadResult,
+    StateTransfer,
+)
 from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.settings import LoadSettings, SamplingSettings
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What an engine can do beyond chatting; callers ask for these, not for a class."""
+
+    local_memory: bool = False  # its process's RAM and VRAM can be read (memory panel)
+    offload: bool = False  # GPU layers and expert placement are set here (slider, estimate)
+    tuning: bool = False  # it measures speed and memory and changes threads live
+    kv_files: bool = False  # its KV state is written to and read from files here
+
+
+LOCAL = Capabilities(local_memory=True, offload=True, tuning=True, kv_files=True)
 
 
 class Engine(Protocol):
@@ -20,6 +40,12 @@ class Engine(Protocol):
 
     settings: LoadSettings | None
     info: ModelInfo | None
+    capabilities: Capabilities
+
+    @property
+    def pid(self) -> int | None:
+        """The engine's process on this machine (None when the model runs elsewhere)."""
+        ...
 
     @property
     def alive(self) -> bool: ...
@@ -57,3 +83,22 @@ class Engine(Protocol):
     def import_state(self, path: str) -> StateTransfer: ...
 
     def probe(self) -> HardwareInfo: ...
+
+
+class MeasuredEngine(Engine, Protocol):
+    """An engine with ``Capabilities.tuning``: it measures itself."""
+
+    def memory(self) -> ProcessMemory: ...
+
+    def measure(self, prompt_tokens: int = 512, decode_tokens: int = 64) -> Any: ...
+
+    def set_threads(self, n_threads: int, n_threads_batch: int) -> None: ...
+
+    def start(self) -> None:
+        """A fresh engine process (after a failed allocation may have left memory held)."""
+        ...
+
+
+def measured(engine: Engine) -> MeasuredEngine | None:
+    """``engine`` as one that measures itself, when its capabilities say it does."""
+    return cast(MeasuredEngine, engine) if engine.capabilities.tuning else None

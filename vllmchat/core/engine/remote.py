@@ -32,6 +32,7 @@ from vllmchat.core.engine.events import (
     TurnStats,
 )
 from vllmchat.core.engine.info import KvUsage, ModelInfo, ReloadResult, StateTransfer
+from vllmchat.core.engine.protocol import Capabilities
 from vllmchat.core.models.advisor import display_name
 from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.settings import LoadSettings, SamplingSettings
@@ -83,6 +84,7 @@ class RemoteEngine:
         self.model = model
         self.n_ctx_setting = n_ctx
         self.settings: LoadSettings | None = None
+        self.capabilities = Capabilities()  # the server owns memory, placement and its cache
         self.info: ModelInfo | None = None
         self._client = openai.OpenAI(
             base_url=self.url,
@@ -333,6 +335,10 @@ class RemoteEngine:
 
     def kv(self) -> KvUsage:
         return self._last
+
+    @property
+    def pid(self) -> None:
+        return None  # the model runs in the server's process
 
     def export_state(self, path: str) -> StateTransfer:
         raise EngineError(ErrorKind.NOT_REMOTE, NO_STATE)

@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
-from vllmchat.core.engine.client import EngineClient
 from vllmchat.core.engine.events import EngineError, ErrorKind
+from vllmchat.core.engine.protocol import MeasuredEngine
 from vllmchat.core.models.advisor import max_gpu_expert_layers, max_gpu_layers
 from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.hardware import HardwareInfo
@@ -71,7 +71,7 @@ class Sweep:
 
     def __init__(
         self,
-        engine: EngineClient,
+        engine: MeasuredEngine,
         req: TuneRequest,
         hw: HardwareInfo,
         desc: ModelDescription | None,
@@ -168,7 +168,7 @@ class Sweep:
         return point
 
 
-def available(engine: EngineClient, hw: HardwareInfo) -> tuple[int, int]:
+def available(engine: MeasuredEngine, hw: HardwareInfo) -> tuple[int, int]:
     """Device memory and RAM a configuration may use: what is free plus what the
     engine process holds now (its model, and its GPU runtime context)."""
     held_vram = held_ram = 0
@@ -181,7 +181,7 @@ def available(engine: EngineClient, hw: HardwareInfo) -> tuple[int, int]:
     return vram, hw.ram_available + held_ram
 
 
-def memory_limits(engine: EngineClient, hw: HardwareInfo) -> plan.MemoryLimits:
+def memory_limits(engine: MeasuredEngine, hw: HardwareInfo) -> plan.MemoryLimits:
     """What a configuration may use, a margin kept free."""
     vram, ram = available(engine, hw)
     margin = max(MARGIN_MIN, int(vram * MARGIN))
@@ -197,7 +197,7 @@ def with_free_vram(hw: HardwareInfo, vram: int) -> HardwareInfo:
 
 
 def tune(
-    engine: EngineClient,
+    engine: MeasuredEngine,
     req: TuneRequest,
     hw: HardwareInfo,
     desc: ModelDescription | None,
@@ -332,7 +332,7 @@ def _axis_plan(
     return plan.Axis(False, n_layer), plan.layer_plan(upper, n_layer)
 
 
-def _restore(engine: EngineClient, settings: LoadSettings, state_path: str | None) -> None:
+def _restore(engine: MeasuredEngine, settings: LoadSettings, state_path: str | None) -> None:
     try:
         if not engine.alive:
             engine.start()
