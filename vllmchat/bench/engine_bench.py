@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from vllmchat.core.engine import DoneEvent, EngineClient, ErrorEvent, StatsEvent
+from vllmchat.core.engine.llama_adapter import drop_kv_after
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 
 DECODE_TOKENS = 128
@@ -132,7 +133,7 @@ def _raw_prefill_growth(settings: LoadSettings, early_kv: int, late_kv: int, n: 
             llm.eval(tokens[:kv])
             runs = []
             for _ in range(5):
-                llm._ctx.kv_cache_seq_rm(-1, kv, -1)
+                drop_kv_after(llm, kv)
                 llm.n_tokens = kv
                 t0 = time.perf_counter()
                 llm.eval(tokens[kv : kv + n])

@@ -4,22 +4,18 @@ llama.cpp reads ``llama_model_params.tensor_buft_overrides``, a NULL-terminated
 array of ``{regex, buffer type}``; the first pattern that matches a tensor's
 name decides where it lives. ``--n-cpu-moe N`` is one pattern per layer
 ``0..N-1`` with the CPU buffer type. llama-cpp-python declares the field as an
-untyped pointer and never sets it, so the array is built here and put into the
-parameters it passes to the loader (``with_overrides``); it is kept alive as
-long as the model.
+untyped pointer and never sets it, so the array is built here and handed to the
+loader by ``llama_adapter.loader_overrides``; it is kept alive as long as the model.
 """
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import llama_cpp
-import llama_cpp.llama_cpp as llama_api
 
 from vllmchat.core.models.description import EXPERT_REGEX
 
@@ -70,26 +66,6 @@ class OverrideList:
     @property
     def address(self) -> int:
         return ctypes.addressof(self.array)
-
-
-@contextlib.contextmanager
-def with_overrides(overrides: OverrideList | None) -> Iterator[None]:
-    """While a ``llama_cpp.Llama`` is built, its model parameters carry ``overrides``."""
-    if overrides is None or not overrides.patterns:
-        yield
-        return
-    original = llama_api.llama_model_default_params
-
-    def patched() -> Any:
-        params = original()
-        params.tensor_buft_overrides = overrides.address
-        return params
-
-    llama_api.llama_model_default_params = patched
-    try:
-        yield
-    finally:
-        llama_api.llama_model_default_params = original
 
 
 def cpu_overrides(n_cpu_moe: int, n_layer: int, extra: Sequence[str] = ()) -> OverrideList | None:

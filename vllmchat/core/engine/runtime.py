@@ -16,8 +16,9 @@ from vllmchat.core.chat_templates import BUILTIN_TEMPLATES, builtin_template_for
 from vllmchat.core.engine import llama_log
 from vllmchat.core.engine.events import EngineError, ErrorKind
 from vllmchat.core.engine.info import ModelInfo
+from vllmchat.core.engine.llama_adapter import drop_kv_after, loader_overrides
 from vllmchat.core.engine.model_check import check_model_file
-from vllmchat.core.engine.overrides import OverrideList, cpu_overrides, with_overrides
+from vllmchat.core.engine.overrides import OverrideList, cpu_overrides
 from vllmchat.core.models.advisor import display_name
 from vllmchat.core.models.description import describe
 from vllmchat.core.settings import GGML_TYPE_IDS, LoadSettings, parse_overrides
@@ -96,7 +97,7 @@ class LlamaRuntime:
         mark = llama_log.mark()
         stage = "model"
         try:
-            with with_overrides(self.overrides):
+            with loader_overrides(self.overrides.address if self.overrides else None):
                 self.llm = self._new_llama(settings)
         except MemoryError as exc:
             raise EngineError(
@@ -261,11 +262,7 @@ class LlamaRuntime:
         if n_keep >= llm.n_tokens:
             return llm.n_tokens
         mem = llama_cpp.llama_get_memory(llm.ctx)
-        if (
-            n_keep > 0
-            and self._window_intact(mem, n_keep)
-            and llm._ctx.kv_cache_seq_rm(-1, n_keep, -1)
-        ):
+        if n_keep > 0 and self._window_intact(mem, n_keep) and drop_kv_after(llm, n_keep):
             llm.n_tokens = n_keep
             return n_keep
         llama_cpp.llama_memory_clear(mem, True)

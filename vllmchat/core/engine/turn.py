@@ -18,6 +18,7 @@ from vllmchat.core.engine.events import (
     TokenEvent,
     TurnStats,
 )
+from vllmchat.core.engine.llama_adapter import sample_next, sampler_for
 from vllmchat.core.engine.runtime import LlamaRuntime, common_prefix
 from vllmchat.core.settings import SamplingSettings
 
@@ -119,13 +120,7 @@ def _decode_loop(
     llm = rt.llm
     if sampling.seed >= 0:
         llm.set_seed(sampling.seed)
-    sampler = llm._init_sampler(
-        top_k=sampling.top_k,
-        top_p=sampling.top_p,
-        min_p=sampling.min_p,
-        temp=sampling.temperature,
-        repeat_penalty=sampling.repeat_penalty,
-    )
+    sampler = sampler_for(llm, sampling)
     room = rt.n_ctx - llm.n_tokens
     max_new = max(0, min(sampling.max_tokens, room))
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -134,12 +129,11 @@ def _decode_loop(
     reason = "max_tokens" if max_new == sampling.max_tokens else "context_full"
     t_first = t_last = 0.0
     error: EngineError | None = None
-    ctx = llm._ctx
     for i in range(max_new):
         if should_stop():
             reason = "stopped"
             break
-        token = sampler.sample(ctx, -1)
+        token = sample_next(llm, sampler)
         t_last = time.perf_counter()
         if i == 0:
             t_first = t_last
