@@ -18,6 +18,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from vllmchat.core.engine import requests as rq
 from vllmchat.core.engine.events import (
     DoneEvent,
     EngineError,
@@ -129,7 +130,7 @@ class EngineClient:
         """End the engine process."""
         if self.alive:
             try:
-                self._send(("exit", 0))
+                self._send(rq.Exit())
                 self._proc.join(timeout=5)
             except (OSError, EngineError):
                 pass
@@ -150,7 +151,7 @@ class EngineClient:
             self._proc.kill()
 
     # -- wire -----------------------------------------------------------------
-    def _send(self, message: tuple[Any, ...]) -> None:
+    def _send(self, message: object) -> None:
         if self._conn is None:
             raise EngineError(ErrorKind.ENGINE_DIED, "The engine is not running.")
         try:
@@ -169,24 +170,24 @@ class EngineClient:
         self.last_error = err
         return err
 
-    def _recv(self) -> tuple[Any, ...]:
+    def _recv(self) -> Any:
         while True:
             try:
                 if self._conn.poll(_POLL_S):
-                    message: tuple[Any, ...] = self._conn.recv()
+                    message = self._conn.recv()
                     return message
             except (EOFError, OSError) as exc:
                 raise self._died() from exc
             if not self._proc.is_alive():
                 try:
                     if self._conn.poll(0):
-                        last: tuple[Any, ...] = self._conn.recv()
+                        last = self._conn.recv()
                         return last
                 except (EOFError, OSError):
                     pass
                 raise self._died()
 
-    def _call(self, op: str, *args: Any, stoppable: bool = False) -> Any:
+    def _call(self, request: rq.Request) -> Any:
         with self._request_lock:
             if not self.alive:
                 raise (
@@ -195,19 +196,18 @@ class EngineClient:
                     else EngineError(ErrorKind.ENGINE_DIED, "The engine is not running.")
                 )
             rid = next(self._ids)
-            if stoppable:
+            if request.stoppable:
                 self._current = rid
             try:
-                self._send((op, rid, *args))
+                self._send(rq.Call(rid, request))
                 while True:
-                    kind, got, *rest = self._recv()
-                    if kind == "reply" and got == rid:
-                        ok, value = rest
-                        if not ok:
-                            raise value
-                        return value
+                    message = self._recv()
+                    if isinstance(message, rq.Failure) and message.rid == rid:
+                        raise message.error
+                    if isinstance(message, rq.Reply) and message.rid == rid:
+                        return message.value
             finally:
-                if stoppable:
+                if request.stoppable:
                     self._current = None
 
     # -- requests ---------------------------------------------------------------
@@ -216,7 +216,7 @@ class EngineClient:
         self.start()
         self.settings = settings
         try:
-            info: ModelInfo = self._call("load", settings)
+            info: ModelInfo = self._call(rq.Load(settings))
         except EngineError:
             self.info = None  # the engine unloaded the old model before failing
             raise
@@ -225,46 +225,46 @@ class EngineClient:
 
     def reload(self, settings: LoadSettings) -> ReloadResult:
         """Load with new settings, keeping the conversation's KV state where possible."""
-        result: ReloadResult = self._call("reload", settings)
+        result: ReloadResult = self._call(rq.Reload(settings))
         self.settings = settings
         self.info = result.info
         return result
 
     def export_state(self, path: str) -> StateTransfer:
         """Write the KV state (llama.cpp's bytes and the token ids) to ``path``."""
-        transfer: StateTransfer = self._call("export_state", str(path))
+        transfer: StateTransfer = self._call(rq.ExportState(str(path)))
         return transfer
 
     def checkpoint(self, path: str) -> StateTransfer:
         """Like ``export_state``, but the file is written while the engine goes on."""
-        transfer: StateTransfer = self._call("checkpoint", str(path))
+        transfer: StateTransfer = self._call(rq.Checkpoint(str(path)))
         return transfer
 
     def import_state(self, path: str) -> StateTransfer:
         """Restore a KV state written by ``export_state`` (refused when it does not match)."""
-        transfer: StateTransfer = self._call("import_state", str(path))
+        transfer: StateTransfer = self._call(rq.ImportState(str(path)))
         return transfer
 
     def remember_replies(self, replies: Sequence[tuple[str, Sequence[int]]]) -> None:
         """Tell the engine the sampled ids of earlier replies (after a restart or reopen)."""
         pairs = [(text, list(ids)) for text, ids in replies if ids]
         if pairs:
-            self._call("remember_replies", pairs)
+            self._call(rq.RememberReplies(pairs))
 
     def probe(self) -> HardwareInfo:
         """RAM, GPUs and backends as the engine process sees them (no GPU code loads here)."""
         self.start()
-        hw: HardwareInfo = self._call("probe")
+        hw: HardwareInfo = self._call(rq.Probe())
         return hw
 
     def memory(self) -> ProcessMemory:
         """The engine process's RSS and device memory, with llama.cpp's buffer sums."""
-        mem: ProcessMemory = self._call("memory")
+        mem: ProcessMemory = self._call(rq.Memory())
         return mem
 
     def set_threads(self, n_threads: int, n_threads_batch: int) -> None:
         """Change the CPU threads live (no reload); the settings follow."""
-        self._call("set_threads", n_threads, n_threads_batch)
+        self._call(rq.SetThreads(n_threads, n_threads_batch))
         if self.settings is not None:
             self.settings = self.settings.with_changes(
                 n_threads=n_threads, n_threads_batch=n_threads_batch
@@ -273,51 +273,51 @@ class EngineClient:
     def measure(self, prompt_tokens: int = 512, decode_tokens: int = 64) -> SpeedSample:
         """Prefill and decode speed on a fixed workload; empties the KV cache.
         ``stop()`` ends it within a token (EngineError "aborted")."""
-        sample: SpeedSample = self._call("measure", prompt_tokens, decode_tokens, stoppable=True)
+        sample: SpeedSample = self._call(rq.Measure(prompt_tokens, decode_tokens))
         return sample
 
     def score(self, request: ScoreRequest) -> TextScore:
         """Perplexity / KLD of a model file on fixed tokens (unloads the chat model)."""
         self.start()
         self.settings = self.info = None
-        score: TextScore = self._call("score", request, stoppable=True)
+        score: TextScore = self._call(rq.Score(request))
         return score
 
     def quantize(self, source: str, target: str, ftype: str, n_threads: int = 2) -> int:
         """Make ``target`` from ``source`` with llama.cpp's quantizer (bytes written)."""
         self.start()
-        size: int = self._call("quantize", str(source), str(target), ftype, n_threads)
+        size: int = self._call(rq.Quantize(str(source), str(target), ftype, n_threads))
         return size
 
     def kv(self) -> KvUsage:
-        usage: KvUsage = self._call("kv")
+        usage: KvUsage = self._call(rq.Kv())
         return usage
 
     def render(self, messages: Sequence[Mapping[str, str]]) -> list[int]:
         """Prompt token ids for these messages (what the next turn would prefill)."""
-        ids: list[int] = self._call("render", [dict(m) for m in messages])
+        ids: list[int] = self._call(rq.Render([dict(m) for m in messages]))
         return ids
 
     def control_tokens(self, ids: Sequence[int]) -> list[int]:
         """The ids among ``ids`` that are control tokens, in order."""
-        control: list[int] = self._call("control_tokens", list(ids))
+        control: list[int] = self._call(rq.ControlTokens(list(ids)))
         return control
 
     def tokenize(self, text: str) -> list[int]:
-        ids: list[int] = self._call("tokenize", text)
+        ids: list[int] = self._call(rq.Tokenize(text))
         return ids
 
     def crash(self, how: str = "segfault") -> None:
         """Make the engine die (for tests)."""
         with contextlib.suppress(EngineError):
-            self._call("crash", how)
+            self._call(rq.Crash(how))
 
     def stop(self) -> None:
         """Stop the turn in progress (any thread); it ends within one token."""
         rid = self._current
         if rid is not None and self.alive:
             with contextlib.suppress(EngineError):
-                self._send(("stop", rid))
+                self._send(rq.Stop(rid))
 
     def chat(
         self,
@@ -346,17 +346,19 @@ class EngineClient:
                     else EngineError(ErrorKind.ENGINE_DIED, "The engine is not running.")
                 )
             self._current = rid
-            self._send(("chat", rid, payload, sampling))
+            self._send(rq.Call(rid, rq.Chat(payload, sampling)))
             while True:
                 message = self._recv()
-                if message[1] != rid:
+                if isinstance(message, rq.TurnEvent):
+                    if message.rid != rid:
+                        continue
+                    events: tuple[Event, ...] = (message.event,)
+                elif not isinstance(message, tuple) or message[1] != rid:  # tokens: tuples
                     continue
-                if message[0] == "tok":
-                    events: tuple[Event, ...] = (TokenEvent(message[2], message[3]),)
+                elif message[0] == "tok":
+                    events = (TokenEvent(message[2], message[3]),)
                 elif message[0] == "toks":  # tokens sent together while this reader lagged
                     events = tuple(TokenEvent(text, token) for text, token in message[2])
-                elif message[0] == "event":
-                    events = (message[2],)
                 else:
                     continue
                 for event in events:
@@ -388,13 +390,13 @@ class EngineClient:
     def _drain(self, rid: int) -> None:
         """The caller abandoned a stream: stop the turn and read to its end."""
         try:
-            self._send(("stop", rid))
+            self._send(rq.Stop(rid))
             while True:
                 message = self._recv()
                 if (
-                    message[0] == "event"
-                    and message[1] == rid
-                    and isinstance(message[2], DoneEvent | ErrorEvent)
+                    isinstance(message, rq.TurnEvent)
+                    and message.rid == rid
+                    and isinstance(message.event, DoneEvent | ErrorEvent)
                 ):
                     return
         except EngineError:

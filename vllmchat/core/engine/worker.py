@@ -1,9 +1,9 @@
 """The engine process: owns the model, answers one request at a time.
 
-Messages from the client are tuples ``(op, request_id, *args)``; replies are
-``("event", request_id, event)`` for chat turns and ``("reply", request_id,
-ok, value)`` for everything else. ``("stop", request_id)`` is handled at once
-by a reader thread, so a turn in progress sees it at its next token.
+Messages are the typed values of ``requests``: a ``Call`` of a request is
+answered by a ``Reply`` or a ``Failure``, a chat turn by ``TurnEvent``s and
+token tuples; a ``Stop`` is handled at once by a reader thread, so a turn in
+progress sees it at its next token.
 """
 
 from __future__ import annotations
@@ -13,12 +13,14 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import fields
 from multiprocessing.connection import Connection
 from typing import Any
 
 import llama_cpp  # noqa: F401  (first: the CUDA build segfaults if numpy loads before it)
 
 from vllmchat.core.engine import llama_log
+from vllmchat.core.engine import requests as rq
 from vllmchat.core.engine.events import EngineError, ErrorEvent, ErrorKind, TokenEvent
 from vllmchat.core.engine.info import (
     KvUsage,
@@ -37,8 +39,6 @@ from vllmchat.core.engine.state_file import KVState, read_state, write_state
 from vllmchat.core.engine.turn import run_turn
 from vllmchat.core.settings import LoadSettings
 
-_STOPPABLE = frozenset({"measure", "score"})  # ops told to stop like a chat turn
-
 
 class Worker:
     """Dispatches requests to the loaded runtime."""
@@ -47,19 +47,19 @@ class Worker:
         self.conn = conn
         self.start_free = start_free  # NVIDIA devices' free bytes before llama.cpp loaded
         self.runtime: LlamaRuntime | None = None
-        self.requests: queue.Queue[tuple[Any, ...]] = queue.Queue()
+        self.requests: queue.Queue[rq.Call | rq.Exit] = queue.Queue()
         self.stopped: set[int] = set()
         # With cores to spare, messages are pickled and written by a sender thread,
         # which runs while the decode loop is inside llama.cpp (ctypes releases the
         # GIL). Without, that thread would take a core from llama.cpp's own threads,
         # so the decode loop writes them itself.
-        self.outbox: queue.SimpleQueue[tuple[Any, ...] | None] = queue.SimpleQueue()
+        self.outbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self.send_lock = threading.Lock()
         self.threaded_send = False
         self.writer: threading.Thread | None = None  # the last checkpoint's file writer
         self.write_error: EngineError | None = None  # why the last checkpoint was not written
 
-    def send(self, message: tuple[Any, ...]) -> None:
+    def send(self, message: Any) -> None:
         if self.threaded_send:
             self.outbox.put(message)
             return
@@ -68,19 +68,20 @@ class Worker:
 
     def send_loop(self) -> None:
         """Write queued messages; tokens that queued up while the reader lagged go as one."""
-        held: list[tuple[Any, ...] | None] = []  # taken from the queue, not yet sent
+        held: list[Any] = []  # taken from the queue, not yet sent
         while True:
             message = held.pop() if held else self.outbox.get()
             if message is None:
                 return
-            if message[0] == "tok":
+            if isinstance(message, tuple) and message[0] == "tok":
                 batch = [message]
                 while True:
                     try:
                         extra = self.outbox.get_nowait()
                     except queue.Empty:
                         break
-                    if extra is None or extra[0] != "tok" or extra[1] != message[1]:
+                    same = isinstance(extra, tuple) and extra[0] == "tok" and extra[1] == message[1]
+                    if not same:
                         held.append(extra)
                         break
                     batch.append(extra)
@@ -97,10 +98,10 @@ class Worker:
             try:
                 message = self.conn.recv()
             except (EOFError, OSError):
-                self.requests.put(("exit", 0))
+                self.requests.put(rq.Exit())
                 return
-            if message[0] == "stop":
-                self.stopped.add(message[1])
+            if isinstance(message, rq.Stop):
+                self.stopped.add(message.rid)
             else:
                 self.requests.put(message)
 
@@ -109,23 +110,25 @@ class Worker:
         sender = threading.Thread(target=self.send_loop, daemon=True, name="engine-sender")
         sender.start()
         while True:
-            op, rid, *args = self.requests.get()
-            if op == "exit":
+            call = self.requests.get()
+            if isinstance(call, rq.Exit):
                 break
-            if op == "chat":
-                self.chat(rid, *args)
+            rid, request = call.rid, call.request
+            if isinstance(request, rq.Chat):
+                self.chat(rid, [dict(m) for m in request.messages], request.sampling)
                 continue
             try:
-                if op in _STOPPABLE:
-                    value = getattr(self, f"op_{op}")(*args, lambda rid=rid: rid in self.stopped)
-                else:
-                    value = getattr(self, f"op_{op}")(*args)
+                handler = OPERATIONS[type(request)]
+                args = [getattr(request, f.name) for f in fields(request)]
+                if request.stoppable:
+                    args.append(lambda rid=rid: rid in self.stopped)
+                value = handler(self, *args)
             except EngineError as exc:
-                self.send(("reply", rid, False, exc))
+                self.send(rq.Failure(rid, exc))
             except Exception as exc:  # report, never die on a bad request
-                self.send(("reply", rid, False, EngineError(ErrorKind.INTERNAL, repr(exc))))
+                self.send(rq.Failure(rid, EngineError(ErrorKind.INTERNAL, repr(exc))))
             else:
-                self.send(("reply", rid, True, value))
+                self.send(rq.Reply(rid, value))
             finally:
                 self.stopped.discard(rid)
         self.outbox.put(None)
@@ -145,7 +148,7 @@ class Worker:
             if type(event) is TokenEvent:  # the hot path: a plain tuple pickles faster
                 self.send(("tok", rid, event.text, event.token_id))
             else:
-                self.send(("event", rid, event))
+                self.send(rq.TurnEvent(rid, event))
 
         if self.runtime is None:
             emit(ErrorEvent(ErrorKind.NO_MODEL, "No model is loaded."))
@@ -322,6 +325,29 @@ class Worker:
         if how == "segfault":
             ctypes.string_at(0)
         os.kill(os.getpid(), signal.SIGABRT if how == "abort" else signal.SIGKILL)
+
+
+# Each request type and the operation that serves it (its fields are the arguments).
+OPERATIONS: dict[type[rq.Request], Callable[..., Any]] = {
+    rq.Ping: Worker.op_ping,
+    rq.Load: Worker.op_load,
+    rq.Reload: Worker.op_reload,
+    rq.ExportState: Worker.op_export_state,
+    rq.Checkpoint: Worker.op_checkpoint,
+    rq.ImportState: Worker.op_import_state,
+    rq.RememberReplies: Worker.op_remember_replies,
+    rq.Probe: Worker.op_probe,
+    rq.Memory: Worker.op_memory,
+    rq.SetThreads: Worker.op_set_threads,
+    rq.Measure: Worker.op_measure,
+    rq.Score: Worker.op_score,
+    rq.Quantize: Worker.op_quantize,
+    rq.Kv: Worker.op_kv,
+    rq.Tokenize: Worker.op_tokenize,
+    rq.ControlTokens: Worker.op_control_tokens,
+    rq.Render: Worker.op_render,
+    rq.Crash: Worker.op_crash,
+}
 
 
 def worker_main(conn: Connection, start_free: int | None = None) -> None:
