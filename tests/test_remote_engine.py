@@ -253,7 +253,7 @@ def test_the_app_switches_from_the_local_engine_to_a_server(server, demo_model, 
 def test_the_looser_server_answers_a_long_prompt_with_an_empty_stream_and_we_say_why(server):
     """llama-cpp-python's server: 200 and an empty stream for a prompt over its context."""
     engine = RemoteEngine(server, n_ctx=2048)
-    engine.load(AppSettings().load_settings())
+    engine.load(AppSettings().load)
     events = list(engine.chat([{"role": "user", "content": "word " * 3000}]))
     failed = events[-1]
     assert isinstance(failed, ErrorEvent) and failed.kind == ErrorKind.PROMPT_TOO_LONG
@@ -264,5 +264,5 @@ def test_the_looser_server_answers_a_long_prompt_with_an_empty_stream_and_we_say
 def test_a_model_the_server_does_not_list_is_named(server):
     engine = RemoteEngine(server, model="no-such-model", n_ctx=2048)
     with pytest.raises(Exception) as info:
-        engine.load(AppSettings().load_settings())
+        engine.load(AppSettings().load)
     assert "not no-such-model" in str(info.value)

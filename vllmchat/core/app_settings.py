@@ -109,15 +109,6 @@ class AppSettings:
         experts of one model mean nothing for another)."""
         return self.with_changes(model_path=path, n_cpu_moe=0, **changes)
 
-    def load_settings(self) -> LoadSettings:
-        return self.load
-
-    def sampling(self) -> SamplingSettings:
-        return self.sampler
-
-    def context_policy(self) -> ContextPolicy:
-        return self.history
-
     def fit_settings(self, overhead: int | None = None) -> FitSettings:
         """The settings the memory estimate needs (``overhead``: the GPU runtime's own
         memory as measured on this device, when known)."""

@@ -23,6 +23,7 @@ from vllmchat.core.app import (
     Loaded,
     LoadFailed,
     LoadStarted,
+    SettingsChanged,
     StorageWarning,
     TitleMade,
     TurnStarted,
@@ -83,6 +84,8 @@ class AppEvents(QObject):
     engine_died = Signal(object)
     """``EngineDied``: reported once per death, from a turn or while idle."""
     busy_changed = Signal(int)  # not bool: PySide6 on 3.11 over-releases queued bools
+    settings_changed = Signal(object)
+    """``SettingsChanged``: the settings the application layer now runs with."""
     storage_warning = Signal(object)
     """``StorageWarning``: something could not be written to disk; what is safe."""
     title_made = Signal(object)
@@ -111,6 +114,7 @@ class AppEvents(QObject):
             EngineDied: self.engine_died,
             TitleMade: self.title_made,
             StorageWarning: self.storage_warning,
+            SettingsChanged: self.settings_changed,
             TuneStarted: self.tune_started,
             PointMeasured: self.tune_point,
             TuneFinished: self.tune_finished,

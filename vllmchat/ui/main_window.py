@@ -16,7 +16,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from vllmchat.core.app import EngineDied, Loaded, LoadFailed, LoadStarted, TurnStarted
+from vllmchat.core.app import (
+    EngineDied,
+    Loaded,
+    LoadFailed,
+    LoadStarted,
+    SettingsChanged,
+    TurnStarted,
+)
 from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.conversations.kv_cache import KVStateCache
 from vllmchat.core.conversations.policy import MessageStored
@@ -141,6 +148,7 @@ class MainWindow(WindowActions):
         e.message_stored.connect(self._on_message_stored)
         e.engine_died.connect(self._on_died)
         e.storage_warning.connect(self.show_storage_warning)
+        e.settings_changed.connect(self.adopt_settings)
         self.input.send_requested.connect(self.send)
         self.input.stop_requested.connect(self.bridge.stop)
         self.chat.regenerate_requested.connect(self.regenerate)
@@ -295,18 +303,6 @@ class MainWindow(WindowActions):
         self.statusBar().showMessage(f"{event.message} {event.fix}".strip(), 15000)
 
     # -- model ---------------------------------------------------------------------------
-    def load_model(self, path: str) -> None:
-        self.settings = self.settings.for_model(path)
-        self._save()
-        self.bridge.load(self.settings)
-
-    def set_gpu_layers(self, n: int, n_cpu_moe: int = 0) -> None:
-        """Reload live with this placement (GPU layers; for a mixture of experts, the
-        layers whose experts stay in RAM)."""
-        self.settings = self.settings.with_changes(n_gpu_layers=n, n_cpu_moe=n_cpu_moe)
-        self._save()
-        self.bridge.load(self.settings, live=True)
-
     def restart(self, *, fewer_layers: bool) -> None:
         self.banner.hide()
         self.bridge.restart(fewer_layers=fewer_layers)
@@ -350,7 +346,7 @@ class MainWindow(WindowActions):
         elif self.desc is not None and self.hw is not None:
             self.offload.set_model(self.desc, self.hw, self._fit(), self.settings.n_gpu_layers,
                                    self.settings.n_cpu_moe)  # fmt: skip
-            cached = TuneCache().get(self.settings.load_settings(), self.hw)
+            cached = TuneCache().get(self.settings.load, self.hw)
             if cached is not None:  # measured before on this device: marks on the slider
                 self.offload.show_tuning(cached)
         self.offload.set_busy(self.loading)
@@ -361,6 +357,8 @@ class MainWindow(WindowActions):
         self._set_loading(False)
         self.memory.show_error(event.kind.value, event.message)
         self.statusBar().showMessage(event.message, 20000)
+        if self.info is not None and self.bridge.app.engine.info is not None:
+            self.adopt_settings(SettingsChanged(self.bridge.app.settings))  # what still runs
         if not self.bridge.app.engine.alive:
             self.banner.show_reason(
                 event.message, fewer_layers_possible=self.settings.n_gpu_layers > 0

@@ -61,7 +61,16 @@ class WindowActions(QMainWindow):
     def render_conversation(self) -> None: ...
 
     def load_model(self, path: str) -> None:
-        raise NotImplementedError
+        self.settings = self.settings.for_model(path)
+        self._save()
+        self.bridge.load(self.settings)
+
+    def set_gpu_layers(self, n: int, n_cpu_moe: int = 0) -> None:
+        """Reload live with this placement (GPU layers; for a mixture of experts, the
+        layers whose experts stay in RAM)."""
+        self.settings = self.settings.with_changes(n_gpu_layers=n, n_cpu_moe=n_cpu_moe)
+        self._save()
+        self.bridge.load(self.settings, live=True)
 
     def open_conversation(self, conversation_id: int) -> None:
         raise NotImplementedError
@@ -234,6 +243,12 @@ class WindowActions(QMainWindow):
         self.chat.remove_unsaved_message()
         if not self.input.edit.toPlainText().strip():
             self.input.edit.setPlainText(text)
+
+    def adopt_settings(self, event: Any) -> None:
+        """The application layer's settings are the window's (it owns them)."""
+        if event.settings != self.settings:
+            self.settings = event.settings
+            self._save()
 
     def show_storage_warning(self, event: Any) -> None:
         self.last_warning = event.message

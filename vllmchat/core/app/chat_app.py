@@ -20,6 +20,7 @@ from vllmchat.core.app.events import (
     Loaded,
     LoadFailed,
     LoadStarted,
+    SettingsChanged,
     StorageWarning,
     TitleMade,
     TurnStarted,
@@ -69,10 +70,10 @@ class ChatApp:
         yield LoadStarted(live)
         try:
             if live and self.engine.alive and self.engine.info is not None:
-                result = self.engine.reload(settings.load_settings())
+                result = self.engine.reload(settings.load)
                 info, restored = result.info, 0
             else:
-                result, info = None, self.engine.load(settings.load_settings())
+                result, info = None, self.engine.load(settings.load)
                 restored = self._reprime()
             hardware = self.engine.probe()
         except EngineError as exc:
@@ -83,6 +84,7 @@ class ChatApp:
         self._death_reported = False
         description = describe_file(info.path)
         self._learn_overhead(hardware, description)
+        yield SettingsChanged(settings)
         yield Loaded(info, settings, result, restored, hardware, description)
 
     def _learn_overhead(self, hw: HardwareInfo, desc: ModelDescription | None) -> None:
@@ -123,15 +125,16 @@ class ChatApp:
             self.session = ChatSession(self.store, self.engine, conversation)
             self._configure()
 
-    def configure(self, settings: AppSettings) -> None:
+    def configure(self, settings: AppSettings) -> SettingsChanged:
         """New sampling or context-policy settings (those that need no reload)."""
         self.settings = settings
         self._configure()
+        return SettingsChanged(settings)
 
     def _configure(self) -> None:
         if self.session is not None:
-            self.session.sampling = self.settings.sampling()
-            self.session.policy = self.settings.context_policy()
+            self.session.sampling = self.settings.sampler
+            self.session.policy = self.settings.history
             self.session.model_name = self.engine.info.name if self.engine.info else ""
 
     def _reprime(self) -> int:
@@ -153,7 +156,7 @@ class ChatApp:
             return
         if self.session is not None and engine.alive and engine.info is not None:
             self.kv.save(engine, self.session.conversation_id)
-        settings = self.settings.load_settings()
+        settings = self.settings.load
         took_points = False
         try:
             for event in run_tune(engine, settings, budget_s, fresh=fresh,

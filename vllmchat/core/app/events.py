@@ -72,6 +72,14 @@ class TitleMade:
 
 
 @dataclass(frozen=True)
+class SettingsChanged:
+    """The settings the application layer now runs with (it owns them): after a load
+    with new settings, or new sampling and history settings."""
+
+    settings: AppSettings
+
+
+@dataclass(frozen=True)
 class StorageWarning:
     """Something could not be written to disk; ``message`` says what is safe."""
 
@@ -87,6 +95,7 @@ AppEvent = (
     | EngineDied
     | TitleMade
     | StorageWarning
+    | SettingsChanged
     | MessageStored
     | PromptPlanEvent
     | SummaryEvent
