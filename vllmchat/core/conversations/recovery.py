@@ -33,11 +33,15 @@ class Recovery:
     summaries: int
 
     def message(self) -> str:
+        counts = ", ".join(
+            f"{n} {word if n == 1 else word + 's'}"
+            for n, word in ((self.conversations, "conversation"), (self.messages, "message"))
+        )
+        summaries = f"{self.summaries} summar{'y' if self.summaries == 1 else 'ies'}"
         return (
-            f"The conversation database was damaged ({self.reason}). Recovered "
-            f"{self.conversations} conversations, {self.messages} messages and "
-            f"{self.summaries} summaries into a fresh database; the damaged file is kept "
-            f"at {self.damaged_path}."
+            f"The conversation database was damaged ({self.reason}). Recovered {counts} and "
+            f"{summaries} into a fresh database; the damaged file is kept at "
+            f"{self.damaged_path}."
         )
 
 
