@@ -24,7 +24,7 @@ from typing import Any
 
 from vllmchat.bench.engine_bench import _grow, _reload_figures
 from vllmchat.bench.synth_moe import write_moe_gguf
-from vllmchat.bench.tune_bench import _measure, _row
+from vllmchat.bench.tune_bench import _measure, _row, tuned
 from vllmchat.core.app.tuning import describe_file
 from vllmchat.core.engine import EngineClient
 from vllmchat.core.engine.events import EngineError
@@ -34,13 +34,12 @@ from vllmchat.core.models.memory import MIB, FitSettings, estimate
 from vllmchat.core.models.overhead import learned_overhead
 from vllmchat.core.settings import LoadSettings
 from vllmchat.core.tuning import plan
-from vllmchat.core.tuning.results import TuneConfig, TuneFinished, TunePoint
+from vllmchat.core.tuning.results import TuneConfig, TunePoint
 from vllmchat.core.tuning.tuner import (
     Sweep,
     TuneRequest,
     available,
     memory_limits,
-    tune,
     with_free_vram,
 )
 
@@ -111,12 +110,7 @@ def _gpu_figures(
     each phase's figures also go to stderr as soon as they are known."""
     hw = engine.probe()
     limits = memory_limits(engine, hw)
-    result = None
-    for event in tune(engine, TuneRequest(base=base, budget_s=budget_s), hw, desc,
-                      restore=False):  # fmt: skip
-        if isinstance(event, TuneFinished):
-            result = event.result
-    assert result is not None
+    result = tuned(engine, base, budget_s, hw, desc)
     pick = result.pick
     n = desc.n_layer
     sweep = Sweep(engine, TuneRequest(base=base, budget_s=1e9), hw, desc, lambda: False)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import string
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -60,6 +61,18 @@ def _vocab() -> tuple[list[str], list[float], list[int]]:
     return tokens, scores, types
 
 
+def add_vocab(w: Any, tokens: list[str], scores: list[float], types: list[int]) -> None:
+    """An SPM vocabulary with BOS 1, EOS 2, UNK 0, BOS added."""
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+    w.add_add_bos_token(True)
+
+
 def write_llama_gguf(
     path: str | Path,
     shape: Shape | str = "tiny",
@@ -88,14 +101,7 @@ def write_llama_gguf(
     w.add_layer_norm_rms_eps(1e-5)
     w.add_rope_freq_base(10000.0)
     w.add_file_type(gguf.LlamaFileType.ALL_F32 if dtype == "f32" else gguf.LlamaFileType.MOSTLY_F16)
-    w.add_tokenizer_model("llama")
-    w.add_token_list(tokens)
-    w.add_token_scores(scores)
-    w.add_token_types(types)
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-    w.add_unk_token_id(0)
-    w.add_add_bos_token(True)
+    add_vocab(w, tokens, scores, types)
     if chat_template is not None:
         w.add_chat_template(chat_template)
     rng = np.random.default_rng(seed)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vllmchat.bench.synth import _vocab
+from vllmchat.bench.synth import _vocab, add_vocab
 
 
 @dataclass(frozen=True)
@@ -153,14 +153,7 @@ def write_moe_gguf(
     w.add_rope_freq_base(1000000.0)
     w.add_file_type(gguf.LlamaFileType.ALL_F32 if quant == "F32" else gguf.LlamaFileType.MOSTLY_Q8_0
                     if quant == "Q8_0" else gguf.LlamaFileType.MOSTLY_Q4_K_M)  # fmt: skip
-    w.add_tokenizer_model("llama")
-    w.add_token_list(tokens)
-    w.add_token_scores(scores)
-    w.add_token_types(types)
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-    w.add_unk_token_id(0)
-    w.add_add_bos_token(True)
+    add_vocab(w, tokens, scores, types)
     plan = []
     for name, shape_np, kind in _tensor_list(sh, n_vocab):
         layer = int(name.split(".")[1]) if name.startswith("blk.") else -1

@@ -18,7 +18,7 @@ from vllmchat.core.engine import EngineClient
 from vllmchat.core.models.memory import MIB
 from vllmchat.core.settings import LoadSettings
 from vllmchat.core.tuning import plan
-from vllmchat.core.tuning.results import TuneConfig, TuneFinished, TunePoint
+from vllmchat.core.tuning.results import TuneConfig, TuneFinished, TunePoint, TuneResult
 from vllmchat.core.tuning.tuner import Sweep, TuneRequest, config_of, memory_limits, tune
 
 
@@ -30,6 +30,19 @@ def _measure(sweep: Sweep, c: TuneConfig, repeats: int) -> TunePoint:
         return runs[0]
     ok.sort(key=lambda p: p.decode_tok_s)
     return ok[len(ok) // 2]
+
+
+def tuned(
+    engine: EngineClient, base: LoadSettings, budget_s: float, hw: Any, desc: Any
+) -> TuneResult:
+    """The tuner's result for ``base`` (nothing restored afterwards)."""
+    result = None
+    for event in tune(engine, TuneRequest(base=base, budget_s=budget_s), hw, desc,
+                      restore=False):  # fmt: skip
+        if isinstance(event, TuneFinished):
+            result = event.result
+    assert result is not None
+    return result
 
 
 def run(
@@ -47,12 +60,7 @@ def run(
     try:
         hw = engine.probe()
         limits = memory_limits(engine, hw)
-        result = None
-        for event in tune(engine, TuneRequest(base=base, budget_s=budget_s), hw, desc,
-                          restore=False):  # fmt: skip
-            if isinstance(event, TuneFinished):
-                result = event.result
-        assert result is not None
+        result = tuned(engine, base, budget_s, hw, desc)
         pick = result.pick
         repeats = 1 if quick else 3
         exhaustive = Sweep(engine, TuneRequest(base=base, budget_s=1e9), hw, desc, lambda: False)
