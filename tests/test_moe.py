@@ -242,3 +242,20 @@ def test_the_pickers_badge_names_the_experts_in_ram(moe_models):
     fit = best_fit(desc, hw, FitSettings(n_ctx=2048))
     text, color = badge(fit)
     assert text == f"fits: experts of {fit.n_cpu_moe} layers on the CPU" and color == "#f9a825"
+
+
+def test_one_gpu_against_a_split_is_measured_and_the_faster_taken(qtbot):
+    from vllmchat.ui.memory_panel import MemoryPanel
+
+    assert plan.split_plan(2) == ["1,0", ""] and plan.split_plan(1) == []
+    base = TuneConfig(49, 16, 16, 512)
+    points = [TunePoint(replace(base, tensor_split=s), True, decode_tok_s=v, prefill_tok_s=1.0)
+              for s, v in (("1,0", 273.4), ("", 263.5))]  # fmt: skip
+    pick, _ = plan.choose(points, base, plan.MemoryLimits())
+    assert pick is not None and pick.tensor_split == "1,0"
+    panel = MemoryPanel()
+    qtbot.addWidget(panel)
+    panel.update_usage(rss=1 << 30, buffers_mib={"model:CUDA0": 3000.0, "model:CUDA1": 2800.0,
+                       "kv:CUDA0": 426.0, "kv:CUDA1": 430.0, "model:CPU_Mapped": 80.0},
+                       kv_tokens=0, n_ctx=8192, kv_bytes_per_token=0.0)  # fmt: skip
+    assert "(CUDA0 3,426, CUDA1 3,230)" in panel.vram.text()

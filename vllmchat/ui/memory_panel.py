@@ -41,6 +41,11 @@ class MemoryPanel(QGroupBox):
         self.ram.setText(_mib(rss) if rss else "–")
         gpu = {k: v for k, v in buffers_mib.items() if "CPU" not in k.split(":")[1]}
         buffers = f"{sum(gpu.values()):,.0f} MiB llama.cpp buffers"
+        devices: dict[str, float] = {}
+        for key, mib in gpu.items():  # "model:CUDA0" -> CUDA0
+            devices[key.split(":")[1]] = devices.get(key.split(":")[1], 0.0) + mib
+        if len(devices) > 1:  # each GPU's share
+            buffers += " (" + ", ".join(f"{d} {v:,.0f}" for d, v in sorted(devices.items())) + ")"
         if vram_process is not None:
             self.vram.setText(f"{_mib(vram_process)} in use by the engine · {buffers}")
         else:

@@ -76,6 +76,11 @@ def thread_plan(current: int, cores: int | None = None) -> list[int]:
 UBATCH_PLAN = (256, 512, 1024, 2048)
 
 
+def split_plan(n_gpus: int) -> list[str]:
+    """With several GPUs: the first alone, and llama.cpp's split by free memory."""
+    return [",".join(["1"] + ["0"] * (n_gpus - 1)), ""] if n_gpus > 1 else []
+
+
 def choose(
     points: Sequence[TunePoint], base: TuneConfig, limits: MemoryLimits
 ) -> tuple[TuneConfig | None, str]:

@@ -285,6 +285,10 @@ def tune(
         if best is not None:
             for u in ubatch:  # 6. prompt speed per ubatch
                 yield from measured(sweep.run(replace(best, n_ubatch=u)))
+        best, _ = plan.choose(sweep.points, base, limits)
+        if best is not None and len(hw.gpus) > 1:  # 7. one GPU against a split
+            for split in plan.split_plan(len(hw.gpus)):
+                yield from measured(sweep.run(replace(best, tensor_split=split)))
         pick, why = plan.choose(sweep.points, base, limits)
         result = TuneResult(
             points=tuple(sweep.points),
