@@ -259,3 +259,21 @@ def test_one_gpu_against_a_split_is_measured_and_the_faster_taken(qtbot):
                        "kv:CUDA0": 426.0, "kv:CUDA1": 430.0, "model:CPU_Mapped": 80.0},
                        kv_tokens=0, n_ctx=8192, kv_bytes_per_token=0.0)  # fmt: skip
     assert "(CUDA0 3,426, CUDA1 3,230)" in panel.vram.text()
+
+
+def test_a_placement_past_the_card_is_out_of_memory_with_the_expert_fix():
+    """llama.cpp's log of a failed CUDA allocation, as the H200 printed it (no GPU here)."""
+    from vllmchat.core.engine.runtime import _classify_load_failure
+
+    lines = [
+        "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 5990.92 MiB on device 0: "
+        "cudaMalloc failed: out of memory",
+        "alloc_tensor_range: failed to allocate CUDA0 buffer of size 6281940992",
+        "llama_model_load: error loading model: unable to allocate CUDA0 buffer",
+    ]
+    s = LoadSettings(model_path="m", n_gpu_layers=49, n_cpu_moe=20)
+    err = _classify_load_failure(lines, s, "model", moe=True)
+    assert err.kind == ErrorKind.OOM_LOAD and "experts of 20 layers in RAM" in err.message
+    assert err.fix.startswith("Put the experts of more layers on the CPU")
+    dense = _classify_load_failure(lines, replace(s, n_cpu_moe=0), "model", moe=False)
+    assert dense.kind == ErrorKind.OOM_LOAD and "lower n_gpu_layers" in dense.fix

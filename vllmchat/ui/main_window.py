@@ -355,7 +355,7 @@ class MainWindow(WindowActions):
         self.loads_ended += 1
         self.last_load = event
         self._set_loading(False)
-        self.memory.show_error(event.kind.value, event.message)
+        self.memory.show_error(event.kind.value, event.message, event.fix)
         self.statusBar().showMessage(event.message, 20000)
         if self.info is not None and self.bridge.app.engine.info is not None:
             self.adopt_settings(SettingsChanged(self.bridge.app.settings))  # what still runs

@@ -65,11 +65,10 @@ class MemoryPanel(QGroupBox):
         for label in (self.ram, self.vram, self.split):
             label.setText(text)
 
-    def show_error(self, kind: str, message: str) -> None:
+    def show_error(self, kind: str, message: str, fix: str = "") -> None:
         if kind == "oom_load":
-            head = (
-                "Out of memory while loading the weights: lower GPU layers or pick a smaller quant."
-            )
+            fix = fix or "lower GPU layers or pick a smaller quant."
+            head = f"Out of memory while loading the weights: {fix[0].lower()}{fix[1:]}"
         elif kind in ("oom_generate", "context_full"):
             head = (
                 "Out of memory or context while generating: shorten the context, use a "

@@ -26,7 +26,9 @@ from vllmchat.core.settings import GGML_TYPE_IDS, LoadSettings, parse_overrides
 _SPECIAL_ATTRS = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL  # user-defined tokens (e.g. "\n") are text
 
 
-def _classify_load_failure(lines: Sequence[str], settings: LoadSettings, stage: str) -> EngineError:
+def _classify_load_failure(
+    lines: Sequence[str], settings: LoadSettings, stage: str, *, moe: bool = False
+) -> EngineError:
     text = "\n".join(lines).lower()
     tail = " | ".join(line.strip() for line in lines[-3:] if line.strip())
     if "unknown model architecture" in text:
@@ -46,7 +48,7 @@ def _classify_load_failure(lines: Sequence[str], settings: LoadSettings, stage: 
         )
     )
     if stage == "model" and oom:
-        if settings.n_cpu_moe > 0:
+        if (settings.n_cpu_moe > 0 or moe) and settings.n_gpu_layers > 0:
             return EngineError(
                 ErrorKind.OOM_LOAD,
                 f"Not enough memory for the weights (n_gpu_layers={settings.n_gpu_layers}, "
@@ -110,7 +112,8 @@ class LlamaRuntime:
                 "context" in str(exc).lower()
             ):
                 stage = "context"
-            raise _classify_load_failure(lines, settings, stage) from exc
+            moe = describe(header).is_moe
+            raise _classify_load_failure(lines, settings, stage, moe=moe) from exc
         self.load_s = time.perf_counter() - start
         self._vocab = llama_cpp.llama_model_get_vocab(self.llm.model)
         self._piece_buf = ctypes.create_string_buffer(256)
