@@ -34,6 +34,15 @@ PLACED_ELSEWHERE = ("model_path", "n_gpu_layers", "n_cpu_moe", "override_tensors
                     "tensor_split")  # fmt: skip
 NOT_SHOWN = ("ignore_eos",)  # benchmarks only
 FLOAT_STEPS = {"temperature": 0.05, "threshold": 0.05}
+LABELS = {
+    "top_p": "Top-p", "top_k": "Top-k", "min_p": "Min-p", "seed": "Seed (-1 random)",
+    "mode": "When full", "threshold": "Summarize at (share of context)",
+    "every_k_turns": "Also every K turns (0 off)", "keep_last_turns": "Keep last N turns",
+    "n_ctx": "Context size", "n_threads": "Threads", "n_threads_batch": "Prompt threads (0 same)",
+    "n_batch": "Batch", "n_ubatch": "Micro-batch", "flash_attn": "Flash attention",
+    "type_k": "K cache type", "type_v": "V cache type", "use_mmap": "Map the model file",
+    "swa_full": "Full sliding-window cache",
+}  # fmt: skip
 
 
 def _editor(kind: Any, value: Any) -> QWidget:
@@ -115,7 +124,7 @@ class SettingsDialog(QDialog):
                 editor.setToolTip(help_text)
                 editor.setAccessibleName(f.name)
                 _changed_signal(editor).connect(self._update)
-                form.addRow(f.name.replace("_", " ").capitalize(), editor)
+                form.addRow(LABELS.get(f.name, f.name.replace("_", " ").capitalize()), editor)
                 self.editors[f.name] = editor
             boxes.append((box, form))
         self.note = QLabel("")
@@ -179,7 +188,8 @@ class SettingsDialog(QDialog):
         try:
             new = self.original.with_changes(system_prompt=self.system.toPlainText(), **values)
         except (TypeError, ValueError) as exc:
-            self.problem = str(exc).capitalize()
+            text = str(exc)
+            self.problem = text[:1].upper() + text[1:]
             return None
         self.problem = ""
         return new
