@@ -92,6 +92,28 @@ def test_a_message_the_full_store_cannot_take_is_refused_then_sent(tmp_path, dem
             store.close()
 
 
+def test_the_reply_failing_to_store_ends_the_turn_and_keeps_the_question(
+    qtbot, demo_window, monkeypatch
+):
+    window, store, _ = demo_window
+    real = store.add_message
+
+    def failing(conversation_id, role, content, **kwargs):
+        if role == "assistant":
+            raise sqlite3.OperationalError("database or disk is full")
+        return real(conversation_id, role, content, **kwargs)
+
+    monkeypatch.setattr(store, "add_message", failing)
+    ended = window.turns_ended
+    window.input.edit.setPlainText("Hello there")
+    window.input._submit()
+    qtbot.waitUntil(lambda: window.turns_ended > ended, timeout=60000)
+    assert isinstance(window.last_turn, ErrorEvent) and window.input.send.isEnabled()
+    assert "could not be stored" in window.statusBar().currentMessage()
+    assert window.input.edit.toPlainText() == ""  # the question is stored, not returned
+    assert [m.content for m in store.path(window.conversation_id)] == ["Hello there"]
+
+
 def test_a_store_failure_mid_turn_ends_the_turn_and_the_window_recovers(
     qtbot, demo_window, monkeypatch
 ):
