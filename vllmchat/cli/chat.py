@@ -32,7 +32,8 @@ from vllmchat.core.paths import kv_cache_dir
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 
 HELP = """commands:
-  /history        the messages the model is given, and the summary
+  /history        the messages the model is given, and the summary (numbered)
+  /pin N          keep message N word for word in every prompt (/unpin N undoes it)
   /summary        summarize the older turns now
   /export PATH    write the conversation to PATH (.md or .json)
   /stats          last turn's statistics
@@ -241,12 +242,22 @@ def _command(text: str, app: ChatApp, state: dict[str, Any], out: Any) -> bool:
             if summary:
                 out.write(f"summary: {summary.content}\n")
             verbatim = False
-            for m in store.path(conv):
+            for number, m in enumerate(store.path(conv), 1):
                 verbatim = verbatim or m.id == info.first_message_id
-                out.write(f"{'  ' if verbatim else '× '}{m.role}: {m.content[:100]}\n")
+                mark = "📌" if m.pinned else "  " if verbatim else "× "
+                out.write(f"{number:3} {mark}{m.role}: {m.content[:100]}\n")
             out.write(
-                f"({info.prompt_tokens} of {info.n_ctx} tokens; × = summarized or left out)\n"
+                f"({info.prompt_tokens} of {info.n_ctx} tokens, pinned {info.pinned_tokens}; "
+                "× = summarized or left out, 📌 = pinned: word for word in every prompt)\n"
             )
+        elif name in ("/pin", "/unpin"):
+            branch = session.store.path(session.conversation_id)
+            number = int(arg)
+            if not 1 <= number <= len(branch):
+                raise ValueError(f"there is no message {number} (/history numbers them)")
+            message = session.store.set_pinned(branch[number - 1].id, name == "/pin")
+            word = "pinned: word for word in every prompt" if message.pinned else "unpinned"
+            out.write(f"message {number} {word}\n")
         elif name == "/summary":
             _show(app.summarize(), out, False, state)
         elif name == "/export":

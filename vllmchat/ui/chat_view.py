@@ -24,6 +24,7 @@ class HistoryItem:
     message_id: int | None = None
     partial: bool = False
     regenerate: bool = False
+    pinned: bool = False
 
 
 class ChatView(QScrollArea):
@@ -32,6 +33,7 @@ class ChatView(QScrollArea):
     edit_requested = Signal(int)
     regenerate_requested = Signal()
     summary_edit_requested = Signal(int)
+    pin_requested = Signal(int, bool)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -134,6 +136,8 @@ class ChatView(QScrollArea):
         widget.edit_requested.connect(self.edit_requested)
         widget.regenerate_requested.connect(self.regenerate_requested)
         widget.summary_edit_requested.connect(self.summary_edit_requested)
+        widget.pin_requested.connect(self.pin_requested)
+        widget.set_pinned(item.pinned)
         if item.regenerate:
             widget.add_regenerate()
         self.column.insertWidget(index, widget, 0, Qt.AlignmentFlag.AlignHCenter)
@@ -183,6 +187,7 @@ class ChatView(QScrollArea):
             return
         widget = pending[-1]
         widget.message_id = message_id
+        widget.set_pinned(False)  # the pin action works once the store has it
         if role == "user":
             widget.enable_edit()
 

@@ -154,6 +154,7 @@ class MainWindow(WindowActions):
         self.chat.regenerate_requested.connect(self.regenerate)
         self.chat.edit_requested.connect(self.edit_message)
         self.chat.summary_edit_requested.connect(self.edit_summary)
+        self.chat.pin_requested.connect(self.pin_message)
         self.conversations.conversation_selected.connect(self.open_conversation)
         self.conversations.message_selected.connect(self.show_message)
         e.title_made.connect(self._on_title)
@@ -213,7 +214,7 @@ class MainWindow(WindowActions):
         items: list[HistoryItem] = []
         for m in path:
             last_reply = m is path[-1] and m.role == "assistant"
-            items.append(HistoryItem(m.role, m.content, m.id, m.partial, last_reply))
+            items.append(HistoryItem(m.role, m.content, m.id, m.partial, last_reply, m.pinned))
             if m.id in summaries:
                 items.append(HistoryItem("summary", summaries[m.id].content, summaries[m.id].id))
         self.chat.set_history(items)
@@ -260,7 +261,8 @@ class MainWindow(WindowActions):
     def _on_plan(self, plan: Any) -> None:
         self.live_kv = [plan.prompt_tokens, plan.n_ctx]
         summary = self.store.summary(plan.summary_id) if plan.summary_id else None
-        self.status_line.set_plan(plan.prompt_tokens, plan.n_ctx, summary.tokens if summary else 0)
+        self.status_line.set_plan(plan.prompt_tokens, plan.n_ctx, summary.tokens if summary else 0,
+                                  plan.pinned_tokens)  # fmt: skip
         if plan.dropped_messages:
             self.statusBar().showMessage(
                 f"The {plan.dropped_messages} oldest messages are left out of this turn.", 8000

@@ -41,6 +41,8 @@ class MessageWidget(QFrame):
     edit_requested = Signal(int)
     regenerate_requested = Signal()
     summary_edit_requested = Signal(int)
+    pin_requested = Signal(int, bool)
+    """Pin (True) or unpin this message (its id)."""
 
     def __init__(
         self,
@@ -56,6 +58,7 @@ class MessageWidget(QFrame):
         self.role = role
         self.message_id = message_id
         self.regenerate_button: QPushButton | None = None
+        self.pin_button: QPushButton | None = None
         self.text = text
         self.dark = dark
         self.complete = True
@@ -104,6 +107,11 @@ class MessageWidget(QFrame):
         if self.role == "summary" and self.message_id is not None:
             self._button("Edit summary", "summary",
                          lambda: self.summary_edit_requested.emit(self.message_id))  # fmt: skip
+        if self.role in ("user", "assistant"):
+            self.pin_button = self._button("Pin", "pin", self._toggle_pin)
+            self.pin_button.setCheckable(True)
+            self.pin_button.setEnabled(self.message_id is not None)
+            self.pin_button.setToolTip("Pinned messages stay word for word in every prompt")
         self._button("Copy", "copy", lambda: QGuiApplication.clipboard().setText(self.text))
 
     def _button(
@@ -120,6 +128,16 @@ class MessageWidget(QFrame):
         else:
             self.buttons.addWidget(button)
         return button
+
+    def _toggle_pin(self) -> None:
+        if self.pin_button is not None and self.message_id is not None:
+            self.pin_requested.emit(self.message_id, self.pin_button.isChecked())
+
+    def set_pinned(self, pinned: bool) -> None:
+        if self.pin_button is not None:
+            self.pin_button.setChecked(pinned)
+            self.pin_button.setText("Pinned" if pinned else "Pin")
+            self.pin_button.setEnabled(self.message_id is not None)
 
     def enable_edit(self) -> None:
         """An Edit action (user messages, once they have their id in the store)."""

@@ -17,12 +17,17 @@ class ContextBar(QWidget):
         self.used = 0
         self.n_ctx = 1
         self.summary_tokens = 0
+        self.pinned_tokens = 0
         self.setMinimumSize(180, 14)
         self.setToolTip("Context used")
 
-    def set_usage(self, used: int, n_ctx: int, summary_tokens: int = 0) -> None:
+    def set_usage(
+        self, used: int, n_ctx: int, summary_tokens: int = 0, pinned_tokens: int = 0
+    ) -> None:
         self.used, self.n_ctx, self.summary_tokens = used, max(1, n_ctx), summary_tokens
+        self.pinned_tokens = pinned_tokens
         note = f", summary {summary_tokens} tokens" if summary_tokens else ""
+        note += f", pinned messages {pinned_tokens} tokens" if pinned_tokens else ""
         self.setToolTip(f"Context: {used:,} of {n_ctx:,} tokens{note}")
         self.update()
 
@@ -43,6 +48,11 @@ class ContextBar(QWidget):
             p.drawRect(QRectF(r.left(), r.top(), x - r.left(), r.height()))
             p.setPen(QColor("#333"))
             p.drawLine(int(x), int(r.top()), int(x), int(r.bottom()))
+        if self.pinned_tokens:  # the pinned messages' share, in violet, at the start
+            p.setPen(Qt.PenStyle.NoPen)
+            p.setBrush(QColor("#9467bd"))
+            width = r.width() * min(1.0, self.pinned_tokens / self.n_ctx)
+            p.drawRect(QRectF(r.left(), r.top(), width, r.height()))
 
 
 class StatusLine(QWidget):
@@ -75,9 +85,13 @@ class StatusLine(QWidget):
             f"{stats.tokens_reused:,} · first token {stats.ttft_s * 1000:.0f} ms"
         )
         used = stats.prompt_tokens + stats.decode_tokens
-        self.context.set_usage(used, stats.n_ctx, self.context.summary_tokens)
+        self.context.set_usage(
+            used, stats.n_ctx, self.context.summary_tokens, self.context.pinned_tokens
+        )
         self.context_label.setText(f"{used:,} / {stats.n_ctx:,}")
 
-    def set_plan(self, prompt_tokens: int, n_ctx: int, summary_tokens: int) -> None:
-        self.context.set_usage(prompt_tokens, n_ctx, summary_tokens)
+    def set_plan(
+        self, prompt_tokens: int, n_ctx: int, summary_tokens: int, pinned_tokens: int = 0
+    ) -> None:
+        self.context.set_usage(prompt_tokens, n_ctx, summary_tokens, pinned_tokens)
         self.context_label.setText(f"{prompt_tokens:,} / {n_ctx:,}")

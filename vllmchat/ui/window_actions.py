@@ -234,6 +234,20 @@ class WindowActions(QMainWindow):
             self.store.edit_summary(summary_id, text.strip())
             self.render_conversation()
 
+    def pin_message(self, message_id: int, pinned: bool) -> None:
+        """Pin or unpin a message (it stays word for word in every prompt)."""
+        try:
+            self.store.set_pinned(message_id, pinned)
+        except StoreError as exc:
+            self.statusBar().showMessage(str(exc), 8000)
+            return
+        for widget in self.chat.messages():
+            if widget.message_id == message_id:
+                widget.set_pinned(pinned)
+        text = "stays word for word in every prompt" if pinned else "is summarized like others"
+        self.statusBar().showMessage(f"Message {'pinned' if pinned else 'unpinned'}: it {text}.",
+                                     8000)  # fmt: skip
+
     def restore_unsent(self) -> None:
         """A message the store never took goes back into the input box: nothing typed
         is lost, and sending again works once the cause is gone."""

@@ -37,6 +37,7 @@ class PromptPlanEvent:
     summary_id: int | None
     first_message_id: int | None  # the oldest message given verbatim
     dropped_messages: int  # left out by keep-last (still in the store)
+    pinned_tokens: int = 0  # of the prompt, taken by pinned messages
 
 
 @dataclass(frozen=True)

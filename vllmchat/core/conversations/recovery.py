@@ -148,13 +148,17 @@ def _salvage(damaged: Path, store: ConversationStore) -> tuple[int, int, int]:
             db.execute("PRAGMA foreign_keys=OFF")
             db.execute("BEGIN IMMEDIATE")
             for table in TABLES:
-                columns = [r[1] for r in db.execute(f"PRAGMA table_info({table})")]
-                marks = ",".join("?" * len(columns))
-                sql = f"INSERT OR IGNORE INTO {table}({','.join(columns)}) VALUES ({marks})"
+                known = {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
                 try:
                     for row in _rows(src, table):
                         values = _clean(dict(zip(row.keys(), row, strict=True)))
-                        db.execute(sql, [values.get(c) for c in columns])
+                        # the columns both have (an older file lacks newer ones)
+                        columns = [c for c in values if c in known]
+                        marks = ",".join("?" * len(columns))
+                        db.execute(
+                            f"INSERT OR IGNORE INTO {table}({','.join(columns)}) VALUES ({marks})",
+                            [values[c] for c in columns],
+                        )
                         counts[table] += 1
                 except sqlite3.DatabaseError:
                     continue  # the table itself cannot be read

@@ -58,6 +58,10 @@ MIGRATIONS: list[str] = [
         INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
     END;
     """,
+    # 2: pinned messages stay verbatim in every prompt and are never summarized.
+    """
+    ALTER TABLE messages ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;
+    """,
 ]
 
 

@@ -27,8 +27,8 @@ from vllmchat.core.conversations.store import (
 )
 from vllmchat.core.conversations.summarize import (
     SummaryOutcome,
-    clean_summary,
-    summary_request,
+    ask_for_summary,
+    pinned_block,
 )
 from vllmchat.core.conversations.titles import TITLE_PROMPT, clean_title
 from vllmchat.core.engine import (
@@ -37,7 +37,6 @@ from vllmchat.core.engine import (
     ErrorEvent,
     ErrorKind,
     Event,
-    StatsEvent,
     TokenEvent,
 )
 from vllmchat.core.engine.protocol import Engine
@@ -78,6 +77,9 @@ class ChatSession:
         self, path: list[Message], summary: Summary | None, start: int
     ) -> list[dict[str, str]]:
         system = self.store.conversation(self.conversation_id).system_prompt
+        pins = pinned_block(path[:start])
+        if pins:  # pinned messages no longer given in place: word for word, up front
+            system = (system + "\n\n" if system else "") + pins
         if summary is not None:
             system = (system + "\n\n" if system else "") + (
                 "Summary of the earlier conversation: " + summary.content
@@ -99,7 +101,15 @@ class ChatSession:
         prompt = self._prompt(path, summary, start)
         n = len(self.client.render(prompt))
         first = path[start].id if start < len(path) else None
-        return prompt, PromptPlanEvent(n, self._n_ctx(), summary.id if summary else None, first, 0)
+        pinned = self._pinned_tokens(path, start)
+        plan = PromptPlanEvent(n, self._n_ctx(), summary.id if summary else None, first, 0, pinned)
+        return prompt, plan
+
+    def _pinned_tokens(self, path: list[Message], start: int) -> int:
+        """Tokens the pinned messages take in a prompt that gives ``path[start:]`` in place."""
+        block = pinned_block(path[:start])
+        n = len(self.client.tokenize(block)) if block else 0
+        return n + sum(len(self.client.tokenize(m.content)) for m in path[start:] if m.pinned)
 
     def _n_ctx(self) -> int:
         if self.client.info is None:
@@ -176,6 +186,15 @@ class ChatSession:
                 )
                 return
             prompt, plan = self._keep_last(path, plan)
+            if plan.prompt_tokens > self._budget() and plan.pinned_tokens:
+                yield plan
+                yield ErrorEvent(
+                    ErrorKind.CONTEXT_FULL,
+                    f"The pinned messages take {plan.pinned_tokens:,} tokens; with the last "
+                    f"turn the prompt is {plan.prompt_tokens:,} tokens, more than the context "
+                    f"({plan.n_ctx:,}) leaves for a reply. Unpin some, or raise n_ctx.",
+                )
+                return
         yield plan
         if plan.prompt_tokens >= plan.n_ctx:
             yield ErrorEvent(
@@ -199,7 +218,12 @@ class ChatSession:
             prompt = self._prompt(path, summary, cut)
             n = len(self.client.render(prompt))
             plan = PromptPlanEvent(
-                n, plan.n_ctx, summary.id if summary else None, path[cut].id, cut - start
+                n,
+                plan.n_ctx,
+                summary.id if summary else None,
+                path[cut].id,
+                cut - start,
+                self._pinned_tokens(path, cut),
             )
             if n <= self._budget():
                 break
@@ -267,6 +291,10 @@ class ChatSession:
             return []
         return path[start : starts[-keep]]
 
+    def _summary_input(self, old: list[Message]) -> list[Message]:
+        """What a summary is written from: never the pinned messages (kept word for word)."""
+        return [m for m in old if not m.pinned]
+
     def summarize(self) -> Iterator[SummaryEvent | Event]:
         """Summarize now (the user asked), whatever the thresholds say."""
         self._stopped = False
@@ -281,8 +309,13 @@ class ChatSession:
             yield SummaryEvent("fallback", message="Nothing old enough to summarize yet.")
             return
         previous = self.store.summary_for(self.conversation_id, path)
-        yield SummaryEvent("started", message=f"Summarizing {len(old)} messages…")
-        outcome, prefill = self._ask_for_summary(previous, old)
+        source = self._summary_input(old)
+        if not source:
+            yield SummaryEvent("fallback", message="Only pinned messages are old enough; they "
+                               "stay word for word.")  # fmt: skip
+            return
+        yield SummaryEvent("started", message=f"Summarizing {len(source)} messages…")
+        outcome, prefill = self._ask_for_summary(previous, source)
         if outcome.cancelled:
             yield SummaryEvent("cancelled", message="Summarizing was cancelled.")
             return
@@ -309,38 +342,10 @@ class ChatSession:
     def _ask_for_summary(
         self, previous: Summary | None, old: list[Message]
     ) -> tuple[SummaryOutcome, int]:
-        request = summary_request(
-            previous.content if previous else None, old, self.policy.summary_max_words
+        return ask_for_summary(
+            self.client, self.policy, previous, old, stopped=lambda: self._stopped
         )
-        sampling = SamplingSettings(
-            temperature=0.2,
-            top_k=20,
-            repeat_penalty=1.15,
-            max_tokens=self.policy.summary_max_tokens,
-            seed=0,
-        )
-        text, prefill = "", 0
-        if self._stopped:
-            return SummaryOutcome(cancelled=True), 0
-        for event in self.client.chat(request, sampling):
-            if self._stopped:
-                self.client.stop()  # a stop that came before the request reached the engine
-            if isinstance(event, StatsEvent):
-                prefill = event.stats.tokens_prefilled
-            elif isinstance(event, ErrorEvent):
-                return SummaryOutcome(reason=f"Summarizing failed: {event.message}"), prefill
-            elif isinstance(event, DoneEvent):
-                if event.stop_reason == "stopped" or self._stopped:
-                    return SummaryOutcome(cancelled=True), prefill
-                text = clean_summary(event.text, self.policy.summary_max_words)
-        if not text:
-            return SummaryOutcome(reason="The summary came back empty."), prefill
-        replaced = (previous.content + " " if previous else "") + " ".join(m.content for m in old)
-        if len(self.client.tokenize(text)) >= len(self.client.tokenize(replaced)):
-            return SummaryOutcome(reason="The summary was longer than what it replaces."), prefill
-        return SummaryOutcome(text, ok=True), prefill
 
-    # -- titles -------------------------------------------------------------------------
     def has_one_reply(self) -> bool:
         """Whether the branch holds exactly one complete reply (time for a title)."""
         path = self.store.path(self.conversation_id)

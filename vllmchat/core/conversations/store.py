@@ -29,6 +29,7 @@ class Message:
     settings: dict[str, Any] = field(default_factory=dict)
     stats: dict[str, Any] = field(default_factory=dict)
     partial: bool = False
+    pinned: bool = False  # kept verbatim in every prompt, never summarized
 
 
 @dataclass(frozen=True)
@@ -235,6 +236,12 @@ class ConversationStore:
         if sets:
             self._write(f"UPDATE messages SET {', '.join(sets)} WHERE id=?", (*args, message_id))
 
+    def set_pinned(self, message_id: int, pinned: bool) -> Message:
+        """Pin a message (verbatim in every prompt, never summarized) or unpin it."""
+        self.message(message_id)  # a clear error for an unknown id
+        self._write("UPDATE messages SET pinned=? WHERE id=?", (int(pinned), message_id))
+        return self.message(message_id)
+
     def message(self, message_id: int) -> Message:
         row = self.db.execute("SELECT * FROM messages WHERE id=?", (message_id,)).fetchone()
         if row is None:
@@ -343,6 +350,7 @@ def _message(row: sqlite3.Row) -> Message:
         json.loads(row["settings"]),
         json.loads(row["stats"]),
         bool(row["partial"]),
+        bool(row["pinned"]),
     )
 
 

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from vllmchat.core.conversations.store import Message
+from vllmchat.core.conversations.policy import ContextPolicy
+from vllmchat.core.conversations.store import Message, Summary
+from vllmchat.core.engine import DoneEvent, ErrorEvent, StatsEvent
+from vllmchat.core.engine.protocol import Engine
+from vllmchat.core.settings import SamplingSettings
 
 _CUT = re.compile(r"\n\s*\n|\n(?:User|You|Assistant|Model)\s*:", re.IGNORECASE)
 _PER_MESSAGE_CHARS = 1200
@@ -58,3 +62,54 @@ class SummaryOutcome:
     ok: bool = False
     reason: str = ""
     cancelled: bool = False
+
+
+def pinned_block(messages: list[Message]) -> str:
+    """The pinned ones among ``messages``, word for word, for the system prompt."""
+    pins = [m for m in messages if m.pinned]
+    if not pins:
+        return ""
+    lines = [f"{m.role.capitalize()}: {m.content}" for m in pins]
+    return "Pinned messages, word for word:\n" + "\n".join(lines)
+
+
+def ask_for_summary(
+    client: Engine,
+    policy: ContextPolicy,
+    previous: Summary | None,
+    old: list[Message],
+    *,
+    stopped: Callable[[], bool],
+) -> tuple[SummaryOutcome, int]:
+    """Ask ``client`` to summarize ``old`` after ``previous``; ``stopped`` is checked
+    per event (a turn sent meanwhile stops it)."""
+    request = summary_request(previous.content if previous else None, old, policy.summary_max_words)
+    sampling = SamplingSettings(
+        temperature=0.2,
+        top_k=20,
+        repeat_penalty=1.15,
+        max_tokens=policy.summary_max_tokens,
+        seed=0,
+    )
+    text, prefill = "", 0
+    if stopped():
+        return SummaryOutcome(cancelled=True), 0
+    for event in client.chat(request, sampling):
+        if stopped():
+            client.stop()  # a stop that came before the request reached the engine
+        if isinstance(event, StatsEvent):
+            prefill = event.stats.tokens_prefilled
+        elif isinstance(event, ErrorEvent):
+            return SummaryOutcome(reason=f"Summarizing failed: {event.message}"), prefill
+        elif isinstance(event, DoneEvent):
+            if event.stop_reason == "stopped" or stopped():
+                return SummaryOutcome(cancelled=True), prefill
+            text = clean_summary(event.text, policy.summary_max_words)
+    if not text:
+        return SummaryOutcome(reason="The summary came back empty."), prefill
+    replaced = (previous.content + " " if previous else "") + " ".join(m.content for m in old)
+    if len(client.tokenize(text)) >= len(client.tokenize(replaced)):
+        return SummaryOutcome(reason="The summary was longer than what it replaces."), prefill
+    return SummaryOutcome(text, ok=True), prefill
+
+    # -- titles -------------------------------------------------------------------------
