@@ -48,6 +48,8 @@ def test_which_changes_need_a_reload_is_derived_from_where_the_field_lives():
             changes = {f.name: "q8_0", "flash_attn": True}
         if f.name == "tensor_split":
             changes = {f.name: "1,0"}
+        if f.name == "override_tensors":
+            changes = {f.name: r"blk\.0\.ffn_up_exps=CPU"}
         assert s.with_changes(**changes).needs_reload(s), f.name
     for name in ("temperature", "max_tokens", "policy", "system_prompt", "keep_last_turns"):
         value = {"policy": "ask", "system_prompt": "Hi"}.get(name, 3)

@@ -57,7 +57,7 @@ def test_the_tuner_window_draws_lists_applies_and_exports(qtbot, tmp_path, monke
     assert len(decode) == len(prompt) == 2  # every point, and the curve through them
     assert list(decode[-1].getData()[0]) == [0, 8, 16, 24, 27]
     assert list(decode[-1].getData()[1]) == [8, 16, 24, 32, 35]
-    assert "27 layers" in dialog.pick.text() and dialog.apply_button.isEnabled()
+    assert "27 GPU layers" in dialog.pick.text() and dialog.apply_button.isEnabled()
     with qtbot.waitSignal(dialog.apply_requested) as applied:
         dialog.apply_button.click()
     assert applied.args == [result.pick]
@@ -113,9 +113,12 @@ def test_tuning_through_the_app_keeps_the_conversation_and_applies_live(app):
 
 
 def test_tuning_a_server_model_says_why_it_does_not_apply(tmp_path):
-    class ServerEngine:  # any engine that is not the local process
+    from vllmchat.core.engine.protocol import Capabilities
+
+    class ServerEngine:  # any engine that does not measure itself
         alive = True
         info = None
+        capabilities = Capabilities()
 
     store = ConversationStore(tmp_path / "c.sqlite3")
     chat = ChatApp(store, KVStateCache(tmp_path / "kv"), engine=ServerEngine())  # type: ignore[arg-type]
