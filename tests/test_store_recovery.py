@@ -156,3 +156,35 @@ def test_the_notice_is_shown_without_blocking_the_window(qtbot, tmp_path):
     window.notice.close()
     window.close()
     store.close()
+
+
+def test_a_store_from_a_newer_version_is_a_clear_message_and_left_alone(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    path = data / "conversations.sqlite3"
+    _filled(path, conversations=1, messages=2)
+    raw = sqlite3.connect(path)
+    raw.execute("PRAGMA user_version=99")
+    raw.close()
+    before = _digest(path)
+    env = {**os.environ, "VLLMCHAT_DATA_DIR": str(data)}
+    proc = subprocess.run([sys.executable, "-m", "vllmchat", "conversations"], env=env,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert proc.returncode == 2 and "newer than this vllmchat" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert _digest(path) == before and not list(data.glob("*.damaged-*"))
+
+
+def test_the_window_says_a_newer_store_cannot_be_opened(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    path = data / "conversations.sqlite3"
+    _filled(path, conversations=1, messages=2)
+    raw = sqlite3.connect(path)
+    raw.execute("PRAGMA user_version=99")
+    raw.close()
+    env = {**os.environ, "VLLMCHAT_DATA_DIR": str(data), "QT_QPA_PLATFORM": "offscreen"}
+    proc = subprocess.run([sys.executable, "-m", "vllmchat", "--exit-after-show"], env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 2 and "newer than this vllmchat" in proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -15,6 +15,7 @@ from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.conversations.kv_cache import KVStateCache
 from vllmchat.core.conversations.policy import ContextPolicy, PromptPlanEvent, SummaryEvent
 from vllmchat.core.conversations.recovery import open_default_store
+from vllmchat.core.conversations.schema import NewerStoreError
 from vllmchat.core.conversations.store import StoreError
 from vllmchat.core.conversations.transfer import export_file
 from vllmchat.core.demo_model import demo_model_path
@@ -69,7 +70,11 @@ def register(sub: Any) -> None:
 
 def _open_store() -> Any:
     """The user's conversations; a damaged database is recovered and said so, once."""
-    store, recovery = open_default_store()
+    try:
+        store, recovery = open_default_store()
+    except (NewerStoreError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from exc
     if recovery is not None:
         print(f"note: {recovery.message()}", file=sys.stderr)
     return store

@@ -44,11 +44,12 @@ def run_app(argv: Sequence[str]) -> int:
     if args.self_test or args.exit_after_show:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtGui import QIcon
-    from PySide6.QtWidgets import QApplication
+    from PySide6.QtWidgets import QApplication, QMessageBox
 
     from vllmchat.core.app_settings import load_app_settings
     from vllmchat.core.conversations.kv_cache import KVStateCache
     from vllmchat.core.conversations.recovery import open_default_store
+    from vllmchat.core.conversations.schema import NewerStoreError
     from vllmchat.core.paths import kv_cache_dir
     from vllmchat.core.resources import resource_path
     from vllmchat.ui.main_window import MainWindow
@@ -65,7 +66,13 @@ def run_app(argv: Sequence[str]) -> int:
         from vllmchat.core.demo_model import demo_model_path
 
         settings = settings.with_changes(model_path=str(demo_model_path()), n_ctx=1024)
-    store, recovery = open_default_store()
+    try:
+        store, recovery = open_default_store()
+    except (NewerStoreError, OSError) as exc:  # a reason the window cannot fix
+        print(f"error: {exc}", file=sys.stderr)
+        if not args.self_test and not args.exit_after_show:
+            QMessageBox.critical(None, "vllmchat cannot open its conversations", str(exc))
+        return 2
     window = MainWindow(
         store, settings, KVStateCache(kv_cache_dir()), save_settings=not args.self_test
     )

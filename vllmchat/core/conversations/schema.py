@@ -65,11 +65,15 @@ MIGRATIONS: list[str] = [
 ]
 
 
+class NewerStoreError(RuntimeError):
+    """The database was written by a newer vllmchat."""
+
+
 def migrate(db: sqlite3.Connection) -> int:
     """Bring the database to the newest schema; returns the version."""
     version = db.execute("PRAGMA user_version").fetchone()[0]
     if version > len(MIGRATIONS):
-        raise RuntimeError(
+        raise NewerStoreError(
             f"The conversation store is version {version}, newer than this vllmchat "
             f"({len(MIGRATIONS)}); update vllmchat."
         )
