@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
 from vllmchat.ui.message_widget import MessageWidget
 from vllmchat.ui.theme import is_dark, view_style
 
-PAGE = 30  # messages given widgets at a time
+PAGE = 20  # messages given widgets at a time (more than a screenful)
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ from vllmchat.ui.chat_view import ChatView, HistoryItem
 from vllmchat.ui.conversation_list import ConversationList
 from vllmchat.ui.downloads import DownloadsPanel
 from vllmchat.ui.engine_bridge import EngineBridge
+from vllmchat.ui.markdown_render import warm_up
 from vllmchat.ui.memory_panel import MemoryPanel
 from vllmchat.ui.offload_panel import OffloadPanel
 from vllmchat.ui.status_line import StatusLine
@@ -64,6 +65,7 @@ class MainWindow(WindowActions):
         self.store, self.settings, self.kv = store, settings, kv
         self.save_settings = save_settings
         self.workers = Workers(self)
+        self._warm_up = warm_up(self)
         self.bridge = EngineBridge(store, kv, self)
         self.theme = ThemeWatcher(self)
         self.info = None
@@ -209,7 +211,7 @@ class MainWindow(WindowActions):
         if self.conversation_id is None:
             self.chat.clear()
             return
-        path = self.store.path(self.conversation_id)
+        path = self.store.path_to_show(self.conversation_id)
         summaries = {s.last_message_id: s for s in self.store.summaries(self.conversation_id)}
         items: list[HistoryItem] = []
         for m in path:

@@ -6,6 +6,7 @@ its language and a Copy link."""
 
 from __future__ import annotations
 
+import functools
 import html
 from typing import Any
 
@@ -14,6 +15,7 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
+from PySide6.QtCore import QObject, QTimer
 
 TABLE = '<table border="1" cellspacing="0" cellpadding="4" style="border-color:#999">'
 LINKS = {False: "#1a56b8", True: "#8ab4f8"}
@@ -21,17 +23,24 @@ STYLES = {False: "default", True: "monokai"}  # Pygments styles for light and da
 BARS = {False: ("#e8e8ee", "#f7f7f9"), True: ("#3a3d41", "#272822")}  # bar, code background
 
 
-def _code_block(code: str, language: str, index: int, *, dark: bool) -> str:
+@functools.lru_cache(maxsize=64)
+def _lexer(language: str) -> Any:
+    """Pygments' lexer for a language, made once (finding and building one is slow)."""
     try:
-        lexer = get_lexer_by_name(language) if language else None
+        return get_lexer_by_name(language) if language else None
     except ClassNotFound:
-        lexer = None
+        return None
+
+
+@functools.lru_cache(maxsize=2)
+def _formatter(dark: bool) -> HtmlFormatter:
+    return HtmlFormatter(noclasses=True, nowrap=True, style=STYLES[dark])
+
+
+def _code_block(code: str, language: str, index: int, *, dark: bool) -> str:
+    lexer = _lexer(language)
     bar, background = BARS[dark]
-    if lexer is not None:
-        formatter = HtmlFormatter(noclasses=True, nowrap=True, style=STYLES[dark])
-        body = highlight(code, lexer, formatter)
-    else:
-        body = html.escape(code)
+    body = highlight(code, lexer, _formatter(dark)) if lexer is not None else html.escape(code)
     name = html.escape(language or "text")
     color = "#ddd" if dark else "#333"
     return (
@@ -68,3 +77,25 @@ def render(text: str, *, dark: bool = False) -> tuple[str, list[str]]:
     env: dict[str, Any] = {"blocks": [], "dark": dark}
     out: str = _MD.render(text, env)
     return out.replace("<table>", TABLE), env["blocks"]
+
+
+COMMON_LANGUAGES = ("python", "bash", "json", "javascript", "typescript", "c", "cpp", "rust",
+                    "go", "java", "sql", "yaml", "html", "text")  # fmt: skip
+
+
+def warm_up(parent: QObject) -> QTimer:
+    """Build the common lexers ahead of time, one per tick while the window idles
+    (Pygments takes several milliseconds to find and build each the first time)."""
+    timer = QTimer(parent)
+    timer.setInterval(40)
+    languages = list(COMMON_LANGUAGES)
+
+    def next_one() -> None:
+        if languages:
+            _lexer(languages.pop())
+        else:
+            timer.stop()
+
+    timer.timeout.connect(next_one)
+    timer.start()
+    return timer

@@ -263,6 +263,24 @@ class ConversationStore:
         ).fetchall()
         return [_message(r) for r in rows]
 
+    def path_to_show(self, conversation_id: int) -> list[Message]:
+        """The current branch as a view shows it: texts, roles, flags (no token ids,
+        settings or stats, which a long conversation would parse for nothing)."""
+        leaf_id = self.conversation(conversation_id).leaf_id
+        if leaf_id is None:
+            return []
+        rows = self.db.execute(
+            "WITH RECURSIVE chain(id) AS (SELECT ? UNION ALL "
+            "SELECT m.parent_id FROM messages m JOIN chain c ON m.id=c.id "
+            "WHERE m.parent_id IS NOT NULL) "
+            "SELECT m.id, m.conversation_id, m.parent_id, m.role, m.content, m.created, "
+            "m.partial, m.pinned FROM messages m JOIN chain c ON m.id=c.id ORDER BY m.id",
+            (leaf_id,),
+        ).fetchall()
+        return [Message(r["id"], r["conversation_id"], r["parent_id"], r["role"], r["content"],
+                        r["created"], partial=bool(r["partial"]), pinned=bool(r["pinned"]))
+                for r in rows]  # fmt: skip
+
     def siblings(self, message_id: int) -> list[Message]:
         """Alternatives of a message: the branches that start at its parent."""
         m = self.message(message_id)
