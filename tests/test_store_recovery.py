@@ -158,7 +158,8 @@ def test_the_notice_is_shown_without_blocking_the_window(qtbot, tmp_path):
     store.close()
 
 
-def test_a_store_from_a_newer_version_is_a_clear_message_and_left_alone(tmp_path):
+def _newer_store(tmp_path: Path) -> tuple[Path, Path]:
+    """A data folder whose store says it was written by a newer vllmchat."""
     data = tmp_path / "data"
     data.mkdir()
     path = data / "conversations.sqlite3"
@@ -166,6 +167,11 @@ def test_a_store_from_a_newer_version_is_a_clear_message_and_left_alone(tmp_path
     raw = sqlite3.connect(path)
     raw.execute("PRAGMA user_version=99")
     raw.close()
+    return data, path
+
+
+def test_a_store_from_a_newer_version_is_a_clear_message_and_left_alone(tmp_path):
+    data, path = _newer_store(tmp_path)
     before = _digest(path)
     env = {**os.environ, "VLLMCHAT_DATA_DIR": str(data)}
     proc = subprocess.run([sys.executable, "-m", "vllmchat", "conversations"], env=env,
@@ -176,13 +182,7 @@ def test_a_store_from_a_newer_version_is_a_clear_message_and_left_alone(tmp_path
 
 
 def test_the_window_says_a_newer_store_cannot_be_opened(tmp_path):
-    data = tmp_path / "data"
-    data.mkdir()
-    path = data / "conversations.sqlite3"
-    _filled(path, conversations=1, messages=2)
-    raw = sqlite3.connect(path)
-    raw.execute("PRAGMA user_version=99")
-    raw.close()
+    data, _ = _newer_store(tmp_path)
     env = {**os.environ, "VLLMCHAT_DATA_DIR": str(data), "QT_QPA_PLATFORM": "offscreen"}
     proc = subprocess.run([sys.executable, "-m", "vllmchat", "--exit-after-show"], env=env,
                           capture_output=True, text=True, timeout=120)  # fmt: skip

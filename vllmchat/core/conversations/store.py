@@ -254,14 +254,17 @@ class ConversationStore:
             leaf_id = self.conversation(conversation_id).leaf_id
         if leaf_id is None:
             return []
-        rows = self.db.execute(
+        return [_message(r) for r in self._branch(leaf_id, "m.*")]
+
+    def _branch(self, leaf_id: int, columns: str) -> list[sqlite3.Row]:
+        """``columns`` of the messages from the root to ``leaf_id``, oldest first."""
+        return self.db.execute(
             "WITH RECURSIVE chain(id) AS (SELECT ? UNION ALL "
             "SELECT m.parent_id FROM messages m JOIN chain c ON m.id=c.id "
             "WHERE m.parent_id IS NOT NULL) "
-            "SELECT m.* FROM messages m JOIN chain c ON m.id=c.id ORDER BY m.id",
+            f"SELECT {columns} FROM messages m JOIN chain c ON m.id=c.id ORDER BY m.id",
             (leaf_id,),
         ).fetchall()
-        return [_message(r) for r in rows]
 
     def path_to_show(self, conversation_id: int) -> list[Message]:
         """The current branch as a view shows it: texts, roles, flags (no token ids,
@@ -269,14 +272,11 @@ class ConversationStore:
         leaf_id = self.conversation(conversation_id).leaf_id
         if leaf_id is None:
             return []
-        rows = self.db.execute(
-            "WITH RECURSIVE chain(id) AS (SELECT ? UNION ALL "
-            "SELECT m.parent_id FROM messages m JOIN chain c ON m.id=c.id "
-            "WHERE m.parent_id IS NOT NULL) "
-            "SELECT m.id, m.conversation_id, m.parent_id, m.role, m.content, m.created, "
-            "m.partial, m.pinned FROM messages m JOIN chain c ON m.id=c.id ORDER BY m.id",
-            (leaf_id,),
-        ).fetchall()
+        rows = self._branch(
+            leaf_id,
+            "m.id, m.conversation_id, m.parent_id, m.role, m.content, m.created, m.partial, "
+            "m.pinned",
+        )
         return [Message(r["id"], r["conversation_id"], r["parent_id"], r["role"], r["content"],
                         r["created"], partial=bool(r["partial"]), pinned=bool(r["pinned"]))
                 for r in rows]  # fmt: skip
