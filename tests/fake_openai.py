@@ -17,6 +17,8 @@ from typing import Any
 class FakeServer:
     def __init__(self) -> None:
         self.mode = "ok"
+        self.script: list[str] = []  # mode "script": these answers, one per request, in order
+        self.requests: list[dict[str, Any]] = []
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -49,7 +51,8 @@ class FakeServer:
                 self._json(200, {"object": "list", "data": [{"id": "fake", "object": "model"}]})
 
             def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                fake.requests.append(json.loads(body or b"{}"))
                 mode = fake.mode
                 if mode == "500-text":  # llama-cpp-python's server: a plain-text error
                     body = b"Internal Server Error"
@@ -71,7 +74,11 @@ class FakeServer:
                 if mode == "malformed":
                     self.wfile.write(b"data: {not json\n\n")
                     return
-                for word in ("Once", " upon", " a", " time"):
+                words: tuple[str, ...] = ("Once", " upon", " a", " time")
+                if mode == "script":
+                    answer = fake.script.pop(0) if fake.script else ""
+                    words = tuple(answer[i : i + 8] for i in range(0, len(answer), 8))
+                for word in words:
                     chunk = {
                         "id": "1",
                         "object": "chat.completion.chunk",

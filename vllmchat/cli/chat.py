@@ -6,6 +6,7 @@ import argparse
 import os
 import signal
 import sys
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,6 +24,7 @@ from vllmchat.core.engine import (
     DoneEvent,
     EngineError,
     ErrorEvent,
+    ErrorKind,
     PrefillProgressEvent,
     TokenEvent,
 )
@@ -166,11 +168,13 @@ def run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGINT, lambda *_: app.stop())
     signal.signal(signal.SIGTERM, on_term)
+    ahead = WhileReading(app)
     try:
         while not state["quit"]:
             out.write("you> ")
             out.flush()
             line = sys.stdin.readline()
+            _show(iter(ahead.finish()), out, False, state)
             if not line:
                 out.write("\n")
                 return 0
@@ -184,13 +188,46 @@ def run(args: argparse.Namespace) -> int:
                     _show(app.send(text), out, args.stats, state)
                 finally:
                     state["streaming"] = False
+                ahead.start()
         return 0
     except _Quit:
         return 0
     finally:
+        ahead.finish()
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         app.shutdown()
         store.close()
+
+
+class WhileReading:
+    """The summary the next turn needs, written on a thread while the user types;
+    what it reports is shown when the next line arrives (never over the prompt)."""
+
+    def __init__(self, app: ChatApp) -> None:
+        self.app = app
+        self.typed = threading.Event()
+        self.events: list[Any] = []
+        self.thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.typed.clear()
+        self.thread = threading.Thread(target=self._run, name="vllmchat-ahead", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.events.extend(self.app.prepare_next(busy=self.typed.is_set))
+        except Exception as exc:  # shown with the next turn, never a traceback
+            self.events.append(ErrorEvent(ErrorKind.INTERNAL, f"Summarizing ahead failed: {exc!r}"))
+
+    def finish(self) -> list[Any]:
+        """Stop within a token and hand over what was reported."""
+        self.typed.set()
+        if self.thread is not None:
+            self.thread.join()
+            self.thread = None
+        events, self.events = self.events, []
+        return events
 
 
 def _load(app: ChatApp, settings: AppSettings, *, live: bool = False) -> Loaded | None:

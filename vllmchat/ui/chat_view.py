@@ -216,9 +216,18 @@ class ChatView(QScrollArea):
         for widget in widgets[index:] if index is not None else []:
             self._remove(widget)
 
-    def insert_summary(self, text: str, summary_id: int | None) -> None:
-        """Show a new summary, before the reply that is still streaming."""
-        self.add_message("summary", text, message_id=summary_id)
+    def insert_summary(
+        self, text: str, summary_id: int | None, after_id: int | None = None
+    ) -> None:
+        """Show a new summary after the last message it covers (when shown), else at
+        the end; always before the reply that is still streaming."""
+        widget = self.add_message("summary", text, message_id=summary_id)
+        shown = [w for w in self.messages() if w.role != "summary"]
+        anchor = next((w for w in shown if w.message_id == after_id), None)
+        if anchor is not None and anchor is not shown[-1]:
+            self.column.removeWidget(widget)
+            self.column.insertWidget(self.column.indexOf(anchor) + 1, widget, 0,
+                                     Qt.AlignmentFlag.AlignHCenter)  # fmt: skip
         if self.streaming is not None:
             self.column.removeWidget(self.streaming)
             self.column.insertWidget(self.column.count() - 1, self.streaming, 0,

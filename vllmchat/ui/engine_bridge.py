@@ -221,6 +221,11 @@ class EngineBridge(QObject):
         """After a reply: the model's title when it was the conversation's first."""
         self.call(self.app.make_title, busy=self.turn_waiting.is_set, after_first_reply=True)
 
+    def prepare_next(self) -> None:
+        """After a reply: the summary the next turn would need, written and prefilled
+        while the user reads (a turn sent meanwhile stops it within a token)."""
+        self.call(self.app.prepare_next, busy=self.turn_waiting.is_set)
+
     def summarize(self) -> None:
         self.call(self.app.summarize)
 

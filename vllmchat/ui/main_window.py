@@ -272,8 +272,9 @@ class MainWindow(WindowActions):
 
     def _on_summary(self, event: Any) -> None:
         self.statusBar().showMessage(event.message, 8000)
-        if event.status == "done":
-            self.chat.insert_summary(event.text, event.summary_id)
+        if event.status == "done" and event.summary_id is not None:
+            after = self.store.summary(event.summary_id).last_message_id
+            self.chat.insert_summary(event.text, event.summary_id, after)
 
     def _on_stats(self, stats: Any) -> None:
         self.last_stats, self.live_kv = stats, None

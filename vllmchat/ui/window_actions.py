@@ -152,6 +152,7 @@ class WindowActions(QMainWindow):
         asks the model for a title (no store reads on the GUI thread per turn)."""
         if self.conversation_id is not None:
             self.bridge.make_title()
+            self.bridge.prepare_next()
 
     def _on_title(self, event: Any) -> None:
         self.titles_ended += 1

@@ -27,11 +27,15 @@ from vllmchat.core.app.events import (
 )
 from vllmchat.core.app.tuning import describe_file, run_tune
 from vllmchat.core.app_settings import AppSettings
+from vllmchat.core.conversations.background import has_one_reply, make_title, summarize_ahead
 from vllmchat.core.conversations.kv_cache import KVStateCache
+from vllmchat.core.conversations.policy import SummaryEvent
 from vllmchat.core.conversations.session import ChatSession, SessionEvent
 from vllmchat.core.conversations.store import ConversationStore, StoreError
 from vllmchat.core.engine import DoneEvent, EngineClient, EngineError, ErrorEvent, ErrorKind
 from vllmchat.core.engine.protocol import Engine, measured
+from vllmchat.core.engine.remote import RemoteEngine
+from vllmchat.core.engine.servers import api_key
 from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.models.memory import FitSettings, estimate
@@ -59,6 +63,8 @@ class ChatApp:
         self.session: ChatSession | None = None
         self._death_reported = False
         self._storage_reported: str | None = None  # the disk problem last told
+        self._summarizer: RemoteEngine | None = None  # the summary server, when one is set
+        self._summarizer_key = ("", "")
 
     @property
     def conversation_id(self) -> int | None:
@@ -136,6 +142,20 @@ class ChatApp:
             self.session.sampling = self.settings.sampler
             self.session.policy = self.settings.history
             self.session.model_name = self.engine.info.name if self.engine.info else ""
+            self.session.summarizer = self._summary_server()
+
+    def _summary_server(self) -> RemoteEngine | None:
+        """The server that writes summaries (connected at its first summary), if set."""
+        history = self.settings.history
+        if not history.summary_server:
+            self._summarizer = None
+            return None
+        key = (history.summary_server, history.summary_model)
+        if self._summarizer is None or self._summarizer_key != key:
+            url, model = key[0], key[1] or None
+            self._summarizer = RemoteEngine(url, model=model, api_key=api_key(url))
+            self._summarizer_key = key
+        return self._summarizer
 
     def _reprime(self) -> int:
         """Give the engine this conversation's reply ids and its saved KV state."""
@@ -238,15 +258,28 @@ class ChatApp:
         token for a title. ``after_first_reply``: nothing unless the branch holds exactly
         one complete reply (the check runs here, off the GUI thread)."""
         session = self.session
-        if session is None or (after_first_reply and not session.has_one_reply()):
+        if session is None or (after_first_reply and not has_one_reply(session)):
             return
         conversation_id = session.conversation_id
         title = None
         if not busy() and self.engine.alive and self.engine.info is not None:
             with contextlib.suppress(EngineError):
-                title = session.make_title(busy)
+                title = make_title(session, busy)
         name = title or self.store.conversation(conversation_id).title
         yield TitleMade(conversation_id, name, title is not None)
+
+    def prepare_next(self, *, busy: Callable[[], bool] = lambda: False) -> Iterator[AppEvent]:
+        """While the user reads: the summary the next turn would need, and its prompt
+        prefilled. ``busy`` (a turn waiting) stops it within a token."""
+        session = self.session
+        if session is None or busy() or not self.engine.alive or self.engine.info is None:
+            return
+        try:
+            yield from summarize_ahead(session, busy)
+        except EngineError as exc:
+            yield SummaryEvent("fallback", message=f"Summarizing ahead failed: {exc.message}")
+        except (sqlite3.Error, StoreError, OSError) as exc:
+            yield StorageWarning(f"The summary could not be stored: {exc}.")
 
     def stop(self) -> None:
         """Stop the reply or summary in progress (any thread; within one token)."""

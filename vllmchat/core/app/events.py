@@ -5,7 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vllmchat.core.app_settings import AppSettings
-from vllmchat.core.conversations.policy import MessageStored, PromptPlanEvent, SummaryEvent
+from vllmchat.core.conversations.policy import (
+    MessageStored,
+    PrefilledAhead,
+    PromptPlanEvent,
+    SummaryEvent,
+)
 from vllmchat.core.engine.events import ErrorKind, Event
 from vllmchat.core.engine.info import ModelInfo, ReloadResult
 from vllmchat.core.models.description import ModelDescription
@@ -99,5 +104,6 @@ AppEvent = (
     | MessageStored
     | PromptPlanEvent
     | SummaryEvent
+    | PrefilledAhead
     | Event
 )

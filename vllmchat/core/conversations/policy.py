@@ -25,7 +25,19 @@ class ContextPolicy:
         default=3, metadata={"help": "turns kept verbatim after a summary, or by keep_last"}
     )
     summary_max_words: int = field(default=120, metadata={"help": "word cap of a summary"})
-    summary_max_tokens: int = field(default=200, metadata={"help": "token cap of a summary"})
+    summary_max_tokens: int = field(
+        default=320, metadata={"help": "token cap of a summary (facts and narrative)"}
+    )
+    summary_server: str = field(
+        default="",
+        metadata={
+            "help": "an OpenAI-compatible server that writes the summaries (empty: "
+            "the loaded model)"
+        },
+    )
+    summary_model: str = field(
+        default="", metadata={"help": "the summary server's model (empty: its first)"}
+    )
 
 
 @dataclass(frozen=True)
@@ -57,3 +69,12 @@ class MessageStored:
 
     message_id: int
     role: str
+
+
+@dataclass(frozen=True)
+class PrefilledAhead:
+    """The prompt the new summary makes was put into the KV cache while idle."""
+
+    prompt_tokens: int
+    prefilled_tokens: int
+    complete: bool  # False: a turn came first

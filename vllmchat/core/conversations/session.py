@@ -23,14 +23,12 @@ from vllmchat.core.conversations.store import (
     ConversationStore,
     Message,
     Summary,
-    title_from,
 )
 from vllmchat.core.conversations.summarize import (
     SummaryOutcome,
     ask_for_summary,
     pinned_block,
 )
-from vllmchat.core.conversations.titles import TITLE_PROMPT, clean_title
 from vllmchat.core.engine import (
     DoneEvent,
     EngineError,
@@ -40,7 +38,7 @@ from vllmchat.core.engine import (
     TokenEvent,
 )
 from vllmchat.core.engine.protocol import Engine
-from vllmchat.core.settings import SamplingSettings
+from vllmchat.core.settings import LoadSettings, SamplingSettings
 
 SAVE_EVERY_S = 1.0
 SessionEvent = Event | PromptPlanEvent | SummaryEvent | MessageStored
@@ -69,8 +67,10 @@ class ChatSession:
         self.sampling = sampling or SamplingSettings()
         self.policy = policy or ContextPolicy()
         self.model_name = model_name
-        self._stopped = False
-        self._turns_since_summary = 0
+        self.summarizer: Engine | None = None  # another engine that writes the summaries
+        self.stop_requested = False
+        self.waiting: Callable[[], bool] = lambda: False  # a turn is waiting (work ahead yields)
+        self.turns_since_summary = 0
 
     # -- prompt ----------------------------------------------------------------
     def _prompt(
@@ -82,7 +82,7 @@ class ChatSession:
             system = (system + "\n\n" if system else "") + pins
         if summary is not None:
             system = (system + "\n\n" if system else "") + (
-                "Summary of the earlier conversation: " + summary.content
+                "Earlier in this conversation:\n" + summary.content
             )
         prompt = [{"role": "system", "content": system}] if system else []
         prompt += [{"role": m.role, "content": m.content} for m in path[start:]]
@@ -116,7 +116,7 @@ class ChatSession:
             raise EngineError(ErrorKind.NO_MODEL, "No model is loaded.")
         return self.client.info.n_ctx
 
-    def _budget(self) -> int:
+    def prompt_budget(self) -> int:
         n_ctx = self._n_ctx()
         return n_ctx - min(self.sampling.max_tokens, n_ctx // 2)
 
@@ -155,7 +155,7 @@ class ChatSession:
 
     def stop(self) -> None:
         """Stop the reply or the summary in progress (any thread)."""
-        self._stopped = True
+        self.stop_requested = True
         self.client.stop()
 
     def _answer(self) -> Iterator[SessionEvent]:
@@ -166,16 +166,16 @@ class ChatSession:
             yield ErrorEvent(exc.kind, exc.message)
 
     def _answer_unguarded(self) -> Iterator[SessionEvent]:
-        self._stopped = False
+        self.stop_requested = False
         path = self.store.path(self.conversation_id)
         prompt, plan = self.plan(path)
         if self._should_summarize(plan, path):
-            for event in self._summarize(path):
+            for event in self.summarize_path(path):
                 yield event
                 if isinstance(event, SummaryEvent) and event.status == "cancelled":
                     return
             prompt, plan = self.plan(path)
-        if plan.prompt_tokens > self._budget():
+        if plan.prompt_tokens > self.prompt_budget():
             if self.policy.mode == "ask":
                 yield ErrorEvent(
                     ErrorKind.CONTEXT_FULL,
@@ -186,7 +186,7 @@ class ChatSession:
                 )
                 return
             prompt, plan = self._keep_last(path, plan)
-            if plan.prompt_tokens > self._budget() and plan.pinned_tokens:
+            if plan.prompt_tokens > self.prompt_budget() and plan.pinned_tokens:
                 yield plan
                 yield ErrorEvent(
                     ErrorKind.CONTEXT_FULL,
@@ -204,7 +204,7 @@ class ChatSession:
             )
             return
         yield from self._stream_reply(prompt, plan)
-        self._turns_since_summary += 1
+        self.turns_since_summary += 1
 
     def _keep_last(
         self, path: list[Message], plan: PromptPlanEvent
@@ -225,7 +225,7 @@ class ChatSession:
                 cut - start,
                 self._pinned_tokens(path, cut),
             )
-            if n <= self._budget():
+            if n <= self.prompt_budget():
                 break
         return prompt, plan
 
@@ -275,18 +275,19 @@ class ChatSession:
             return False
         over = plan.prompt_tokens > self.policy.threshold * plan.n_ctx
         periodic = bool(self.policy.every_k_turns) and (
-            self._turns_since_summary >= self.policy.every_k_turns
+            self.turns_since_summary >= self.policy.every_k_turns
         )
-        return (over or periodic or plan.prompt_tokens > self._budget()) and bool(
-            self._to_summarize(path)
+        return (over or periodic or plan.prompt_tokens > self.prompt_budget()) and bool(
+            self.to_summarize(path)
         )
 
-    def _to_summarize(self, path: list[Message]) -> list[Message]:
-        """Messages newly falling out: after the current summary, before the last N turns."""
+    def to_summarize(self, path: list[Message], *, ahead: bool = False) -> list[Message]:
+        """Messages newly falling out: after the current summary, before the last N turns
+        (``ahead``: before the next message is written, so one turn fewer is kept)."""
         summary = self.store.summary_for(self.conversation_id, path)
         start = self._verbatim_start(path, summary)
         starts = [i for i in _turn_starts(path) if i >= start]
-        keep = max(1, self.policy.keep_last_turns + 1)  # + the new message
+        keep = max(1, self.policy.keep_last_turns + (0 if ahead else 1))  # + the new message
         if len(starts) <= keep:
             return []
         return path[start : starts[-keep]]
@@ -297,14 +298,16 @@ class ChatSession:
 
     def summarize(self) -> Iterator[SummaryEvent | Event]:
         """Summarize now (the user asked), whatever the thresholds say."""
-        self._stopped = False
+        self.stop_requested = False
         try:
-            yield from self._summarize(self.store.path(self.conversation_id))
+            yield from self.summarize_path(self.store.path(self.conversation_id))
         except EngineError as exc:
             yield ErrorEvent(exc.kind, exc.message)
 
-    def _summarize(self, path: list[Message]) -> Iterator[SummaryEvent | Event]:
-        old = self._to_summarize(path)
+    def summarize_path(
+        self, path: list[Message], *, ahead: bool = False
+    ) -> Iterator[SummaryEvent | Event]:
+        old = self.to_summarize(path, ahead=ahead)
         if not old:
             yield SummaryEvent("fallback", message="Nothing old enough to summarize yet.")
             return
@@ -334,46 +337,40 @@ class ChatSession:
             old[-1].id,
             tokens=len(self.client.tokenize(outcome.text)),
         )
-        self._turns_since_summary = 0
+        self.turns_since_summary = 0
+        done = f"Summarized {len(old)} messages" + (" ahead of the next turn." if ahead else ".")
         yield SummaryEvent(
-            "done", outcome.text, summary.id, f"Summarized {len(old)} messages.", prefill
+            "done", outcome.text, summary.id, f"{done} {outcome.note}".strip(), prefill
         )
 
     def _ask_for_summary(
         self, previous: Summary | None, old: list[Message]
     ) -> tuple[SummaryOutcome, int]:
-        return ask_for_summary(
-            self.client, self.policy, previous, old, stopped=lambda: self._stopped
+        engine, note = self._summary_engine()
+        outcome, prefill = ask_for_summary(
+            engine,
+            self.policy,
+            previous,
+            old,
+            stopped=lambda: self.stop_requested or self.waiting(),
         )
+        if note and outcome.ok:
+            outcome = replace(outcome, note=f"{note} {outcome.note}".strip())
+        return outcome, prefill
 
-    def has_one_reply(self) -> bool:
-        """Whether the branch holds exactly one complete reply (time for a title)."""
-        path = self.store.path(self.conversation_id)
-        replies = [m for m in path if m.role == "assistant"]
-        return len(replies) == 1 and not path[-1].partial
-
-    def make_title(self, should_stop: Callable[[], bool] = lambda: False) -> str | None:
-        """A title by the model for a conversation still named by its first words;
-        None (the first words stay) when it has a title of the user's, none came, or
-        ``should_stop`` turned true (a turn is waiting: the title gives way at once)."""
-        path = self.store.path(self.conversation_id)
-        first = next((m for m in path if m.role == "user"), None)
-        conversation = self.store.conversation(self.conversation_id)
-        if first is None or conversation.title not in ("", title_from(first.content)):
-            return None
-        prompt, _ = self.plan(path)
-        request = [*prompt, {"role": "user", "content": TITLE_PROMPT}]
-        sampling = SamplingSettings(temperature=0.0, max_tokens=16, repeat_penalty=1.0)
-        title = ""
-        for event in self.client.chat(request, sampling):
-            if should_stop():
-                self.client.stop()
-            if isinstance(event, DoneEvent) and event.stop_reason != "stopped":
-                title = clean_title(event.text)
-        if not title:
-            return None
-        self.store.rename(self.conversation_id, title)
-        return title
+    def _summary_engine(self) -> tuple[Engine, str]:
+        """The engine that writes summaries: the configured one when it answers, else
+        the loaded model (with why)."""
+        other = self.summarizer
+        if other is None:
+            return self.client, ""
+        if other.info is None:
+            try:
+                other.load(self.client.settings or LoadSettings(model_path=""))
+            except EngineError as exc:
+                failed = f"The summary server failed ({exc.message});"
+                return self.client, f"{failed} the loaded model wrote it."
+        return other, ""
 
     # -- reopening -----------------------------------------------------------------------
     def prime(self) -> None:

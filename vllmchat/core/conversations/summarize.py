@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from vllmchat.core.conversations.facts import (
+    MalformedSummary,
+    TwoPartSummary,
+    merge_facts,
+    parse_answer,
+    split_stored,
+)
 from vllmchat.core.conversations.policy import ContextPolicy
 from vllmchat.core.conversations.store import Message, Summary
 from vllmchat.core.engine import DoneEvent, ErrorEvent, StatsEvent
@@ -14,6 +22,7 @@ from vllmchat.core.settings import SamplingSettings
 
 _CUT = re.compile(r"\n\s*\n|\n(?:User|You|Assistant|Model)\s*:", re.IGNORECASE)
 _PER_MESSAGE_CHARS = 1200
+_log = logging.getLogger(__name__)
 
 
 def transcript(messages: Sequence[Message]) -> str:
@@ -31,12 +40,23 @@ def transcript(messages: Sequence[Message]) -> str:
 def summary_request(
     previous: str | None, messages: Sequence[Message], max_words: int
 ) -> list[dict[str, str]]:
-    """Chat messages asking for an incremental summary."""
-    earlier = f"Summary so far: {previous}\n\n" if previous else ""
+    """Chat messages asking for the facts and a narrative of ``messages``, after
+    ``previous`` (a stored summary, whose facts are kept by merging, not rewriting)."""
+    earlier = ""
+    if previous:
+        old = split_stored(previous)
+        if old.facts:
+            earlier += "Facts known so far:\n" + "\n".join(f"- {f}" for f in old.facts) + "\n\n"
+        if old.narrative:
+            earlier += f"Summary so far: {old.narrative}\n\n"
     prompt = (
         f"{earlier}Conversation:\n{transcript(messages)}\n\n"
-        f"Write a summary of the conversation above in at most {max_words} words, in one "
-        "paragraph. Keep names, facts, numbers and decisions. Write only the summary."
+        "Write two parts about the conversation above.\n"
+        'Facts: a list, one per line starting with "- ", as "topic: value", of the '
+        "names, numbers, dates, preferences, decisions and open tasks it states. "
+        "Copy names and numbers exactly.\n"
+        f"Summary: one paragraph of at most {max_words} words.\n"
+        'Write only these two parts, starting with "Facts:".'
     )
     return [{"role": "user", "content": prompt}]
 
@@ -44,7 +64,9 @@ def summary_request(
 def clean_summary(text: str, max_words: int) -> str:
     """The first paragraph, without a leading label, cut to ``max_words``."""
     text = text.strip()
-    text = re.sub(r"^(?:\*\*)?summary(?:\*\*)?\s*:\s*", "", text, flags=re.IGNORECASE)
+    text = re.sub(
+        r"^(?:\*\*)?(?:summary|conversation)(?:\*\*)?\s*:\s*", "", text, flags=re.IGNORECASE
+    )
     cut = _CUT.search(text)
     if cut:
         text = text[: cut.start()]
@@ -52,6 +74,34 @@ def clean_summary(text: str, max_words: int) -> str:
     if len(words) > max_words:
         text = " ".join(words[:max_words]) + " …"
     return text.strip()
+
+
+def grounded(fact: str, source: str) -> bool:
+    """Whether most of a fact's value words occur in ``source`` (the messages it was
+    written from): an invented fact, or an old one restated, does not replace anything."""
+    value = fact.split(":", 1)[1] if ":" in fact else fact
+    words = [w for w in re.findall(r"\w+", value.lower()) if len(w) > 2 or w.isdigit()]
+    if not words:
+        return False
+    seen = set(re.findall(r"\w+", source.lower()))
+    return sum(w in seen for w in words) * 2 >= len(words)
+
+
+def new_summary(
+    answer: str, previous: str | None, source: str, max_words: int
+) -> tuple[TwoPartSummary, str]:
+    """The summary to store from the model's ``answer``: the previous facts merged with
+    the new grounded ones, and the new narrative. A malformed fact list falls back to
+    the answer's first paragraph (the reason is returned and logged)."""
+    old = split_stored(previous) if previous else TwoPartSummary((), "")
+    try:
+        parsed = parse_answer(answer, max_words)
+    except MalformedSummary as exc:
+        reason = f"The fact list was malformed ({exc}); kept the paragraph."
+        _log.warning("%s Answer: %.200r", reason, answer)
+        return TwoPartSummary(old.facts, clean_summary(answer, max_words)), reason
+    facts = tuple(f for f in parsed.facts if grounded(f, source))
+    return TwoPartSummary(merge_facts(old.facts, facts), parsed.narrative), ""
 
 
 @dataclass(frozen=True)
@@ -62,6 +112,7 @@ class SummaryOutcome:
     ok: bool = False
     reason: str = ""
     cancelled: bool = False
+    note: str = ""  # kept, but with a caveat (a malformed fact list fell back)
 
 
 def pinned_block(messages: list[Message]) -> str:
@@ -91,9 +142,12 @@ def ask_for_summary(
         max_tokens=policy.summary_max_tokens,
         seed=0,
     )
-    text, prefill = "", 0
+    text, note, prefill = "", "", 0
     if stopped():
         return SummaryOutcome(cancelled=True), 0
+    previous_text = previous.content if previous else None
+    source = " ".join(m.content for m in old)
+    fresh = ""
     for event in client.chat(request, sampling):
         if stopped():
             client.stop()  # a stop that came before the request reached the engine
@@ -104,12 +158,12 @@ def ask_for_summary(
         elif isinstance(event, DoneEvent):
             if event.stop_reason == "stopped" or stopped():
                 return SummaryOutcome(cancelled=True), prefill
-            text = clean_summary(event.text, policy.summary_max_words)
-    if not text:
+            made, note = new_summary(event.text, previous_text, source, policy.summary_max_words)
+            text = made.text()
+            fresh = made.narrative + " " + " ".join(f for f in made.facts if f in event.text)
+    if not text or not fresh.strip():
         return SummaryOutcome(reason="The summary came back empty."), prefill
-    replaced = (previous.content + " " if previous else "") + " ".join(m.content for m in old)
-    if len(client.tokenize(text)) >= len(client.tokenize(replaced)):
+    replaced = (previous.content + " " if previous else "") + source
+    if len(client.tokenize(fresh)) >= len(client.tokenize(replaced)):
         return SummaryOutcome(reason="The summary was longer than what it replaces."), prefill
-    return SummaryOutcome(text, ok=True), prefill
-
-    # -- titles -------------------------------------------------------------------------
+    return SummaryOutcome(text, ok=True, note=note), prefill

@@ -30,9 +30,10 @@ class Capabilities:
     offload: bool = False  # GPU layers and expert placement are set here (slider, estimate)
     tuning: bool = False  # it measures speed and memory and changes threads live
     kv_files: bool = False  # its KV state is written to and read from files here
+    prompt_cache: bool = False  # a prompt prefilled ahead (max_tokens 0) is reused next turn
 
 
-LOCAL = Capabilities(local_memory=True, offload=True, tuning=True, kv_files=True)
+LOCAL = Capabilities(local_memory=True, offload=True, tuning=True, kv_files=True, prompt_cache=True)
 
 
 class Engine(Protocol):
