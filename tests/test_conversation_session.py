@@ -104,7 +104,11 @@ def test_summary_triggers_at_the_threshold_and_the_prompt_stays_in_context(
 def test_summary_longer_than_what_it_replaces_falls_back_to_keep_last(
     tiny_models, store, make_client
 ):
-    """The tiny random model rambles: its "summary" of four words is longer than them."""
+    """A summarizer (a loopback server told to ramble) whose "summary" of a few short
+    words is longer than them."""
+    from tests.fake_openai import FakeServer
+    from vllmchat.core.engine.remote import RemoteEngine
+
     session = _session(
         make_client,
         tiny_models["chatml"],
@@ -113,10 +117,14 @@ def test_summary_longer_than_what_it_replaces_falls_back_to_keep_last(
         policy=ContextPolicy(every_k_turns=3, keep_last_turns=1),
         sampling=SamplingSettings(temperature=0.0, max_tokens=1),
     )
-    _client, conv = session.client, store.conversation(session.conversation_id)
+    conv = store.conversation(session.conversation_id)
     events = []
-    for word in ("hi", "ok", "yo", "go", "so"):
-        events += list(session.send(word))
+    with FakeServer() as server:
+        server.mode = "script"
+        server.script = ["Facts:\n- words: " + "hi ok yo " * 40 + "\n\nSummary: " + "yo " * 80] * 3
+        session.summarizer = RemoteEngine(server.url)
+        for word in ("hi", "ok", "yo", "go", "so"):
+            events += list(session.send(word))
     statuses = [e.status for e in events if isinstance(e, SummaryEvent)]
     assert "fallback" in statuses and "done" not in statuses
     fallback = next(e for e in events if isinstance(e, SummaryEvent) and e.status == "fallback")

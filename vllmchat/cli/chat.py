@@ -33,6 +33,7 @@ from vllmchat.core.engine.remote import RemoteEngine
 from vllmchat.core.engine.servers import api_key, url_warning
 from vllmchat.core.paths import kv_cache_dir
 from vllmchat.core.settings import LoadSettings, SamplingSettings
+from vllmchat.core.thinking import ThinkingEvent, ThoughtFor
 
 HELP = """commands:
   /history        the messages the model is given, and the summary (numbered)
@@ -249,6 +250,12 @@ def _show(events: Iterator[Any], out: Any, show_stats: bool, state: dict[str, An
             out.write(f"[context: the {event.dropped_messages} oldest messages are left out]\n")
         elif isinstance(event, PrefillProgressEvent):
             out.write(f"\r[reading prompt {event.done}/{event.total}]")
+        elif isinstance(event, ThinkingEvent) and not state.get("thinking"):
+            state["thinking"] = True
+            out.write("[thinking…]")
+        elif isinstance(event, ThoughtFor):
+            state["thinking"] = False
+            out.write(f"\r[thought for {event.seconds:.0f} s]\n")
         elif isinstance(event, TokenEvent):
             if not started:
                 out.write("ai> ")

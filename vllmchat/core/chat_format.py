@@ -69,6 +69,7 @@ def render_segments(
     bos_token: str,
     eos_token: str,
     add_generation_prompt: bool = True,
+    enable_thinking: bool = True,
 ) -> list[Segment]:
     """Render messages through a Jinja chat template into markup/content segments."""
     stand_ins = [
@@ -80,6 +81,7 @@ def render_segments(
             bos_token=bos_token,
             eos_token=eos_token,
             add_generation_prompt=add_generation_prompt,
+            enable_thinking=enable_thinking,
         )
     except jinja2.TemplateError as exc:
         raise TemplateError(f"chat template failed: {exc}") from exc

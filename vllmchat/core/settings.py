@@ -159,6 +159,13 @@ class SamplingSettings:
     repeat_penalty: float = field(default=1.1, metadata={"help": "penalty on repeated tokens"})
     max_tokens: int = field(default=512, metadata={"help": "most tokens in a reply"})
     seed: int = field(default=-1, metadata={"help": "sampling seed (-1: random)"})
+    thinking: bool = field(
+        default=True,
+        metadata={
+            "help": "let a reasoning model think first (where its template can turn "
+            "thinking off: enable_thinking)"
+        },
+    )
     # Benchmarks decode a fixed number of tokens.
     ignore_eos: bool = False
 

@@ -25,6 +25,8 @@ class HistoryItem:
     partial: bool = False
     regenerate: bool = False
     pinned: bool = False
+    thinking: str = ""
+    thinking_s: float | None = None
 
 
 class ChatView(QScrollArea):
@@ -138,6 +140,8 @@ class ChatView(QScrollArea):
         widget.summary_edit_requested.connect(self.summary_edit_requested)
         widget.pin_requested.connect(self.pin_requested)
         widget.set_pinned(item.pinned)
+        if item.thinking:
+            widget.set_thought(item.thinking, item.thinking_s)
         if item.regenerate:
             widget.add_regenerate()
         self.column.insertWidget(index, widget, 0, Qt.AlignmentFlag.AlignHCenter)
@@ -168,6 +172,16 @@ class ChatView(QScrollArea):
             self.start_reply()
         assert self.streaming is not None
         self.streaming.append_plain(text)
+
+    def append_thinking(self, text: str) -> None:
+        if self.streaming is None:
+            self.start_reply()
+        assert self.streaming is not None
+        self.streaming.append_thinking(text)
+
+    def thought_for(self, seconds: float) -> None:
+        if self.streaming is not None:
+            self.streaming.set_thought(None, seconds)
 
     def finish_reply(self, text: str, *, partial: bool) -> None:
         if self.streaming is None:

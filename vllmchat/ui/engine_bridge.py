@@ -42,6 +42,7 @@ from vllmchat.core.engine import (
     TokenEvent,
 )
 from vllmchat.core.engine.protocol import Engine
+from vllmchat.core.thinking import ThinkingEvent, ThoughtFor
 from vllmchat.core.tuning.results import PointMeasured, TuneConfig, TuneFinished, TuneStarted
 
 Job = Callable[[], Any]
@@ -88,6 +89,10 @@ class AppEvents(QObject):
     """``SettingsChanged``: the settings the application layer now runs with."""
     storage_warning = Signal(object)
     """``StorageWarning``: something could not be written to disk; what is safe."""
+    thinking_received = Signal(str)
+    """Thinking streamed by a reasoning model (shown folded)."""
+    thought_for = Signal(float)
+    """The thinking ended after so many seconds; the answer begins."""
     title_made = Signal(object)
     """``TitleMade``: the conversation's title, by the model or its first words."""
     tune_started = Signal(object)
@@ -148,6 +153,10 @@ class AppEvents(QObject):
             self.prefill_progress.emit(event.done, event.total)
         elif isinstance(event, StatsEvent):
             self.stats_ready.emit(event.stats)
+        elif isinstance(event, ThinkingEvent):
+            self.thinking_received.emit(event.text)
+        elif isinstance(event, ThoughtFor):
+            self.thought_for.emit(event.seconds)
         elif type(event) in self._signals:
             self._signals[type(event)].emit(event)
 

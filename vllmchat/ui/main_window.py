@@ -141,6 +141,8 @@ class MainWindow(WindowActions):
         e.turn_started.connect(self._on_turn_started)
         e.token_received.connect(self.chat.append_token)
         e.token_received.connect(self.count_token)
+        e.thinking_received.connect(self.chat.append_thinking)
+        e.thought_for.connect(self.chat.thought_for)
         e.prefill_progress.connect(self._on_prefill)
         e.prompt_planned.connect(self._on_plan)
         e.summary_changed.connect(self._on_summary)
@@ -216,7 +218,8 @@ class MainWindow(WindowActions):
         items: list[HistoryItem] = []
         for m in path:
             last_reply = m is path[-1] and m.role == "assistant"
-            items.append(HistoryItem(m.role, m.content, m.id, m.partial, last_reply, m.pinned))
+            items.append(HistoryItem(m.role, m.content, m.id, m.partial, last_reply, m.pinned,
+                                     m.thinking, m.stats.get("thinking_s")))  # fmt: skip
             if m.id in summaries:
                 items.append(HistoryItem("summary", summaries[m.id].content, summaries[m.id].id))
         self.chat.set_history(items)

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
 from vllmchat.core.resources import resource_path
 from vllmchat.ui.markdown_render import render
 from vllmchat.ui.theme import label_color
+from vllmchat.ui.thinking_fold import ThinkingFold
 
 ROLE_NAMES = {"user": "You", "assistant": "Assistant", "summary": "Summary"}
 STREAM_RENDER_MS = 250  # how often a streaming reply is rendered again
@@ -83,6 +84,8 @@ class MessageWidget(QFrame):
         self.buttons = QHBoxLayout()
         top.addLayout(self.buttons)
         layout.addLayout(top)
+        self.thinking = ThinkingFold()
+        layout.addWidget(self.thinking)
         self.body = QTextBrowser()
         self.body.setOpenLinks(False)
         self.body.anchorClicked.connect(self._on_link)
@@ -187,6 +190,14 @@ class MessageWidget(QFrame):
         cursor.insertText(text)
         if not self._rerender.isActive():
             self._rerender.start()
+
+    def append_thinking(self, text: str) -> None:
+        """Thinking streamed before the answer (folded)."""
+        self.thinking.append(text)
+
+    def set_thought(self, text: str | None, seconds: float | None) -> None:
+        """How long the model thought (and, from the store, what)."""
+        self.thinking.set_thought(text, seconds)
 
     def set_partial(self, partial: bool) -> None:
         self.note.setText("(stopped)" if partial else "")

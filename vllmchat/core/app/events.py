@@ -15,6 +15,7 @@ from vllmchat.core.engine.events import ErrorKind, Event
 from vllmchat.core.engine.info import ModelInfo, ReloadResult
 from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.hardware import HardwareInfo
+from vllmchat.core.thinking import ThinkingEvent, ThoughtFor
 
 
 @dataclass(frozen=True)
@@ -105,5 +106,7 @@ AppEvent = (
     | PromptPlanEvent
     | SummaryEvent
     | PrefilledAhead
+    | ThinkingEvent
+    | ThoughtFor
     | Event
 )

@@ -15,6 +15,7 @@ from vllmchat.core.conversations.store import Message, title_from
 from vllmchat.core.conversations.titles import TITLE_PROMPT, clean_title
 from vllmchat.core.engine import DoneEvent, ErrorEvent, Event, StatsEvent
 from vllmchat.core.settings import SamplingSettings
+from vllmchat.core.thinking import answer_of
 
 MIN_NEXT_MESSAGE_TOKENS = 32
 
@@ -38,13 +39,13 @@ def make_title(session: ChatSession, should_stop: Callable[[], bool] = lambda: F
         return None
     prompt, _ = session.plan(path)
     request = [*prompt, {"role": "user", "content": TITLE_PROMPT}]
-    sampling = SamplingSettings(temperature=0.0, max_tokens=16, repeat_penalty=1.0)
+    sampling = SamplingSettings(temperature=0.0, max_tokens=16, repeat_penalty=1.0, thinking=False)
     title = ""
     for event in client.chat(request, sampling):
         if should_stop():
             client.stop()
         if isinstance(event, DoneEvent) and event.stop_reason != "stopped":
-            title = clean_title(event.text)
+            title = clean_title(answer_of(event.text))
     if not title:
         return None
     store.rename(session.conversation_id, title)

@@ -62,6 +62,10 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE messages ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;
     """,
+    # 3: a reasoning model's thinking, kept apart from the answer (never in a prompt).
+    """
+    ALTER TABLE messages ADD COLUMN thinking TEXT NOT NULL DEFAULT '';
+    """,
 ]
 
 

@@ -18,6 +18,7 @@ from vllmchat.core.conversations.policy import (
     PromptPlanEvent,
     SummaryEvent,
 )
+from vllmchat.core.conversations.reply_parts import ReplyEvent, ReplyParts
 from vllmchat.core.conversations.store import (
     ROOT,
     ConversationStore,
@@ -35,13 +36,12 @@ from vllmchat.core.engine import (
     ErrorEvent,
     ErrorKind,
     Event,
-    TokenEvent,
 )
 from vllmchat.core.engine.protocol import Engine
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 
 SAVE_EVERY_S = 1.0
-SessionEvent = Event | PromptPlanEvent | SummaryEvent | MessageStored
+SessionEvent = ReplyEvent | PromptPlanEvent | SummaryEvent | MessageStored
 
 
 def _turn_starts(path: list[Message]) -> list[int]:
@@ -231,7 +231,7 @@ class ChatSession:
 
     def _stream_reply(
         self, prompt: list[dict[str, str]], plan: PromptPlanEvent
-    ) -> Iterator[Event | MessageStored]:
+    ) -> Iterator[ReplyEvent | MessageStored]:
         room = plan.n_ctx - plan.prompt_tokens
         sampling = replace(self.sampling, max_tokens=max(1, min(self.sampling.max_tokens, room)))
         reply = self.store.add_message(
@@ -243,31 +243,36 @@ class ChatSession:
             settings=asdict(sampling),
         )
         yield MessageStored(reply.id, "assistant")
-        parts: list[str] = []
+        parts = ReplyParts(self.client.info)
         saved_at = time.monotonic()
-        for event in self.client.chat(prompt, sampling):
-            if isinstance(event, TokenEvent):
-                parts.append(event.text)
-                if time.monotonic() - saved_at > SAVE_EVERY_S:
-                    self.store.update_message(reply.id, content="".join(parts))
+        for raw in self.client.chat(prompt, sampling):
+            for event in parts.pass_on(raw):
+                if isinstance(event, DoneEvent):
+                    stats = asdict(event.stats)
+                    if parts.thinking:
+                        stats["thinking_s"] = round(parts.seconds, 1)
+                    self.store.update_message(
+                        reply.id,
+                        content=event.text,
+                        thinking=parts.thinking,
+                        partial=event.stop_reason == "stopped",
+                        token_ids=event.token_ids,
+                        tokens=len(event.token_ids),
+                        stats=stats,
+                    )
+                elif isinstance(event, ErrorEvent):
+                    if event.partial_text or parts.thinking:
+                        text, thought = event.partial_text, parts.thinking
+                        self.store.update_message(
+                            reply.id, content=text, thinking=thought, partial=True
+                        )
+                    else:
+                        self.store.set_leaf(self.conversation_id, reply.parent_id)
+                elif time.monotonic() - saved_at > SAVE_EVERY_S:
+                    self.store.update_message(reply.id, content=parts.answer,
+                                              thinking=parts.thinking)  # fmt: skip
                     saved_at = time.monotonic()
-            elif isinstance(event, DoneEvent):
-                stats = asdict(event.stats)
-                self.store.update_message(
-                    reply.id,
-                    content=event.text,
-                    partial=event.stop_reason == "stopped",
-                    token_ids=event.token_ids,
-                    tokens=len(event.token_ids),
-                    stats=stats,
-                )
-            elif isinstance(event, ErrorEvent):
-                text = event.partial_text or "".join(parts)
-                if text:
-                    self.store.update_message(reply.id, content=text, partial=True)
-                else:
-                    self.store.set_leaf(self.conversation_id, reply.parent_id)
-            yield event
+                yield event
 
     # -- summaries ---------------------------------------------------------------------
     def _should_summarize(self, plan: PromptPlanEvent, path: list[Message]) -> bool:

@@ -30,6 +30,7 @@ class Message:
     stats: dict[str, Any] = field(default_factory=dict)
     partial: bool = False
     pinned: bool = False  # kept verbatim in every prompt, never summarized
+    thinking: str = ""  # a reasoning model's thinking before ``content`` (shown folded)
 
 
 @dataclass(frozen=True)
@@ -220,11 +221,13 @@ class ConversationStore:
         tokens: int | None = None,
         token_ids: list[int] | tuple[int, ...] | None = None,
         stats: dict[str, Any] | None = None,
+        thinking: str | None = None,
     ) -> None:
         """Change a message in place (a streaming reply, an edited summary's source)."""
         sets, args = [], []
         for column, value in (
             ("content", content),
+            ("thinking", thinking),
             ("tokens", tokens),
             ("partial", None if partial is None else int(partial)),
             ("token_ids", None if token_ids is None else json.dumps(list(token_ids))),
@@ -275,10 +278,12 @@ class ConversationStore:
         rows = self._branch(
             leaf_id,
             "m.id, m.conversation_id, m.parent_id, m.role, m.content, m.created, m.partial, "
-            "m.pinned",
+            "m.pinned, m.thinking, json_extract(m.stats, '$.thinking_s') AS thinking_s",
         )
         return [Message(r["id"], r["conversation_id"], r["parent_id"], r["role"], r["content"],
-                        r["created"], partial=bool(r["partial"]), pinned=bool(r["pinned"]))
+                        r["created"], partial=bool(r["partial"]), pinned=bool(r["pinned"]),
+                        thinking=r["thinking"],
+                        stats={} if r["thinking_s"] is None else {"thinking_s": r["thinking_s"]})
                 for r in rows]  # fmt: skip
 
     def siblings(self, message_id: int) -> list[Message]:
@@ -369,6 +374,7 @@ def _message(row: sqlite3.Row) -> Message:
         json.loads(row["stats"]),
         bool(row["partial"]),
         bool(row["pinned"]),
+        row["thinking"],
     )
 
 

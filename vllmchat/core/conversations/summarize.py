@@ -19,6 +19,7 @@ from vllmchat.core.conversations.store import Message, Summary
 from vllmchat.core.engine import DoneEvent, ErrorEvent, StatsEvent
 from vllmchat.core.engine.protocol import Engine
 from vllmchat.core.settings import SamplingSettings
+from vllmchat.core.thinking import answer_of
 
 _CUT = re.compile(r"\n\s*\n|\n(?:User|You|Assistant|Model)\s*:", re.IGNORECASE)
 _PER_MESSAGE_CHARS = 1200
@@ -141,6 +142,7 @@ def ask_for_summary(
         repeat_penalty=1.15,
         max_tokens=policy.summary_max_tokens,
         seed=0,
+        thinking=False,  # thinking is never put into a summary
     )
     text, note, prefill = "", "", 0
     if stopped():
@@ -158,9 +160,10 @@ def ask_for_summary(
         elif isinstance(event, DoneEvent):
             if event.stop_reason == "stopped" or stopped():
                 return SummaryOutcome(cancelled=True), prefill
-            made, note = new_summary(event.text, previous_text, source, policy.summary_max_words)
+            answer = answer_of(event.text)
+            made, note = new_summary(answer, previous_text, source, policy.summary_max_words)
             text = made.text()
-            fresh = made.narrative + " " + " ".join(f for f in made.facts if f in event.text)
+            fresh = made.narrative + " " + " ".join(f for f in made.facts if f in answer)
     if not text or not fresh.strip():
         return SummaryOutcome(reason="The summary came back empty."), prefill
     replaced = (previous.content + " " if previous else "") + source

@@ -27,6 +27,9 @@ class ModelInfo:
     # Tensors llama.cpp's loader reported as overridden to another buffer type
     # (name -> buffer type), e.g. the experts kept in RAM.
     overridden: dict[str, str] = field(default_factory=dict)
+    reasoning: str = ""  # how replies hold thinking: "think", "harmony" or "" (none)
+    thinking_opens: bool = False  # the prompt opens the thinking (DeepSeek-R1's template)
+    thinking_toggle: bool = False  # the template reads enable_thinking
 
 
 @dataclass(frozen=True)

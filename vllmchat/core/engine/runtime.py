@@ -11,7 +11,7 @@ from typing import Any
 
 import llama_cpp  # before numpy: the CUDA build segfaults in the other order
 
-from vllmchat.core.chat_format import prompt_tokens, render_segments
+from vllmchat.core.chat_format import TemplateError, prompt_tokens, render_segments
 from vllmchat.core.chat_templates import BUILTIN_TEMPLATES, builtin_template_for
 from vllmchat.core.engine import llama_log
 from vllmchat.core.engine.events import EngineError, ErrorKind
@@ -22,6 +22,7 @@ from vllmchat.core.engine.overrides import OverrideList, cpu_overrides
 from vllmchat.core.models.advisor import display_name
 from vllmchat.core.models.description import describe
 from vllmchat.core.settings import GGML_TYPE_IDS, LoadSettings, parse_overrides
+from vllmchat.core.thinking import HARMONY_MARKERS, THINK_OPEN, style_of
 
 _SPECIAL_ATTRS = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL  # user-defined tokens (e.g. "\n") are text
 
@@ -121,8 +122,10 @@ class LlamaRuntime:
         self.pending: int | None = None  # last sampled token not yet in the KV cache
         self._replies: OrderedDict[str, list[int]] = OrderedDict()
         self._markup_cache: dict[str, list[str | int]] = {}
-        self._last_render: tuple[tuple[tuple[str, str], ...], tuple[int, ...]] | None = None
+        self._last_render: tuple[object, tuple[int, ...]] | None = None
         self.template, source = self._pick_template()
+        self.reasoning = style_of(self.template)
+        self.passthrough = self._harmony_markers() if self.reasoning == "harmony" else frozenset()
         model = self.llm.model
         self.info = ModelInfo(
             path=os.path.abspath(settings.model_path),
@@ -141,7 +144,32 @@ class LlamaRuntime:
             buffers_mib=llama_log.buffer_sizes(llama_log.lines_since(mark)),
             name=display_name(settings.model_path),
             overridden=llama_log.overridden_tensors(llama_log.lines_since(mark)),
+            reasoning=self.reasoning,
+            thinking_opens=self._prompt_opens_thinking(),
+            thinking_toggle="enable_thinking" in self.template,
         )
+
+    def _harmony_markers(self) -> frozenset[int]:
+        """gpt-oss's channel markers: control tokens that are part of the reply's text."""
+        ids = (self.tokenize(m, special=True) for m in HARMONY_MARKERS)
+        return frozenset(t[0] for t in ids if len(t) == 1)
+
+    def _prompt_opens_thinking(self) -> bool:
+        """Whether the template's generation prompt ends inside ``<think>``."""
+        if self.reasoning != "think":
+            return False
+        try:
+            segments = render_segments(self.template, [{"role": "user", "content": "?"}],
+                                       bos_token="", eos_token="")  # fmt: skip
+        except TemplateError:
+            return False
+        return "".join(s.text for s in segments).rstrip().endswith(THINK_OPEN)
+
+    def is_stop(self, token: int) -> bool:
+        """End of the reply: end of generation, or a control token that is not text."""
+        if self.is_eog(token):
+            return True
+        return self.is_special(token) and token not in self.passthrough
 
     @staticmethod
     def _new_llama(settings: LoadSettings) -> llama_cpp.Llama:
@@ -188,6 +216,8 @@ class LlamaRuntime:
         return bool(llama_cpp.llama_vocab_is_eog(self._vocab, token))
 
     def piece(self, token: int) -> bytes:
+        if token in self.passthrough:
+            return self.token_text(token).encode()
         n = llama_cpp.llama_token_to_piece(self._vocab, token, self._piece_buf, 256, 0, False)
         return self._piece_buf.raw[: max(n, 0)]
 
@@ -208,25 +238,27 @@ class LlamaRuntime:
         return self.token_text(token) if token >= 0 else ""
 
     # -- prompt -----------------------------------------------------------
-    def render(self, messages: Sequence[Mapping[str, str]]) -> list[int]:
-        """Token ids of the chat prompt, ending with the assistant's turn opener.
+    def render(self, messages: Sequence[Mapping[str, str]], *, thinking: bool = True) -> list[int]:
+        """Token ids of the chat prompt, ending with the assistant's turn opener
+        (``thinking`` False: the template's ``enable_thinking`` is off).
 
         The last rendering is remembered (a turn renders what its plan just
         rendered), and markup and message pieces are tokenized once per chat.
         """
-        key = tuple((m["role"], m["content"]) for m in messages)
+        key = (thinking, tuple((m["role"], m["content"]) for m in messages))
         if self._last_render is not None and self._last_render[0] == key:
             return list(self._last_render[1])
-        ids = self._render(messages)
+        ids = self._render(messages, thinking)
         self._last_render = (key, tuple(ids))
         return ids
 
-    def _render(self, messages: Sequence[Mapping[str, str]]) -> list[int]:
+    def _render(self, messages: Sequence[Mapping[str, str]], thinking: bool) -> list[int]:
         segments = render_segments(
             self.template,
             messages,
             bos_token=self._special_text(self.llm.token_bos()),
             eos_token=self._special_text(self.llm.token_eos()),
+            enable_thinking=thinking,
         )
         ids = prompt_tokens(
             segments,

@@ -63,7 +63,7 @@ def run_turn(
         emit(ErrorEvent(ErrorKind.BAD_REQUEST, "There is no message to answer."))
         return
     try:
-        prompt = rt.render(messages)
+        prompt = rt.render(messages, thinking=sampling.thinking)
     except TemplateError as exc:
         emit(ErrorEvent(ErrorKind.BAD_REQUEST, str(exc)))
         return
@@ -137,7 +137,7 @@ def _decode_loop(
         t_last = time.perf_counter()
         if i == 0:
             t_first = t_last
-        if not sampling.ignore_eos and (rt.is_eog(token) or rt.is_special(token)):
+        if not sampling.ignore_eos and rt.is_stop(token):
             rt.pending = token
             reason = "eos"
             break
