@@ -19,6 +19,7 @@ class FakeServer:
         self.mode = "ok"
         self.script: list[str] = []  # mode "script": these answers, one per request, in order
         self.requests: list[dict[str, Any]] = []
+        self.reasoning = ""  # sent first as reasoning_content, as llama.cpp's server does
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -78,6 +79,11 @@ class FakeServer:
                 if mode == "script":
                     answer = fake.script.pop(0) if fake.script else ""
                     words = tuple(answer[i : i + 8] for i in range(0, len(answer), 8))
+                if fake.reasoning:
+                    chunk = {"id": "1", "object": "chat.completion.chunk", "created": 0,
+                             "model": "fake", "choices": [{"index": 0, "finish_reason": None,
+                             "delta": {"reasoning_content": fake.reasoning}}]}  # fmt: skip
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                 for word in words:
                     chunk = {
                         "id": "1",

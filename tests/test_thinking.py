@@ -181,3 +181,24 @@ def test_the_window_folds_thinking_and_shows_how_long(qtbot):
     stored, plain = view.messages()[-2:]
     assert stored.thinking.header.text() == "Thought for 3 s" and not stored.thinking.isHidden()
     assert plain.thinking.isHidden()
+
+
+def test_a_servers_reasoning_content_is_thinking_and_thinking_off_reaches_its_template(store):
+    from tests.fake_openai import FakeServer
+    from vllmchat.core.engine.remote import RemoteEngine
+
+    with FakeServer() as server:
+        server.mode, server.script, server.reasoning = "script", ["Paris."], "France's capital."
+        engine = RemoteEngine(server.url)
+        engine.load(LoadSettings(model_path=""))
+        session = ChatSession(store, engine, store.create().id)
+        events = list(session.send("Capital of France?"))
+        assert (
+            "".join(e.text for e in events if isinstance(e, ThinkingEvent)) == "France's capital."
+        )
+        reply = store.path(session.conversation_id)[-1]
+        assert (reply.content, reply.thinking) == ("Paris.", "France's capital.")
+        session.sampling = SamplingSettings(thinking=False)
+        server.reasoning = ""
+        list(session.send("And Spain?"))
+        assert server.requests[-1]["chat_template_kwargs"] == {"enable_thinking": False}

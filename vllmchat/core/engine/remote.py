@@ -36,6 +36,7 @@ from vllmchat.core.engine.protocol import Capabilities
 from vllmchat.core.models.advisor import display_name
 from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.settings import LoadSettings, SamplingSettings
+from vllmchat.core.thinking import THINK_CLOSE, THINK_OPEN
 
 CHARS_PER_TOKEN = 3.5  # for the context budget where the server does not count for us
 NO_STATE = "A remote server keeps its own cache; there is no KV state to save or load."
@@ -93,6 +94,7 @@ class RemoteEngine:
             max_retries=0,
         )
         self._stop = threading.Event()
+        self._thinking = False  # inside a reasoning_content run of the stream
         self._last = KvUsage(0, 0)
         self.last_timings: dict[str, Any] = {}  # llama.cpp's server's own figures, last turn
 
@@ -166,6 +168,7 @@ class RemoteEngine:
             gpu_offload=False,
             load_s=time.perf_counter() - t0,
             name=display_name(name) if name.endswith(".gguf") else name,
+            reasoning="think",  # reasoning_content comes back in think tags
         )
         return self.info
 
@@ -206,6 +209,8 @@ class RemoteEngine:
         }
         if sampling.seed >= 0:
             request["seed"] = sampling.seed
+        if not sampling.thinking:  # llama.cpp's server passes these to the template
+            extra["chat_template_kwargs"] = {"enable_thinking": False}
         if sampling.ignore_eos:  # benchmarks: a fixed number of tokens (llama.cpp, vLLM)
             extra["ignore_eos"] = True
         return request
@@ -219,6 +224,7 @@ class RemoteEngine:
             return
         sampling = sampling or SamplingSettings()
         self._stop.clear()
+        self._thinking = False
         parts: list[str] = []
         t0 = time.perf_counter()
         t_first = t_last = 0.0
@@ -241,11 +247,11 @@ class RemoteEngine:
                     usage = chunk.usage or usage
                     timings = (chunk.model_extra or {}).get("timings") or timings
                     for choice in chunk.choices:
-                        if choice.delta and choice.delta.content:
+                        for piece in self._pieces(choice.delta):
                             t_last = time.perf_counter()
                             t_first = t_first or t_last
-                            parts.append(choice.delta.content)
-                            yield TokenEvent(choice.delta.content, -1)
+                            parts.append(piece)
+                            yield TokenEvent(piece, -1)
                         if choice.finish_reason:
                             reason = {"stop": "eos", "length": "max_tokens"}.get(
                                 choice.finish_reason, choice.finish_reason
@@ -262,6 +268,9 @@ class RemoteEngine:
             message = f"{self.url} dropped the connection mid-reply ({type(exc).__name__})."
             yield ErrorEvent(ErrorKind.SERVER_UNREACHABLE, message, partial_text="".join(parts))
             return
+        if self._thinking:
+            self._thinking = False
+            parts.append(THINK_CLOSE)
         text = "".join(parts)
         if not reason:  # no finish_reason: the stream ended before the reply did
             yield self._unfinished(messages, text)
@@ -270,6 +279,25 @@ class RemoteEngine:
         stats = self._stats(usage, timings, reason, len(parts), t0, t_first, t_last)
         yield StatsEvent(stats)
         yield DoneEvent(text, reason, stats)
+
+    def _pieces(self, delta: Any) -> list[str]:
+        """A delta's text; a server's separate ``reasoning_content`` (llama.cpp's, vLLM's)
+        comes back inside think tags, as the session tells thinking apart from text."""
+        if delta is None:
+            return []
+        pieces = []
+        reasoning = (delta.model_extra or {}).get("reasoning_content")
+        if reasoning:
+            if not self._thinking:
+                self._thinking = True
+                pieces.append(THINK_OPEN)
+            pieces.append(reasoning)
+        if delta.content:
+            if self._thinking:
+                self._thinking = False
+                pieces.append(THINK_CLOSE)
+            pieces.append(delta.content)
+        return pieces
 
     def _unfinished(self, messages: Sequence[Mapping[str, str]], text: str) -> ErrorEvent:
         """A stream that ended without a finish reason. Some servers (llama-cpp-python's)
