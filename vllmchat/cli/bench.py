@@ -10,11 +10,13 @@ from typing import Any
 def register(sub: Any) -> None:
     p = sub.add_parser("bench", help="benchmarks (prints JSON)")
     p.add_argument(
-        "name", choices=["engine", "estimate", "conversation", "ui", "tune", "remote", "moe"]
+        "name",
+        choices=["engine", "estimate", "conversation", "ui", "tune", "remote", "moe", "summary"],
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--model", help="GGUF to use (default: the demo model)")
     p.add_argument("--quick", action="store_true", help="fewer repetitions")
+    p.add_argument("--server", help="summary: a server that writes the summaries")
     p.add_argument(
         "--n-ctx",
         type=int,
@@ -36,6 +38,10 @@ def run(args: argparse.Namespace) -> int:
         from vllmchat.bench import conversation_bench
 
         result = conversation_bench.run(model=args.model, quick=args.quick)
+    elif args.name == "summary":
+        from vllmchat.bench import summary_bench
+
+        result = summary_bench.run(model=args.model, server=args.server, quick=args.quick)
     elif args.name == "remote":
         from vllmchat.bench import remote_bench
 
