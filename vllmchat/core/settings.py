@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 KvType = Literal["f16", "q8_0", "q4_0"]
+SpeculationMode = Literal["off", "auto", "always"]
 KV_TYPES: tuple[str, ...] = ("f16", "q8_0", "q4_0")
 
 # ggml_type ids used by llama.cpp for the KV cache.
@@ -166,6 +167,14 @@ class SamplingSettings:
             "thinking off: enable_thinking)"
         },
     )
+    speculation: SpeculationMode = field(
+        default="auto",
+        metadata={
+            "help": "speculative decoding: guesses checked in one batch, same output "
+            "(auto: only while it pays)"
+        },
+    )
+    draft_max: int = field(default=8, metadata={"help": "most tokens drafted per step"})
     # Benchmarks decode a fixed number of tokens.
     ignore_eos: bool = False
 

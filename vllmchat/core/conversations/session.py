@@ -352,12 +352,16 @@ class ChatSession:
         self, previous: Summary | None, old: list[Message]
     ) -> tuple[SummaryOutcome, int]:
         engine, note = self._summary_engine()
+        conversation = None
+        if engine is self.client:  # after the conversation: its KV cache is reused
+            conversation, _ = self.plan(self.store.path(self.conversation_id))
         outcome, prefill = ask_for_summary(
             engine,
             self.policy,
             previous,
             old,
             stopped=lambda: self.stop_requested or self.waiting(),
+            conversation=conversation,
         )
         if note and outcome.ok:
             outcome = replace(outcome, note=f"{note} {outcome.note}".strip())

@@ -16,7 +16,7 @@ from vllmchat.core.conversations.facts import (
 )
 from vllmchat.core.conversations.policy import ContextPolicy
 from vllmchat.core.conversations.store import Message, Summary
-from vllmchat.core.engine import DoneEvent, ErrorEvent, StatsEvent
+from vllmchat.core.engine import DoneEvent, EngineError, ErrorEvent, StatsEvent
 from vllmchat.core.engine.protocol import Engine
 from vllmchat.core.settings import SamplingSettings
 from vllmchat.core.thinking import answer_of
@@ -77,6 +77,28 @@ def clean_summary(text: str, max_words: int) -> str:
     return text.strip()
 
 
+def after_request(policy: ContextPolicy) -> str:
+    """The request asked after the conversation itself."""
+    return (
+        "Now write two parts about our whole conversation so far, the earlier summary "
+        'included.\nFacts: a list, one per line starting with "- ", as "topic: value", '
+        "of the names, numbers, dates, preferences, decisions and open tasks stated. "
+        "Copy names and numbers exactly.\n"
+        f"Summary: one paragraph of at most {policy.summary_max_words} words.\n"
+        'Write only these two parts, starting with "Facts:".'
+    )
+
+
+def _fits_after(client: Engine, conversation: list[dict[str, str]], policy: ContextPolicy) -> bool:
+    if not client.capabilities.prompt_cache or client.info is None:
+        return False
+    request = [*conversation, {"role": "user", "content": after_request(policy)}]
+    try:
+        return len(client.render(request)) + policy.summary_max_tokens < client.info.n_ctx
+    except EngineError:  # a template that will not render it
+        return False
+
+
 def grounded(fact: str, source: str) -> bool:
     """Whether most of a fact's value words occur in ``source`` (the messages it was
     written from): an invented fact, or an old one restated, does not replace anything."""
@@ -132,10 +154,18 @@ def ask_for_summary(
     old: list[Message],
     *,
     stopped: Callable[[], bool],
+    conversation: list[dict[str, str]] | None = None,
 ) -> tuple[SummaryOutcome, int]:
     """Ask ``client`` to summarize ``old`` after ``previous``; ``stopped`` is checked
-    per event (a turn sent meanwhile stops it)."""
+    per event (a turn sent meanwhile stops it). Given the ``conversation``'s prompt
+    (which holds ``old``), the request is asked after it, so the engine reuses the
+    conversation's KV cache instead of reading a transcript."""
     request = summary_request(previous.content if previous else None, old, policy.summary_max_words)
+    if conversation and conversation[-1]["role"] == "user":
+        conversation = conversation[:-1]  # the new message waits (roles alternate)
+    after = conversation is not None and _fits_after(client, conversation, policy)
+    if conversation is not None and after:
+        request = [*conversation, {"role": "user", "content": after_request(policy)}]
     sampling = SamplingSettings(
         temperature=0.2,
         top_k=20,
@@ -149,6 +179,8 @@ def ask_for_summary(
         return SummaryOutcome(cancelled=True), 0
     previous_text = previous.content if previous else None
     source = " ".join(m.content for m in old)
+    if conversation is not None and after:  # facts of the kept turns are grounded too
+        source = " ".join(m["content"] for m in conversation)
     fresh = ""
     for event in client.chat(request, sampling):
         if stopped():

@@ -97,6 +97,8 @@ class TurnStats:
     stop_reason: str = ""
     n_ctx: int = 0
     kv_tokens: int = 0
+    drafted: int = 0  # tokens guessed by speculation and checked
+    accepted: int = 0  # of those, taken (each one a decode step saved)
 
     @property
     def decode_tok_s(self) -> float:

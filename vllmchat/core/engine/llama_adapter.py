@@ -20,7 +20,7 @@ import llama_cpp.llama_cpp as llama_api
 from vllmchat.core.settings import SamplingSettings
 
 REQUIRED = ((llama_cpp.Llama, "_init_sampler"), (llama_api, "llama_model_default_params"))
-REQUIRED_ON_A_MODEL = ("_ctx",)  # set by ``Llama.__init__``
+REQUIRED_ON_A_MODEL = ("_ctx", "_batch")  # set by ``Llama.__init__``
 
 
 def missing(llm: llama_cpp.Llama | None = None) -> list[str]:
@@ -48,6 +48,24 @@ def sample_next(llm: llama_cpp.Llama, sampler: Any) -> int:
     """The next token from the logits of the last evaluated position."""
     token: int = sampler.sample(llm._ctx, -1)
     return token
+
+
+def sample_at(llm: llama_cpp.Llama, sampler: Any, index: int) -> int:
+    """A token from the logits of the ``index``-th position of the last batch (the
+    sampler accepts it, as after ``sample_next``)."""
+    token: int = sampler.sample(llm._ctx, index)
+    return token
+
+
+def decode_all_logits(llm: llama_cpp.Llama, tokens: list[int]) -> None:
+    """Evaluate ``tokens`` (one batch, at most ``n_batch``) keeping the logits of every
+    one of them, not of the whole context (``Llama.eval`` keeps the last only)."""
+    llm._ctx.kv_cache_seq_rm(-1, llm.n_tokens, -1)
+    n_past = llm.n_tokens
+    llm._batch.set_batch(batch=tokens, n_past=n_past, logits_all=True)
+    llm._ctx.decode(llm._batch)
+    llm.input_ids[n_past : n_past + len(tokens)] = tokens
+    llm.n_tokens += len(tokens)
 
 
 def drop_kv_after(llm: llama_cpp.Llama, n_keep: int) -> bool:

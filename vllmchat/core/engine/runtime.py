@@ -16,9 +16,10 @@ from vllmchat.core.chat_templates import BUILTIN_TEMPLATES, builtin_template_for
 from vllmchat.core.engine import llama_log
 from vllmchat.core.engine.events import EngineError, ErrorKind
 from vllmchat.core.engine.info import ModelInfo
-from vllmchat.core.engine.llama_adapter import drop_kv_after, loader_overrides
+from vllmchat.core.engine.llama_adapter import decode_all_logits, drop_kv_after, loader_overrides
 from vllmchat.core.engine.model_check import check_model_file
 from vllmchat.core.engine.overrides import OverrideList, cpu_overrides
+from vllmchat.core.engine.speculative import Speculator
 from vllmchat.core.models.advisor import display_name
 from vllmchat.core.models.description import describe
 from vllmchat.core.settings import GGML_TYPE_IDS, LoadSettings, parse_overrides
@@ -123,6 +124,9 @@ class LlamaRuntime:
         self._replies: OrderedDict[str, list[int]] = OrderedDict()
         self._markup_cache: dict[str, list[str | int]] = {}
         self._last_render: tuple[object, tuple[int, ...]] | None = None
+        self.speculator = Speculator(
+            gpu=settings.n_gpu_layers > 0 and bool(llama_cpp.llama_supports_gpu_offload())
+        )
         self.template, source = self._pick_template()
         self.reasoning = style_of(self.template)
         self.passthrough = self._harmony_markers() if self.reasoning == "harmony" else frozenset()
@@ -322,6 +326,14 @@ class LlamaRuntime:
             self.llm.eval(tokens)
         except RuntimeError as exc:
             self.truncate(self.llm.n_tokens)  # drop ubatches of an aborted batch
+            raise _decode_error(str(exc), self.llm.n_tokens, self.n_ctx) from exc
+
+    def decode_with_logits(self, tokens: list[int]) -> None:
+        """Evaluate a few tokens keeping every one's logits (a speculative verify)."""
+        try:
+            decode_all_logits(self.llm, tokens)
+        except RuntimeError as exc:
+            self.truncate(self.llm.n_tokens)
             raise _decode_error(str(exc), self.llm.n_tokens, self.n_ctx) from exc
 
     def save_state(self) -> tuple[bytes, list[int]]:

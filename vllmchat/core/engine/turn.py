@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import codecs
 import time
 from collections.abc import Callable, Mapping, Sequence
 
 from vllmchat.core.chat_format import TemplateError
+from vllmchat.core.engine.decoding import conversation_key, decode_reply
 from vllmchat.core.engine.events import (
     DoneEvent,
     EngineError,
@@ -15,10 +15,8 @@ from vllmchat.core.engine.events import (
     Event,
     PrefillProgressEvent,
     StatsEvent,
-    TokenEvent,
     TurnStats,
 )
-from vllmchat.core.engine.llama_adapter import sample_next, sampler_for
 from vllmchat.core.engine.runtime import LlamaRuntime, common_prefix
 from vllmchat.core.settings import SamplingSettings
 
@@ -105,74 +103,9 @@ def run_turn(
         emit(ErrorEvent(exc.kind, exc.message))
         return
     t_prefilled = time.perf_counter()
-    _decode_loop(rt, sampling, should_stop, emit, base, t0, t_prefilled)
-
-
-def _decode_loop(
-    rt: LlamaRuntime,
-    sampling: SamplingSettings,
-    should_stop: Callable[[], bool],
-    emit: Emit,
-    base: dict[str, int],
-    t0: float,
-    t_prefilled: float,
-) -> None:
-    llm = rt.llm
-    if sampling.seed >= 0:
-        llm.set_seed(sampling.seed)
-    sampler = sampler_for(llm, sampling)
-    room = rt.n_ctx - llm.n_tokens
-    max_new = max(0, min(sampling.max_tokens, room))
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    ids: list[int] = []
-    parts: list[str] = []
-    reason = "max_tokens" if max_new == sampling.max_tokens else "context_full"
-    t_first = t_last = 0.0
-    error: EngineError | None = None
-    for i in range(max_new):
-        if should_stop():
-            reason = "stopped"
-            break
-        token = sample_next(llm, sampler)
-        t_last = time.perf_counter()
-        if i == 0:
-            t_first = t_last
-        if not sampling.ignore_eos and rt.is_stop(token):
-            rt.pending = token
-            reason = "eos"
-            break
-        ids.append(token)
-        text = decoder.decode(rt.piece(token))
-        parts.append(text)
-        emit(TokenEvent(text, token))
-        if i == max_new - 1:
-            rt.pending = token
-            break
-        try:
-            rt.decode([token])
-        except EngineError as exc:
-            error = exc
-            break
-    tail = decoder.decode(b"", final=True)
-    if tail:
-        parts.append(tail)
-        emit(TokenEvent(tail, -1))
-    reply = "".join(parts)
-    rt.remember_reply(reply, ids)
-    stats = TurnStats(
-        **base,
-        prefill_s=t_prefilled - t0,
-        ttft_s=(t_first - t0) if ids or t_first else 0.0,
-        decode_tokens=len(ids),
-        decode_s=t_last - t_first,
-        stop_reason="error" if error else reason,
-        kv_tokens=llm.n_tokens,
+    decode_reply(
+        rt, sampling, should_stop, emit, base, (t0, t_prefilled), conversation_key(messages)
     )
-    emit(StatsEvent(stats))
-    if error is not None:
-        emit(ErrorEvent(error.kind, error.message, partial_text=reply))
-        return
-    emit(DoneEvent(reply, reason, stats, tuple(ids)))
     settle_pending(rt)
 
 

@@ -1,0 +1,141 @@
+"""Speculative decoding: cheap guesses for the next tokens, checked in one batch.
+
+Drafts come from the conversation itself (the tokens that followed the latest
+earlier occurrence of the last n-gram, prompt lookup) or from a draft model.
+The target model evaluates the sampled token and the k drafts in one batch,
+with logits for those k + 1 positions only; its sampler samples at each
+position in turn and a draft is accepted while it equals the sampled token.
+That keeps the target's distribution exactly (greedy output is the same token
+for token), and the first sampled token that differs is the next token anyway.
+
+Whether to speculate is decided per conversation from measured acceptance and
+measured cost: a verify of k drafts costs ``cost[k]`` single steps and yields
+``(1 - a^(k+1)) / (1 - a)`` tokens at acceptance ``a``. In ``auto`` it drafts
+only while that pays, rests while it does not, and probes again later.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+MODES = ("off", "auto", "always")
+NGRAM_SIZES = (4, 3, 2)
+K_CHOICES = (1, 2, 3, 4, 6, 8)
+# A batch of k + 1 tokens in units of one decode step, before any is measured
+# (measured on this project's 2-core CPU and on an H200: verify costs grow slower there).
+CPU_COST = {1: 1.25, 2: 1.46, 3: 1.8, 4: 2.19, 6: 4.0, 8: 6.17}
+GPU_COST = {1: 1.06, 2: 1.12, 3: 1.3, 4: 1.51, 6: 1.9, 8: 2.22}
+PAYS = 1.08  # expected speed-up a draft must promise in auto mode
+REST_TOKENS = 48  # after a draft that did not pay (auto), decode plainly this long
+PRIOR_ACCEPTANCE = 0.55
+
+
+class NgramIndex:
+    """Where each n-gram of the conversation's tokens last ended (prompt lookup)."""
+
+    def __init__(self, tokens: Sequence[int] = ()) -> None:
+        self.tokens: list[int] = []
+        self._last: dict[tuple[int, ...], int] = {}
+        self._previous: dict[tuple[int, ...], int] = {}
+        for t in tokens:
+            self.append(t)
+
+    def append(self, token: int) -> None:
+        self.tokens.append(token)
+        end = len(self.tokens)
+        for n in NGRAM_SIZES:
+            if end >= n:
+                key = tuple(self.tokens[end - n :])
+                if key in self._last:
+                    self._previous[key] = self._last[key]
+                self._last[key] = end
+
+    def draft(self, k: int) -> list[int]:
+        """Up to ``k`` tokens that followed the latest earlier match of the longest
+        suffix n-gram; [] when there is none."""
+        end = len(self.tokens)
+        for n in NGRAM_SIZES:
+            if end < n:
+                continue
+            key = tuple(self.tokens[end - n :])
+            at = self._previous.get(key) if self._last.get(key) == end else self._last.get(key)
+            if at is not None and at < end:
+                return self.tokens[at : min(at + k, end)]
+        return []
+
+
+@dataclass
+class Acceptance:
+    """Drafted and accepted tokens of one conversation, and a running rate."""
+
+    drafted: int = 0
+    accepted: int = 0
+    rate: float = PRIOR_ACCEPTANCE
+    rest_until: int = 0  # the decode step before which auto mode does not draft
+
+    def record(self, drafted: int, accepted: int) -> None:
+        self.drafted += drafted
+        self.accepted += accepted
+        if drafted:
+            weight = min(0.5, drafted / 16)
+            self.rate = (1 - weight) * self.rate + weight * (accepted / drafted)
+
+
+def expected_tokens(rate: float, k: int) -> float:
+    """Tokens one verify of ``k`` drafts yields at per-token acceptance ``rate``."""
+    if rate >= 0.999:
+        return float(k + 1)
+    return (1 - rate ** (k + 1)) / (1 - rate)
+
+
+@dataclass
+class Speculator:
+    """The choice of k per step, from acceptance and the costs measured here."""
+
+    mode: str = "auto"
+    gpu: bool = False
+    max_k: int = 8
+    cost: dict[int, float] = field(default_factory=dict)
+    single_s: float = 0.0  # a running mean of one plain decode step
+    conversations: OrderedDict[int, Acceptance] = field(default_factory=OrderedDict)
+
+    def __post_init__(self) -> None:
+        self.cost = dict(GPU_COST if self.gpu else CPU_COST)
+
+    def for_conversation(self, key: int) -> Acceptance:
+        acceptance = self.conversations.pop(key, None) or Acceptance()
+        self.conversations[key] = acceptance
+        while len(self.conversations) > 64:
+            self.conversations.popitem(last=False)
+        return acceptance
+
+    def choose_k(self, acceptance: Acceptance, step: int, room: int) -> int:
+        """How many drafts to verify at this step (0: decode plainly)."""
+        if self.mode == "off" or room < 2:
+            return 0
+        limit = min(self.max_k, room - 1)
+        choices = [k for k in K_CHOICES if k <= limit] or [1]
+        gain = {k: expected_tokens(acceptance.rate, k) / self.cost[k] for k in choices}
+        best = max(gain, key=lambda k: gain[k])
+        if self.mode == "always":
+            return best
+        if step < acceptance.rest_until:
+            return 0
+        return best if gain[best] >= PAYS else 0
+
+    def after_verify(
+        self, acceptance: Acceptance, k: int, accepted: int, seconds: float, step: int
+    ) -> None:
+        """Learn from one verify: its cost, and whether drafting pays here."""
+        acceptance.record(k, accepted)
+        if self.single_s > 0:
+            ratio = seconds / self.single_s
+            self.cost[k] = 0.8 * self.cost[k] + 0.2 * max(1.0, ratio)
+        paid = (accepted + 1) / self.cost[k]
+        if self.mode == "auto" and paid < 1.0 and acceptance.rate < 0.5:
+            acceptance.rest_until = step + REST_TOKENS
+
+    def after_single(self, seconds: float) -> None:
+        self.single_s = seconds if self.single_s <= 0 else 0.9 * self.single_s + 0.1 * seconds
