@@ -243,7 +243,7 @@ def run(
 ) -> dict[str, Any]:
     """The figures for ``model`` (default: the demo model), its summaries written by
     itself or by ``server``."""
-    turns = 42 if quick else 48
+    turns = 48 if quick else 62
     with tempfile.TemporaryDirectory(prefix="vllmchat-summary-") as tmp:
         path = model or str(demo_model_path())
         result = {"model": Path(path).name, "server": server or "", "n_ctx": N_CTX}

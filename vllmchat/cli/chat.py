@@ -101,7 +101,9 @@ def _print_stats(stats: Any, out: Any) -> None:
         f"[{stats.tokens_prefilled} prefilled, {stats.tokens_reused} reused, "
         f"ttft {stats.ttft_s * 1000:.0f} ms, {stats.decode_tokens} tokens at "
         f"{stats.decode_tok_s:.1f} tok/s, {stats.kv_tokens}/{stats.n_ctx} ctx, "
-        f"{stats.stop_reason}]\n"
+        f"{stats.stop_reason}"
+        + (f", drafted {stats.drafted}, accepted {stats.accepted}" if stats.drafted else "")
+        + "]\n"
     )
 
 

@@ -79,7 +79,10 @@ class StatusLine(QWidget):
         self.context.set_usage(0, n_ctx)
 
     def set_stats(self, stats: TurnStats) -> None:
-        self.speed.setText(f"{stats.decode_tok_s:.1f} tok/s")
+        speed = f"{stats.decode_tok_s:.1f} tok/s"
+        if stats.drafted:
+            speed += f" · drafted {stats.drafted}, accepted {stats.accepted}"
+        self.speed.setText(speed)
         self.tokens.setText(
             f"prefilled {stats.tokens_prefilled:,} · reused "
             f"{stats.tokens_reused:,} · first token {stats.ttft_s * 1000:.0f} ms"

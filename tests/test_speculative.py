@@ -1,0 +1,150 @@
+"""Speculative decoding on the real demo model: the same greedy output, the KV
+cache as without it, a stop in mid-draft, auto mode resting on prose, the
+terminal's options and the status line.
+
+Exact identity is asserted with flash attention and one thread: there
+llama.cpp's CPU kernels give a batch's rows the same logits as single steps
+(measured: without flash attention, rows after the second of a batch differ by
+up to 1.1 logits; with two threads, flash attention splits long caches
+differently for one query than for several).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from vllmchat.core.engine import DoneEvent, StatsEvent
+from vllmchat.core.engine.speculative import Acceptance, NgramIndex, Speculator
+from vllmchat.core.settings import LoadSettings, SamplingSettings
+
+LIST = "apples, pears, plums, cherries, grapes, lemons, limes, melons, figs, dates"
+ASK = f"Repeat this list exactly, then add one fruit: {LIST}."
+
+
+def test_drafts_follow_the_latest_earlier_match():
+    index = NgramIndex([1, 2, 3, 4, 5, 9, 1, 2, 3])
+    assert index.draft(2) == [4, 5]
+    index.append(4)
+    assert index.draft(3) == [5, 9, 1]
+    assert NgramIndex([7, 8, 9]).draft(4) == []
+
+
+def test_auto_drafts_only_while_it_pays_and_probes_again():
+    spec = Speculator(mode="auto")
+    acceptance = Acceptance()
+    assert spec.choose_k(acceptance, 1, 100) > 0, "a first probe"
+    for step in range(2, 6):
+        spec.after_verify(acceptance, 2, 0, 0.0, step)
+    assert acceptance.rate < 0.4 and spec.choose_k(acceptance, 6, 100) == 0
+    assert spec.choose_k(Acceptance(rate=0.95), 6, 100) >= 4, "high acceptance: long drafts"
+    assert Speculator(mode="off").choose_k(Acceptance(rate=1.0), 1, 100) == 0
+    rested = Acceptance(rate=0.9, rest_until=60)
+    assert spec.choose_k(rested, 59, 100) == 0 and spec.choose_k(rested, 60, 100) > 0
+
+
+@pytest.fixture
+def exact_client(make_client, demo_model):
+    def make():
+        client = make_client()
+        client.load(LoadSettings(model_path=str(demo_model), n_ctx=1024, n_threads=1,
+                                 flash_attn=True))  # fmt: skip
+        return client
+
+    return make
+
+
+def _turns(client, mode: str, questions: list[str]) -> list[DoneEvent]:
+    sampling = SamplingSettings(temperature=0.0, max_tokens=48, speculation=mode)
+    history: list[dict[str, str]] = []
+    done = []
+    for q in questions:
+        history.append({"role": "user", "content": q})
+        event = next(e for e in client.chat(history, sampling) if isinstance(e, DoneEvent))
+        history.append({"role": "assistant", "content": event.text})
+        done.append(event)
+    return done
+
+
+def test_greedy_output_and_kv_reuse_are_the_same_with_speculation(exact_client):
+    questions = [ASK, "Now repeat it again, exactly.", "And once more."]
+    plain = _turns(exact_client(), "off", questions)
+    fast = _turns(exact_client(), "always", questions)
+    assert [d.token_ids for d in fast] == [d.token_ids for d in plain]
+    assert sum(d.stats.drafted for d in fast) > 10 and sum(d.stats.accepted for d in fast) > 5
+    for a, b in zip(plain, fast, strict=True):  # rejected drafts left no trace in the cache
+        assert (a.stats.tokens_reused, a.stats.kv_tokens) == (
+            b.stats.tokens_reused,
+            b.stats.kv_tokens,
+        )
+
+
+def test_a_stop_in_mid_draft_keeps_the_cache_exact(exact_client):
+    client = exact_client()
+    sampling = SamplingSettings(temperature=0.0, max_tokens=64, speculation="always")
+    asked = [{"role": "user", "content": ASK}]
+    events = []
+    for event in client.chat(asked, sampling):
+        events.append(event)
+        if sum(1 for e in events if hasattr(e, "token_id")) == 9:
+            client.stop()
+    done = next(e for e in events if isinstance(e, DoneEvent))
+    assert done.stop_reason == "stopped"
+    n = len(done.token_ids)
+    again = [
+        *asked,
+        {"role": "assistant", "content": done.text},
+        {"role": "user", "content": "Go on."},
+    ]
+    stats = next(e.stats for e in client.chat(again, sampling) if isinstance(e, StatsEvent))
+    assert stats.tokens_reused >= stats.prompt_tokens - 12 - n // 2, "the partial reply was reused"
+    assert stats.tokens_new < 20
+
+
+def test_auto_mode_rests_on_prose(make_client, demo_model):
+    client = make_client()
+    client.load(LoadSettings(model_path=str(demo_model), n_ctx=1024, n_threads=2))
+    sampling = SamplingSettings(temperature=0.0, max_tokens=120, speculation="auto")
+    asked = [{"role": "user", "content": "Write a short story about a lighthouse keeper."}]
+    done = next(e for e in client.chat(asked, sampling) if isinstance(e, DoneEvent))
+    assert done.stats.decode_tokens > 60
+    assert done.stats.drafted <= done.stats.decode_tokens // 4, done.stats
+
+
+def test_a_live_reload_keeps_speculating(make_client, demo_model):
+    client = make_client()
+    settings = LoadSettings(model_path=str(demo_model), n_ctx=1024, n_threads=2)
+    client.load(settings)
+    sampling = SamplingSettings(temperature=0.0, max_tokens=40, speculation="always")
+    asked = [{"role": "user", "content": ASK}]
+    first = next(e for e in client.chat(asked, sampling) if isinstance(e, DoneEvent))
+    result = client.reload(LoadSettings(model_path=str(demo_model), n_ctx=1024, n_threads=1))
+    assert result.restored
+    again = [*asked, {"role": "assistant", "content": first.text},
+             {"role": "user", "content": "Repeat it again."}]  # fmt: skip
+    done = next(e for e in client.chat(again, sampling) if isinstance(e, DoneEvent))
+    assert done.stats.drafted > 0 and done.stats.tokens_reused > first.stats.prompt_tokens
+
+
+def test_the_terminal_options_and_stats_show_drafts():
+    args = ["--n-ctx", "1024", "--temperature", "0", "--speculation", "always",
+            "--draft-max", "4", "--max-tokens", "40", "--stats"]  # fmt: skip
+    proc = subprocess.run([sys.executable, "-m", "vllmchat", "chat", *args],
+                          input=ASK + "\n/quit\n", capture_output=True, text=True,
+                          timeout=180)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "drafted" in proc.stdout and "accepted" in proc.stdout, proc.stdout[-1000:]
+
+
+def test_the_status_line_shows_drafted_and_accepted(qtbot):
+    from vllmchat.core.engine import TurnStats
+    from vllmchat.ui.status_line import StatusLine
+
+    line = StatusLine()
+    qtbot.addWidget(line)
+    line.set_stats(TurnStats(decode_tokens=50, decode_s=1.0, drafted=30, accepted=24))
+    assert "drafted 30, accepted 24" in line.speed.text()
+    line.set_stats(TurnStats(decode_tokens=50, decode_s=1.0))
+    assert "drafted" not in line.speed.text()
