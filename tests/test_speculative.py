@@ -148,3 +148,53 @@ def test_the_status_line_shows_drafted_and_accepted(qtbot):
     assert "drafted 30, accepted 24" in line.speed.text()
     line.set_stats(TurnStats(decode_tokens=50, decode_s=1.0))
     assert "drafted" not in line.speed.text()
+
+
+def test_a_model_drafting_for_itself_is_accepted_and_changes_nothing(exact_client, demo_model):
+    plain = _turns(exact_client(), "off", [ASK])[0]
+
+    client = exact_client()
+    client.load(LoadSettings(model_path=str(demo_model), n_ctx=1024, n_threads=1,
+                             flash_attn=True, draft_model=str(demo_model)))  # fmt: skip
+    done = _turns(client, "always", [ASK])[0]
+    assert done.token_ids == plain.token_ids
+    assert done.stats.drafted > 20 and done.stats.accepted >= 0.9 * done.stats.drafted
+
+
+def test_a_draft_model_of_another_vocabulary_is_refused(make_client, demo_model, gemma_model):
+    from vllmchat.core.engine import EngineError
+
+    client = make_client()
+    with pytest.raises(EngineError, match="vocabulary differs"):
+        client.load(LoadSettings(model_path=str(demo_model), n_ctx=512,
+                                 draft_model=str(gemma_model)))  # fmt: skip
+
+
+def test_a_draft_model_that_does_not_fit_is_refused_with_figures(demo_model, monkeypatch):
+    """The machine cannot be made short of RAM: the probe reports 64 MiB free."""
+    from vllmchat.core.engine import EngineError, draft_model
+    from vllmchat.core.models.hardware import HardwareInfo
+
+    monkeypatch.setattr(draft_model, "probe", lambda: HardwareInfo(2**33, 64 * 2**20))
+    with pytest.raises(EngineError, match=r"needs [\d,]+ MiB of RAM; 64 MiB are free"):
+        draft_model.check_fits(LoadSettings(model_path=str(demo_model), n_ctx=1024))
+
+
+def test_a_broken_draft_model_leaves_the_reply_going_with_a_note(demo_model):
+    from vllmchat.core.engine.runtime import LlamaRuntime
+    from vllmchat.core.engine.turn import run_turn
+
+    rt = LlamaRuntime(LoadSettings(model_path=str(demo_model), n_ctx=512, n_threads=2,
+                                   draft_model=str(demo_model)))  # fmt: skip
+    try:
+        assert rt.draft is not None
+        rt.draft.llm.close()  # its state is gone
+        events: list = []
+        sampling = SamplingSettings(temperature=0.0, max_tokens=24, speculation="always")
+        run_turn(rt, [{"role": "user", "content": ASK}], sampling,
+                 should_stop=lambda: False, emit=events.append)  # fmt: skip
+        done = next(e for e in events if isinstance(e, DoneEvent))
+        assert len(done.token_ids) > 5 and "draft model failed" in done.stats.note
+        assert rt.draft is None
+    finally:
+        rt.close()

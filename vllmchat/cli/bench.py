@@ -11,7 +11,17 @@ def register(sub: Any) -> None:
     p = sub.add_parser("bench", help="benchmarks (prints JSON)")
     p.add_argument(
         "name",
-        choices=["engine", "estimate", "conversation", "ui", "tune", "remote", "moe", "summary"],
+        choices=[
+            "engine",
+            "estimate",
+            "conversation",
+            "ui",
+            "tune",
+            "remote",
+            "moe",
+            "summary",
+            "speculative",
+        ],
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--model", help="GGUF to use (default: the demo model)")
@@ -38,6 +48,10 @@ def run(args: argparse.Namespace) -> int:
         from vllmchat.bench import conversation_bench
 
         result = conversation_bench.run(model=args.model, quick=args.quick)
+    elif args.name == "speculative":
+        from vllmchat.bench import speculative_bench
+
+        result = speculative_bench.run(model=args.model, quick=args.quick)
     elif args.name == "summary":
         from vllmchat.bench import summary_bench
 

@@ -104,6 +104,7 @@ def _print_stats(stats: Any, out: Any) -> None:
         f"{stats.stop_reason}"
         + (f", drafted {stats.drafted}, accepted {stats.accepted}" if stats.drafted else "")
         + "]\n"
+        + (f"[{stats.note}]\n" if stats.note else "")
     )
 
 

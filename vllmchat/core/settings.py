@@ -96,6 +96,12 @@ class LoadSettings:
     use_mmap: bool = field(
         default=True, metadata={"help": "map the model file instead of reading it"}
     )
+    draft_model: str = field(
+        default="", metadata={"help": "a small GGUF of the same vocabulary that drafts tokens"}
+    )
+    draft_n_gpu_layers: int = field(
+        default=0, metadata={"help": "the draft model's layers on the GPU"}
+    )
     # Full-size sliding-window cache (models such as Gemma 3). Off, the cache of
     # sliding-window layers holds only the window: less memory, faster long
     # chats, but rolling back further than the window re-prefills.

@@ -83,6 +83,7 @@ class StatusLine(QWidget):
         if stats.drafted:
             speed += f" · drafted {stats.drafted}, accepted {stats.accepted}"
         self.speed.setText(speed)
+        self.speed.setToolTip(stats.note)
         self.tokens.setText(
             f"prefilled {stats.tokens_prefilled:,} · reused "
             f"{stats.tokens_reused:,} · first token {stats.ttft_s * 1000:.0f} ms"

@@ -14,6 +14,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from vllmchat.core.engine.events import (
     DoneEvent,
@@ -57,19 +58,20 @@ class _Reply:
         self.index = NgramIndex(rt.kv_tokens) if self.spec.mode != "off" else None
         self.counts = _Counts()
         self.step = 0
+        self.note = ""
 
     def next_tokens(self, token: int, room: int) -> list[tuple[int, bool]]:
         """Evaluate ``token`` (streamed, not yet in the KV cache) and sample what
         follows: accepted drafts (in the KV cache) then one sampled token (not)."""
         self.step += 1
         k = self.spec.choose_k(self.acceptance, self.step, room) if self.index else 0
-        drafts = self.index.draft(k) if self.index is not None and k else []
+        t = time.perf_counter()
+        drafts = self._draft(token, k) if k else []
         if not drafts:
             t = time.perf_counter()
             self.rt.decode([token])
             self.spec.after_single(time.perf_counter() - t)
             return [(sample_next(self.llm, self.sampler), False)]
-        t = time.perf_counter()
         self.rt.decode_with_logits([token, *drafts])
         sampled: list[int] = []
         for j in range(len(drafts) + 1):
@@ -85,6 +87,19 @@ class _Reply:
         self.spec.after_verify(self.acceptance, len(drafts), accepted, seconds, self.step)
         return [(s, True) for s in sampled[:-1]] + [(sampled[-1], False)]
 
+    def _draft(self, token: int, k: int) -> list[int]:
+        """Guesses from the draft model when one is loaded, else from the conversation."""
+        assert self.index is not None
+        draft = self.rt.draft
+        if draft is None:
+            return self.index.draft(k)
+        try:
+            return draft.draft([*self.rt.kv_tokens, token], k)
+        except Exception as exc:  # its state broke: the reply goes on without it
+            self.rt.drop_draft()
+            self.note = f"The draft model failed ({exc}); speculation goes on without it."
+            return self.index.draft(k)
+
     def keep(self, n_tokens: int) -> bool:
         """Drop the KV cells after ``n_tokens`` (rejected drafts, tokens not streamed);
         False when llama.cpp could not (the cache was cleared, nothing is pending)."""
@@ -99,7 +114,7 @@ def decode_reply(
     sampling: SamplingSettings,
     should_stop: Callable[[], bool],
     emit: Emit,
-    base: dict[str, int],
+    base: dict[str, Any],
     times: tuple[float, float],
     key: int,
 ) -> None:
@@ -165,6 +180,7 @@ def decode_reply(
         kv_tokens=llm.n_tokens,
         drafted=reply.counts.drafted,
         accepted=reply.counts.accepted,
+        note=reply.note,
     )
     emit(StatsEvent(stats))
     if error is not None:

@@ -99,6 +99,7 @@ class TurnStats:
     kv_tokens: int = 0
     drafted: int = 0  # tokens guessed by speculation and checked
     accepted: int = 0  # of those, taken (each one a decode step saved)
+    note: str = ""  # something the user should know about this turn
 
     @property
     def decode_tok_s(self) -> float:

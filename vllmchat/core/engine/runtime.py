@@ -14,6 +14,7 @@ import llama_cpp  # before numpy: the CUDA build segfaults in the other order
 from vllmchat.core.chat_format import TemplateError, prompt_tokens, render_segments
 from vllmchat.core.chat_templates import BUILTIN_TEMPLATES, builtin_template_for
 from vllmchat.core.engine import llama_log
+from vllmchat.core.engine.draft_model import DraftModel
 from vllmchat.core.engine.events import EngineError, ErrorKind
 from vllmchat.core.engine.info import ModelInfo
 from vllmchat.core.engine.llama_adapter import decode_all_logits, drop_kv_after, loader_overrides
@@ -127,6 +128,9 @@ class LlamaRuntime:
         self.speculator = Speculator(
             gpu=settings.n_gpu_layers > 0 and bool(llama_cpp.llama_supports_gpu_offload())
         )
+        self.draft: DraftModel | None = None
+        if settings.draft_model:
+            self.draft = DraftModel(settings, self.llm)  # refused with the reason
         self.template, source = self._pick_template()
         self.reasoning = style_of(self.template)
         self.passthrough = self._harmony_markers() if self.reasoning == "harmony" else frozenset()
@@ -375,7 +379,14 @@ class LlamaRuntime:
         llama_cpp.llama_set_abort_callback(self.llm.ctx, self._abort_cb, None)
 
     def close(self) -> None:
+        self.drop_draft()
         self.llm.close()
+
+    def drop_draft(self) -> None:
+        """End the draft model (closed, or its state broke); speculation goes on without it."""
+        if self.draft is not None:
+            self.draft.close()
+            self.draft = None
 
 
 _NO_ABORT = ctypes.cast(None, llama_cpp.ggml_abort_callback)  # type: ignore[arg-type]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from vllmchat.core.chat_format import TemplateError
 from vllmchat.core.engine.decoding import conversation_key, decode_reply
@@ -81,7 +82,7 @@ def run_turn(
     rt.pending = None
     new_tokens = len(prompt) - min(common_prefix(known, prompt), len(prompt) - 1)
     todo = prompt[reused:]
-    base = dict(
+    base: dict[str, Any] = dict(
         prompt_tokens=len(prompt),
         tokens_reused=reused,
         tokens_prefilled=len(todo),

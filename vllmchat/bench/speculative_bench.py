@@ -1,0 +1,166 @@
+"""``vllmchat bench speculative``: decode speed with speculation against without, in
+one run, on edits of pasted code and documents and on prose questions.
+
+Two engine processes load the same model with the same settings and get the
+same requests in the same order (so their KV caches are built alike); one
+decodes plainly, the other speculates (``auto``, the default). Figures:
+
+- ``speedup_code_edit``: median over the edit prompts of effective decode tok/s
+  with speculation ÷ without;
+- ``speedup_chat``: the same over prose questions (auto mode must cost nothing);
+- ``greedy_identical``: every reply the same token for token, at these settings,
+  and ``greedy_identical_exact_kernels`` with flash attention and one thread,
+  where llama.cpp's CPU kernels give a batch's rows the logits of single steps.
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any
+
+from vllmchat.core.demo_model import demo_model_path
+from vllmchat.core.engine import DoneEvent, EngineClient
+from vllmchat.core.settings import LoadSettings, SamplingSettings, SpeculationMode
+
+INVENTORY = """def load_inventory(path, sep):
+    items = []
+    with open(path) as handle:
+        for number, line in enumerate(handle):
+            if not line.strip() or line.startswith("#"):
+                continue
+            parts = line.strip().split(sep)
+            if len(parts) != 4:
+                print("line %d: expected 4 fields, got %d" % (number, len(parts)))
+                continue
+            name, count, price, shelf = parts
+            items.append({"name": name, "count": int(count),
+                          "price": float(price), "shelf": shelf})
+    return items
+
+
+def total_value(items):
+    total = 0.0
+    for item in items:
+        total += item["count"] * item["price"]
+    return total
+
+
+def low_stock(items, limit):
+    found = []
+    for item in items:
+        if item["count"] < limit:
+            found.append(item["name"])
+    return found
+
+
+def by_shelf(items):
+    shelves = {}
+    for item in items:
+        shelves.setdefault(item["shelf"], []).append(item["name"])
+    return shelves
+
+
+def report(items, limit):
+    print("items: %d" % len(items))
+    print("total value: %.2f" % total_value(items))
+    for name in low_stock(items, limit):
+        print("low stock: %s" % name)
+    for shelf, names in sorted(by_shelf(items).items()):
+        print("shelf %s: %s" % (shelf, ", ".join(names)))
+"""
+NOTES = """# Release checklist
+
+1. Update the version number in pyproject.toml.
+2. Run the whole test suite on a clean checkout.
+3. Build the wheel and the source distribution.
+4. Install the wheel in a fresh virtual environment.
+5. Start the app and open a saved conversation.
+6. Check that the model list shows installed models.
+7. Load the demo model and send one message.
+8. Check the memory panel against the system monitor.
+9. Write the release notes: new features first, then fixes.
+10. Tag the release and push the tag.
+11. Upload the wheel and the source distribution.
+12. Announce the release on the project page.
+"""
+EDITS = [
+    f"Rewrite this Python code to use f-strings instead of % formatting. Give the whole "
+    f"code.\n\n```python\n{INVENTORY}```",
+    f"Rename the function `low_stock` to `items_below` everywhere in this code. Give the "
+    f"whole code.\n\n```python\n{INVENTORY}```",
+    f"Add type hints to every function in this code. Give the whole code.\n\n"
+    f"```python\n{INVENTORY}```",
+    f"Fix the typo and keep everything else: step 6 should say 'model picker' instead of "
+    f"'model list'. Give the whole checklist.\n\n{NOTES}",
+]
+PROSE = [
+    "Why is the sky blue? Explain in a paragraph.",
+    "Write a short story about a lighthouse keeper and a storm.",
+    "What should I consider when adopting a dog?",
+    "Describe how bread rises, for a curious child.",
+]
+
+
+def _client(model: str, *, exact: bool) -> EngineClient:
+    client = EngineClient()
+    client.load(LoadSettings(model_path=model, n_ctx=4096, n_threads=1 if exact else 2,
+                             flash_attn=exact))  # fmt: skip
+    return client
+
+
+def _reply(client: EngineClient, prompt: str, mode: SpeculationMode, max_tokens: int) -> DoneEvent:
+    sampling = SamplingSettings(temperature=0.0, max_tokens=max_tokens, speculation=mode)
+    asked = [{"role": "user", "content": prompt}]
+    return next(e for e in client.chat(asked, sampling) if isinstance(e, DoneEvent))
+
+
+def _compare(
+    model: str, prompts: list[str], *, exact: bool, max_tokens: int
+) -> list[dict[str, Any]]:
+    plain, fast = _client(model, exact=exact), _client(model, exact=exact)
+    rows = []
+    try:
+        for prompt in prompts:
+            off = _reply(plain, prompt, "off", max_tokens)
+            on = _reply(fast, prompt, "auto", max_tokens)
+            pairs = enumerate(zip(off.token_ids, on.token_ids, strict=False))
+            diff = next((i for i, (a, b) in pairs if a != b), None)
+            same = off.token_ids == on.token_ids
+            rows.append({
+                "tokens": len(on.token_ids),
+                "off_tok_s": round(off.stats.decode_tok_s, 1),
+                "on_tok_s": round(on.stats.decode_tok_s, 1),
+                "speedup": round(on.stats.decode_tok_s / max(off.stats.decode_tok_s, 1e-9), 3),
+                "drafted": on.stats.drafted,
+                "accepted": on.stats.accepted,
+                "identical": same,
+                "first_difference": None if same else diff,
+            })  # fmt: skip
+    finally:
+        plain.close()
+        fast.close()
+    return rows
+
+
+def _model_figures(model: str, quick: bool) -> dict[str, Any]:
+    edits = EDITS[:2] if quick else EDITS
+    prose = PROSE[:2] if quick else PROSE
+    code = _compare(model, edits, exact=False, max_tokens=700)
+    chat = _compare(model, prose, exact=False, max_tokens=200)
+    exact = _compare(model, edits[:2], exact=True, max_tokens=200)
+    return {
+        "speedup_code_edit": statistics.median(r["speedup"] for r in code),
+        "speedup_chat": statistics.median(r["speedup"] for r in chat),
+        "greedy_identical": all(r["identical"] for r in code + chat),
+        "greedy_identical_exact_kernels": all(r["identical"] for r in exact),
+        "code_edit": code,
+        "chat": chat,
+        "exact_kernels": exact,
+    }
+
+
+def run(*, model: str | None = None, quick: bool = False) -> dict[str, Any]:
+    """The figures for ``model`` (default: the demo model)."""
+    path = model or str(demo_model_path())
+    return {"model": Path(path).name, **_model_figures(path, quick)}

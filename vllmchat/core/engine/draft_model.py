@@ -1,0 +1,131 @@
+"""A draft model: a small GGUF with the model's vocabulary that guesses the next
+tokens greedily in its own context, in the engine process beside the model.
+
+It is refused with the reason when its vocabulary differs (the hash of the
+token list) or when it does not fit (the estimate against free memory).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+import llama_cpp
+import numpy as np
+
+from vllmchat.core.engine.events import EngineError, ErrorKind
+from vllmchat.core.engine.llama_adapter import drop_kv_after
+from vllmchat.core.engine.model_check import check_model_file
+from vllmchat.core.models.description import describe
+from vllmchat.core.models.hardware import probe
+from vllmchat.core.models.memory import FitSettings, estimate
+from vllmchat.core.settings import LoadSettings
+
+MIB = 2**20
+
+
+def vocab_hash(llm: llama_cpp.Llama) -> str:
+    """A hash of the token list: two models draft for each other only if it matches."""
+    vocab = llama_cpp.llama_model_get_vocab(llm.model)
+    digest = hashlib.sha256()
+    for token in range(llm.n_vocab()):
+        digest.update(llama_cpp.llama_vocab_get_text(vocab, token) or b"")
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def draft_settings(settings: LoadSettings) -> LoadSettings:
+    """The draft's own load settings: its file and GPU layers, the model's context."""
+    return LoadSettings(
+        model_path=settings.draft_model,
+        n_gpu_layers=settings.draft_n_gpu_layers,
+        n_ctx=settings.n_ctx,
+        n_threads=settings.n_threads,
+        n_threads_batch=settings.n_threads_batch,
+        flash_attn=settings.flash_attn,
+    )
+
+
+def check_fits(settings: LoadSettings) -> None:
+    """Refuse a draft model that does not fit, with the figures."""
+    header = check_model_file(settings.model_path)
+    hw = probe()
+    need = estimate(describe(header), FitSettings.of(settings, gpu=hw.gpu_offload))
+    if need.ram > hw.ram_available:
+        raise EngineError(
+            ErrorKind.OOM_LOAD,
+            f"The draft model needs {need.ram / MIB:,.0f} MiB of RAM; "
+            f"{hw.ram_available / MIB:,.0f} MiB are free.",
+            "Pick a smaller draft model, or none.",
+        )
+    if hw.gpu_offload and settings.n_gpu_layers > 0 and need.vram > hw.vram_free:
+        raise EngineError(
+            ErrorKind.OOM_LOAD,
+            f"The draft model needs {need.vram / MIB:,.0f} MiB of GPU memory "
+            f"({settings.n_gpu_layers} layers); {hw.vram_free / MIB:,.0f} MiB are free.",
+            "Put fewer of its layers on the GPU (draft_n_gpu_layers).",
+        )
+
+
+class DraftModel:
+    """Greedy guesses from a small model kept in step with the conversation."""
+
+    def __init__(self, settings: LoadSettings, target: llama_cpp.Llama) -> None:
+        draft = draft_settings(settings)
+        check_fits(draft)
+        try:
+            self.llm = llama_cpp.Llama(
+                draft.model_path,
+                n_ctx=draft.n_ctx,
+                n_gpu_layers=draft.n_gpu_layers,
+                n_threads=draft.n_threads,
+                n_threads_batch=draft.n_threads_batch or draft.n_threads,
+                flash_attn=draft.flash_attn,
+                n_batch=512,
+                verbose=False,
+            )
+        except (ValueError, RuntimeError) as exc:
+            raise EngineError(
+                ErrorKind.BAD_REQUEST, f"The draft model failed to load: {exc}"
+            ) from exc
+        mine, theirs = vocab_hash(self.llm), vocab_hash(target)
+        if mine != theirs:
+            n_draft, n_target = self.llm.n_vocab(), target.n_vocab()
+            self.llm.close()
+            raise EngineError(
+                ErrorKind.BAD_REQUEST,
+                f"The draft model's vocabulary differs from the model's ({n_draft:,} against "
+                f"{n_target:,} tokens, or other tokens): it cannot draft for it.",
+                "Pick a draft model of the same family (the picker shows those that match).",
+            )
+        self.name = draft.model_path
+
+    @property
+    def tokens(self) -> list[int]:
+        ids: list[int] = self.llm.input_ids[: self.llm.n_tokens].tolist()
+        return ids
+
+    def draft(self, history: Sequence[int], k: int) -> list[int]:
+        """Up to ``k`` greedy tokens after ``history`` (its own cache kept in step)."""
+        known = self.tokens
+        same = 0
+        for a, b in zip(known, history, strict=False):
+            if a != b:
+                break
+            same += 1
+        same = min(same, len(history) - 1)
+        if same < len(known):
+            drop_kv_after(self.llm, same)
+            self.llm.n_tokens = same
+        self.llm.eval(list(history[same:]))
+        out: list[int] = []
+        room = self.llm.n_ctx() - self.llm.n_tokens - 1
+        for _ in range(min(k, room)):
+            logits = llama_cpp.llama_get_logits_ith(self.llm.ctx, -1)
+            token = int(np.argmax(np.ctypeslib.as_array(logits, shape=(self.llm.n_vocab(),))))
+            out.append(token)
+            self.llm.eval([token])
+        return out
+
+    def close(self) -> None:
+        self.llm.close()
