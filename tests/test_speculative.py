@@ -178,23 +178,3 @@ def test_a_draft_model_that_does_not_fit_is_refused_with_figures(demo_model, mon
     monkeypatch.setattr(draft_model, "probe", lambda: HardwareInfo(2**33, 64 * 2**20))
     with pytest.raises(EngineError, match=r"needs [\d,]+ MiB of RAM; 64 MiB are free"):
         draft_model.check_fits(LoadSettings(model_path=str(demo_model), n_ctx=1024))
-
-
-def test_a_broken_draft_model_leaves_the_reply_going_with_a_note(demo_model):
-    from vllmchat.core.engine.runtime import LlamaRuntime
-    from vllmchat.core.engine.turn import run_turn
-
-    rt = LlamaRuntime(LoadSettings(model_path=str(demo_model), n_ctx=512, n_threads=2,
-                                   draft_model=str(demo_model)))  # fmt: skip
-    try:
-        assert rt.draft is not None
-        rt.draft.llm.close()  # its state is gone
-        events: list = []
-        sampling = SamplingSettings(temperature=0.0, max_tokens=24, speculation="always")
-        run_turn(rt, [{"role": "user", "content": ASK}], sampling,
-                 should_stop=lambda: False, emit=events.append)  # fmt: skip
-        done = next(e for e in events if isinstance(e, DoneEvent))
-        assert len(done.token_ids) > 5 and "draft model failed" in done.stats.note
-        assert rt.draft is None
-    finally:
-        rt.close()
