@@ -8,6 +8,7 @@ silently: a ``PromptPlanEvent`` says which history the model is given.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, replace
@@ -354,7 +355,8 @@ class ChatSession:
         engine, note = self._summary_engine()
         conversation = None
         if engine is self.client:  # after the conversation: its KV cache is reused
-            conversation, _ = self.plan(self.store.path(self.conversation_id))
+            with contextlib.suppress(EngineError):  # (a failure shows in the request)
+                conversation, _ = self.plan(self.store.path(self.conversation_id))
         outcome, prefill = ask_for_summary(
             engine,
             self.policy,
