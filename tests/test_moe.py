@@ -263,7 +263,7 @@ def test_one_gpu_against_a_split_is_measured_and_the_faster_taken(qtbot):
 
 def test_a_placement_past_the_card_is_out_of_memory_with_the_expert_fix():
     """llama.cpp's log of a failed CUDA allocation, as the H200 printed it (no GPU here)."""
-    from vllmchat.core.engine.runtime import _classify_load_failure
+    from vllmchat.core.engine.failures import classify_load_failure
 
     lines = [
         "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 5990.92 MiB on device 0: "
@@ -272,8 +272,8 @@ def test_a_placement_past_the_card_is_out_of_memory_with_the_expert_fix():
         "llama_model_load: error loading model: unable to allocate CUDA0 buffer",
     ]
     s = LoadSettings(model_path="m", n_gpu_layers=49, n_cpu_moe=20)
-    err = _classify_load_failure(lines, s, "model", moe=True)
+    err = classify_load_failure(lines, s, "model", moe=True)
     assert err.kind == ErrorKind.OOM_LOAD and "experts of 20 layers in RAM" in err.message
     assert err.fix.startswith("Put the experts of more layers on the CPU")
-    dense = _classify_load_failure(lines, replace(s, n_cpu_moe=0), "model", moe=False)
+    dense = classify_load_failure(lines, replace(s, n_cpu_moe=0), "model", moe=False)
     assert dense.kind == ErrorKind.OOM_LOAD and "lower n_gpu_layers" in dense.fix

@@ -16,6 +16,7 @@ from vllmchat.core.chat_templates import BUILTIN_TEMPLATES, builtin_template_for
 from vllmchat.core.engine import llama_log
 from vllmchat.core.engine.draft_model import DraftModel
 from vllmchat.core.engine.events import EngineError, ErrorKind
+from vllmchat.core.engine.failures import classify_load_failure, decode_error
 from vllmchat.core.engine.info import ModelInfo
 from vllmchat.core.engine.llama_adapter import decode_all_logits, drop_kv_after, loader_overrides
 from vllmchat.core.engine.model_check import check_model_file
@@ -27,51 +28,6 @@ from vllmchat.core.settings import GGML_TYPE_IDS, LoadSettings, parse_overrides
 from vllmchat.core.thinking import HARMONY_MARKERS, THINK_OPEN, style_of
 
 _SPECIAL_ATTRS = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL  # user-defined tokens (e.g. "\n") are text
-
-
-def _classify_load_failure(
-    lines: Sequence[str], settings: LoadSettings, stage: str, *, moe: bool = False
-) -> EngineError:
-    text = "\n".join(lines).lower()
-    tail = " | ".join(line.strip() for line in lines[-3:] if line.strip())
-    if "unknown model architecture" in text:
-        arch = next(
-            (ln.split("'")[1] for ln in lines if "unknown model architecture" in ln and "'" in ln),
-            "?",
-        )
-        return EngineError(ErrorKind.UNSUPPORTED_ARCH, f"Architecture '{arch}' is not supported.")
-    oom = any(
-        w in text
-        for w in (
-            "out of memory",
-            "failed to allocate",
-            "unable to allocate",
-            "cudamalloc failed",
-            "alloc_tensor_range",
-        )
-    )
-    if stage == "model" and oom:
-        if (settings.n_cpu_moe > 0 or moe) and settings.n_gpu_layers > 0:
-            return EngineError(
-                ErrorKind.OOM_LOAD,
-                f"Not enough memory for the weights (n_gpu_layers={settings.n_gpu_layers}, "
-                f"experts of {settings.n_cpu_moe} layers in RAM).",
-                "Put the experts of more layers on the CPU (raise n_cpu_moe), "
-                "or pick a smaller quant.",
-            )
-        return EngineError(
-            ErrorKind.OOM_LOAD,
-            f"Not enough memory for the weights (n_gpu_layers={settings.n_gpu_layers}).",
-        )
-    if stage == "context":
-        return EngineError(
-            ErrorKind.OOM_GENERATE,
-            f"Not enough memory for the KV cache and "
-            f"compute buffers at n_ctx={settings.n_ctx}. {tail}".strip(),
-        )
-    if any(w in text for w in ("tensor", "data is not within", "corrupted", "invalid")):
-        return EngineError(ErrorKind.CORRUPT, f"llama.cpp could not read the model: {tail}")
-    return EngineError(ErrorKind.INTERNAL, f"llama.cpp failed to load the model: {tail}")
 
 
 def _expert_overrides(header: Any, settings: LoadSettings) -> OverrideList | None:
@@ -116,7 +72,7 @@ class LlamaRuntime:
             ):
                 stage = "context"
             moe = describe(header).is_moe
-            raise _classify_load_failure(lines, settings, stage, moe=moe) from exc
+            raise classify_load_failure(lines, settings, stage, moe=moe) from exc
         self.load_s = time.perf_counter() - start
         self._vocab = llama_cpp.llama_model_get_vocab(self.llm.model)
         self._piece_buf = ctypes.create_string_buffer(256)
@@ -330,7 +286,7 @@ class LlamaRuntime:
             self.llm.eval(tokens)
         except RuntimeError as exc:
             self.truncate(self.llm.n_tokens)  # drop ubatches of an aborted batch
-            raise _decode_error(str(exc), self.llm.n_tokens, self.n_ctx) from exc
+            raise decode_error(str(exc), self.llm.n_tokens, self.n_ctx) from exc
 
     def decode_with_logits(self, tokens: list[int]) -> None:
         """Evaluate a few tokens keeping every one's logits (a speculative verify)."""
@@ -338,7 +294,7 @@ class LlamaRuntime:
             decode_all_logits(self.llm, tokens)
         except RuntimeError as exc:
             self.truncate(self.llm.n_tokens)
-            raise _decode_error(str(exc), self.llm.n_tokens, self.n_ctx) from exc
+            raise decode_error(str(exc), self.llm.n_tokens, self.n_ctx) from exc
 
     def save_state(self) -> tuple[bytes, list[int]]:
         """llama.cpp's state bytes and the token ids they hold (no logits copy)."""
@@ -390,22 +346,6 @@ class LlamaRuntime:
 
 
 _NO_ABORT = ctypes.cast(None, llama_cpp.ggml_abort_callback)  # type: ignore[arg-type]
-
-
-def _decode_error(message: str, n_tokens: int, n_ctx: int) -> EngineError:
-    code = message.rsplit(" ", 1)[-1]
-    if code == "2":
-        return EngineError(ErrorKind.INTERNAL, "aborted")
-    if code == "1":
-        return EngineError(
-            ErrorKind.CONTEXT_FULL,
-            f"No room left in the KV cache ({n_tokens} of {n_ctx} tokens used).",
-        )
-    if code in ("-2", "-3"):
-        return EngineError(
-            ErrorKind.OOM_GENERATE, "Out of memory for the compute buffers while generating."
-        )
-    return EngineError(ErrorKind.INTERNAL, f"llama.cpp failed to decode ({message}).")
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
