@@ -56,6 +56,8 @@ class _Reply:
         self.spec.mode, self.spec.max_k = sampling.speculation, max(1, sampling.draft_max)
         self.acceptance: Acceptance = self.spec.for_conversation(key)
         self.index = NgramIndex(rt.kv_tokens) if self.spec.mode != "off" else None
+        if rt.draft is not None and self.index is not None:
+            rt.draft.start(self.index.tokens)
         self.counts = _Counts()
         self.step = 0
         self.note = ""
@@ -94,7 +96,7 @@ class _Reply:
         if draft is None:
             return self.index.draft(k)
         try:
-            return draft.draft([*self.rt.kv_tokens, token], k)
+            return draft.draft(self.index.tokens, k)  # the prompt and the reply so far
         except Exception as exc:  # its state broke: the reply goes on without it
             self.rt.drop_draft()
             self.note = f"The draft model failed ({exc}); speculation goes on without it."

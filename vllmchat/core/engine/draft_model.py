@@ -16,6 +16,7 @@ import numpy as np
 from vllmchat.core.engine.events import EngineError, ErrorKind
 from vllmchat.core.engine.llama_adapter import drop_kv_after
 from vllmchat.core.engine.model_check import check_model_file
+from vllmchat.core.engine.speculative import common_prefix
 from vllmchat.core.models.description import describe
 from vllmchat.core.models.hardware import probe
 from vllmchat.core.models.memory import FitSettings, estimate
@@ -99,25 +100,25 @@ class DraftModel:
                 "Pick a draft model of the same family (the picker shows those that match).",
             )
         self.name = draft.model_path
+        self.known: list[int] = []  # the tokens in its cache
+        self.synced = 0  # of those, how many the reply's history is known to share
 
-    @property
-    def tokens(self) -> list[int]:
-        ids: list[int] = self.llm.input_ids[: self.llm.n_tokens].tolist()
-        return ids
+    def start(self, prompt: Sequence[int]) -> None:
+        """A new reply: find how much of the prompt its cache already holds (once)."""
+        self.synced = common_prefix(self.known, prompt)
 
     def draft(self, history: Sequence[int], k: int) -> list[int]:
-        """Up to ``k`` greedy tokens after ``history`` (its own cache kept in step)."""
-        known = self.tokens
-        same = 0
-        for a, b in zip(known, history, strict=False):
-            if a != b:
-                break
-            same += 1
-        same = min(same, len(history) - 1)
-        if same < len(known):
+        """Up to ``k`` greedy tokens after ``history`` (its own cache kept in step; only
+        the tokens since the last call are compared, not the whole history)."""
+        start = min(self.synced, len(history) - 1)
+        same = min(start + common_prefix(self.known[start:], history[start:]), len(history) - 1)
+        if same < len(self.known):
             drop_kv_after(self.llm, same)
             self.llm.n_tokens = same
+            del self.known[same:]
         self.llm.eval(list(history[same:]))
+        self.known.extend(history[same:])
+        self.synced = len(history)
         out: list[int] = []
         room = self.llm.n_ctx() - self.llm.n_tokens - 1
         for _ in range(min(k, room)):
@@ -125,6 +126,7 @@ class DraftModel:
             token = int(np.argmax(np.ctypeslib.as_array(logits, shape=(self.llm.n_vocab(),))))
             out.append(token)
             self.llm.eval([token])
+            self.known.append(token)
         return out
 
     def close(self) -> None:

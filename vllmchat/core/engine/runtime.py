@@ -348,16 +348,6 @@ class LlamaRuntime:
 _NO_ABORT = ctypes.cast(None, llama_cpp.ggml_abort_callback)  # type: ignore[arg-type]
 
 
-def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    """Length of the shared prefix of two token lists."""
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 def kv_summary(runtime: LlamaRuntime) -> dict[str, Any]:
     """Tokens in the KV cache and its size."""
     return {"kv_tokens": runtime.llm.n_tokens, "n_ctx": runtime.n_ctx}

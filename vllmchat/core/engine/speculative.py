@@ -32,6 +32,16 @@ REST_TOKENS = 48  # after a draft that did not pay (auto), decode plainly this l
 PRIOR_ACCEPTANCE = 0.55
 
 
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """Length of the shared prefix of two token lists."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
 class NgramIndex:
     """Where each n-gram of the conversation's tokens last ended (prompt lookup)."""
 

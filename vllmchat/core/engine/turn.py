@@ -18,7 +18,8 @@ from vllmchat.core.engine.events import (
     StatsEvent,
     TurnStats,
 )
-from vllmchat.core.engine.runtime import LlamaRuntime, common_prefix
+from vllmchat.core.engine.runtime import LlamaRuntime
+from vllmchat.core.engine.speculative import common_prefix
 from vllmchat.core.settings import SamplingSettings
 
 Emit = Callable[[Event], None]
