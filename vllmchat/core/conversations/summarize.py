@@ -52,12 +52,7 @@ def summary_request(
             earlier += f"Summary so far: {old.narrative}\n\n"
     prompt = (
         f"{earlier}Conversation:\n{transcript(messages)}\n\n"
-        "Write two parts about the conversation above.\n"
-        'Facts: a list, one per line starting with "- ", as "topic: value", of the '
-        "names, numbers, dates, preferences, decisions and open tasks it states. "
-        "Copy names and numbers exactly.\n"
-        f"Summary: one paragraph of at most {max_words} words.\n"
-        'Write only these two parts, starting with "Facts:".'
+        f"Write two parts about the conversation above.\n{_two_parts(max_words)}"
     )
     return [{"role": "user", "content": prompt}]
 
@@ -81,10 +76,17 @@ def after_request(policy: ContextPolicy) -> str:
     """The request asked after the conversation itself."""
     return (
         "Now write two parts about our whole conversation so far, the earlier summary "
-        'included.\nFacts: a list, one per line starting with "- ", as "topic: value", '
-        "of the names, numbers, dates, preferences, decisions and open tasks stated. "
+        f"included.\n{_two_parts(policy.summary_max_words)}"
+    )
+
+
+def _two_parts(max_words: int) -> str:
+    """What the two parts are, for either request."""
+    return (
+        'Facts: a list, one per line starting with "- ", as "topic: value", of the '
+        "names, numbers, dates, preferences, decisions and open tasks stated. "
         "Copy names and numbers exactly.\n"
-        f"Summary: one paragraph of at most {policy.summary_max_words} words.\n"
+        f"Summary: one paragraph of at most {max_words} words.\n"
         'Write only these two parts, starting with "Facts:".'
     )
 
