@@ -16,6 +16,11 @@ def register(sub: Any) -> None:
     p = sub.add_parser("models", help="models on this machine, with their fit")
     p.add_argument("--folder", action="append", default=[], help="also look in this folder")
     p.set_defaults(func=cmd_models)
+    p = sub.add_parser("drafts", help="draft models for a model: same vocabulary, smaller")
+    p.add_argument("model", help="path of a .gguf")
+    p.add_argument("--folder", action="append", default=[], help="also look in this folder")
+    p.add_argument("--hub", action="store_true", help="also search the hub (headers only)")
+    p.set_defaults(func=cmd_drafts)
     p = sub.add_parser("search", help="search the hub for GGUF repositories")
     p.add_argument("text")
     p.add_argument("--limit", type=int, default=20)
@@ -37,7 +42,7 @@ def register(sub: Any) -> None:
 def _fit_options(p: argparse.ArgumentParser, gpu_layers_note: str = "") -> None:
     """The memory-relevant load settings, generated from ``FitSettings``."""
     group = p.add_argument_group("settings", gpu_layers_note or None)
-    skip = ("gpu", "gpu_overhead", "gpu_free")
+    skip = ("gpu", "gpu_overhead", "gpu_free", "draft_vram", "draft_ram")
     p.set_defaults(fit_fields=add_options(group, FitSettings, skip=skip))  # type: ignore[arg-type]
 
 
@@ -70,6 +75,30 @@ def cmd_models(args: argparse.Namespace) -> int:
         except Exception as exc:
             fit = f"unreadable: {exc}"
         print(f"{m.label or '?':8} {_mib(m.size):>10}  {m.source:8} {m.path}\n          {fit}")
+    return 0
+
+
+def cmd_drafts(args: argparse.Namespace) -> int:
+    from vllmchat.core.models.catalog import CatalogError
+    from vllmchat.core.models.drafts import hub_drafts, installed_drafts
+    from vllmchat.core.models.local import discover
+
+    try:
+        found = installed_drafts(args.model, discover(args.folder))
+    except (OSError, ValueError) as exc:
+        print(f"Cannot read {args.model}: {exc}", file=sys.stderr)
+        return 2
+    if args.hub:
+        try:
+            found += hub_drafts(args.model, token=_token())
+        except CatalogError as exc:
+            print(f"The hub could not be searched: {exc}", file=sys.stderr)
+    if not found:
+        print("No model here has this model's vocabulary and is smaller."
+              + ("" if args.hub else " `--hub` looks on the hub too."))  # fmt: skip
+    for c in found:
+        use = f"--draft-model {c.path}" if c.path else f"vllmchat download {c.repo}"
+        print(f"{_mib(c.size):>10}  {c.source:9} {c.name}\n            {use}")
     return 0
 
 

@@ -6,6 +6,7 @@ range requests before downloading it. Type sizes come from the ``gguf`` package.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import struct
 from dataclasses import dataclass, field
@@ -88,6 +89,9 @@ class GGUFHeader:
     tensors: list[TensorInfo]
     data_offset: int
     array_lengths: dict[str, int] = field(default_factory=dict)
+    # sha256 of each string array's bytes as stored (the token list's is the
+    # vocabulary's fingerprint: two models draft for each other only if it matches)
+    array_digests: dict[str, str] = field(default_factory=dict)
 
     @property
     def data_end(self) -> int:
@@ -155,7 +159,9 @@ class _Cursor:
         return bytes(self.take(n)).decode("utf-8", errors="replace")
 
 
-def _value(cur: _Cursor, vtype: int, key: str, lengths: dict[str, int]) -> Any:
+def _value(
+    cur: _Cursor, vtype: int, key: str, lengths: dict[str, int], digests: dict[str, str]
+) -> Any:
     if vtype in _SCALARS:
         return cur.unpack(_SCALARS[vtype])
     if vtype == GGUFValueType.STRING:
@@ -170,11 +176,13 @@ def _value(cur: _Cursor, vtype: int, key: str, lengths: dict[str, int]) -> Any:
             dtype = np.dtype(_NUMPY[item_type])
             return np.frombuffer(cur.take(count * dtype.itemsize), dtype=dtype).copy()
         if item_type == GGUFValueType.STRING:
-            if count <= _KEEP_STRINGS_UP_TO:
-                return [cur.string() for _ in range(count)]
-            cur.skip_strings(count)
-            return None
-        return [_value(cur, item_type, key, lengths) for _ in range(count)]
+            start = cur.pos
+            kept = [cur.string() for _ in range(count)] if count <= _KEEP_STRINGS_UP_TO else None
+            if kept is None:
+                cur.skip_strings(count)
+            digests[key] = hashlib.sha256(memoryview(cur.buf)[start : cur.pos]).hexdigest()
+            return kept
+        return [_value(cur, item_type, key, lengths, digests) for _ in range(count)]
     raise CorruptGGUFError(f"unknown value type {vtype} for {key!r}")
 
 
@@ -195,9 +203,10 @@ def parse_header(buf: bytes | memoryview) -> GGUFHeader:
         raise CorruptGGUFError("tensor or key count is implausible")
     metadata: dict[str, Any] = {}
     lengths: dict[str, int] = {}
+    digests: dict[str, str] = {}
     for _ in range(n_kv):
         key = cur.string()
-        metadata[key] = _value(cur, cur.unpack("<I"), key, lengths)
+        metadata[key] = _value(cur, cur.unpack("<I"), key, lengths, digests)
     tensors = []
     for _ in range(n_tensors):
         name = cur.string()
@@ -210,7 +219,7 @@ def parse_header(buf: bytes | memoryview) -> GGUFHeader:
         tensors.append(TensorInfo(name, shape, type_id, offset, tensor_nbytes(type_id, shape)))
     alignment = int(metadata.get("general.alignment", 32)) or 32
     data_offset = (cur.pos + alignment - 1) // alignment * alignment
-    return GGUFHeader(version, metadata, tensors, data_offset, lengths)
+    return GGUFHeader(version, metadata, tensors, data_offset, lengths, digests)
 
 
 def read_header(path: str | os.PathLike[str]) -> GGUFHeader:

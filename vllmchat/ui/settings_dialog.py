@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.conversations.policy import ContextPolicy
 from vllmchat.core.settings import LoadSettings, SamplingSettings
+from vllmchat.ui.draft_field import DraftField
 
 # Load settings the offload panel and the model picker own (not edited here).
 PLACED_ELSEWHERE = ("model_path", "n_gpu_layers", "n_cpu_moe", "override_tensors",
@@ -41,7 +42,8 @@ LABELS = {
     "n_ctx": "Context size", "n_threads": "Threads", "n_threads_batch": "Prompt threads (0 same)",
     "n_batch": "Batch", "n_ubatch": "Micro-batch", "flash_attn": "Flash attention",
     "type_k": "K cache type", "type_v": "V cache type", "use_mmap": "Map the model file",
-    "swa_full": "Full sliding-window cache",
+    "swa_full": "Full sliding-window cache", "draft_model": "Draft model",
+    "draft_n_gpu_layers": "Draft model's GPU layers",
 }  # fmt: skip
 
 
@@ -118,13 +120,19 @@ class SettingsDialog(QDialog):
                 if f.name in skip or f.name in NOT_SHOWN:
                     continue
                 editor = _editor(hints[f.name], getattr(current, f.name))
+                shown: QWidget = editor
+                if f.name == "draft_model":  # a list of the models that can draft
+                    shown = self.drafts = DraftField(
+                        settings.load.model_path, settings.load.draft_model
+                    )
+                    editor = self.drafts.combo
                 if isinstance(editor, QDoubleSpinBox):
                     editor.setSingleStep(FLOAT_STEPS.get(f.name, 0.01))
                 help_text = f.metadata.get("help", "")
                 editor.setToolTip(help_text)
                 editor.setAccessibleName(f.name)
                 _changed_signal(editor).connect(self._update)
-                form.addRow(LABELS.get(f.name, f.name.replace("_", " ").capitalize()), editor)
+                form.addRow(LABELS.get(f.name, f.name.replace("_", " ").capitalize()), shown)
                 self.editors[f.name] = editor
             boxes.append((box, form))
         self.note = QLabel("")
@@ -177,6 +185,10 @@ class SettingsDialog(QDialog):
         self.note.setText("The model will reload (the conversation is kept)." if reload else "")
         self.ok.setEnabled(True)
         self.ok.setToolTip("")
+
+    def done(self, result: int) -> None:
+        self.drafts.close_workers()  # a search for draft models still running
+        super().done(result)
 
     def _accept(self) -> None:
         if self.result_settings() is not None:

@@ -7,7 +7,6 @@ token list) or when it does not fit (the estimate against free memory).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 
 import llama_cpp
@@ -17,22 +16,14 @@ from vllmchat.core.engine.events import EngineError, ErrorKind
 from vllmchat.core.engine.llama_adapter import drop_kv_after
 from vllmchat.core.engine.model_check import check_model_file
 from vllmchat.core.engine.speculative import common_prefix
+from vllmchat.core.gguf_header import read_header
 from vllmchat.core.models.description import describe
+from vllmchat.core.models.drafts import TOKENS_KEY, vocab_fingerprint
 from vllmchat.core.models.hardware import probe
 from vllmchat.core.models.memory import FitSettings, estimate
 from vllmchat.core.settings import LoadSettings
 
 MIB = 2**20
-
-
-def vocab_hash(llm: llama_cpp.Llama) -> str:
-    """A hash of the token list: two models draft for each other only if it matches."""
-    vocab = llama_cpp.llama_model_get_vocab(llm.model)
-    digest = hashlib.sha256()
-    for token in range(llm.n_vocab()):
-        digest.update(llama_cpp.llama_vocab_get_text(vocab, token) or b"")
-        digest.update(b"\0")
-    return digest.hexdigest()
 
 
 def draft_settings(settings: LoadSettings) -> LoadSettings:
@@ -68,11 +59,27 @@ def check_fits(settings: LoadSettings) -> None:
         )
 
 
+def check_vocabulary(draft: str, target: str) -> None:
+    """Refuse a draft model whose token list differs from the model's."""
+    mine, theirs = read_header(draft), read_header(target)
+    if vocab_fingerprint(mine) and vocab_fingerprint(mine) == vocab_fingerprint(theirs):
+        return
+    n_draft = mine.array_lengths.get(TOKENS_KEY, 0)
+    n_target = theirs.array_lengths.get(TOKENS_KEY, 0)
+    raise EngineError(
+        ErrorKind.BAD_REQUEST,
+        f"The draft model's vocabulary differs from the model's ({n_draft:,} against "
+        f"{n_target:,} tokens, or other tokens): it cannot draft for it.",
+        "Pick a draft model of the same family (the settings list those that match).",
+    )
+
+
 class DraftModel:
     """Greedy guesses from a small model kept in step with the conversation."""
 
     def __init__(self, settings: LoadSettings, target: llama_cpp.Llama) -> None:
         draft = draft_settings(settings)
+        check_vocabulary(draft.model_path, settings.model_path)
         check_fits(draft)
         try:
             self.llm = llama_cpp.Llama(
@@ -89,16 +96,6 @@ class DraftModel:
             raise EngineError(
                 ErrorKind.BAD_REQUEST, f"The draft model failed to load: {exc}"
             ) from exc
-        mine, theirs = vocab_hash(self.llm), vocab_hash(target)
-        if mine != theirs:
-            n_draft, n_target = self.llm.n_vocab(), target.n_vocab()
-            self.llm.close()
-            raise EngineError(
-                ErrorKind.BAD_REQUEST,
-                f"The draft model's vocabulary differs from the model's ({n_draft:,} against "
-                f"{n_target:,} tokens, or other tokens): it cannot draft for it.",
-                "Pick a draft model of the same family (the picker shows those that match).",
-            )
         self.name = draft.model_path
         self.known: list[int] = []  # the tokens in its cache
         self.synced = 0  # of those, how many the reply's history is known to share

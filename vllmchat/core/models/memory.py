@@ -12,11 +12,14 @@ scores without flash attention), and the GPU runtime's own overhead.
 
 from __future__ import annotations
 
+import functools
+import os
 import re
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from vllmchat.core.models.description import ModelDescription
+from vllmchat.core.gguf_header import read_header
+from vllmchat.core.models.description import ModelDescription, describe
 from vllmchat.core.settings import LoadSettings, parse_overrides, parse_split
 
 MIB = 1 << 20
@@ -56,6 +59,9 @@ class FitSettings:
     gpu_overhead: int = GPU_RUNTIME_OVERHEAD  # the GPU runtime's own memory (learned per device)
     # Free memory per GPU, as llama.cpp's default split reads it (one entry or none: one GPU).
     gpu_free: tuple[int, ...] = ()
+    # A draft model beside it (speculative decoding): its own GPU memory and RAM.
+    draft_vram: int = 0
+    draft_ram: int = 0
 
     @classmethod
     def of(
@@ -67,11 +73,14 @@ class FitSettings:
         gpu_free: tuple[int, ...] = (),
     ) -> FitSettings:
         """The memory-relevant part of ``load``."""
-        names = {f.name for f in fields(cls)} - {"gpu", "gpu_overhead", "gpu_free"}
+        names = {f.name for f in fields(cls)} - {"gpu", "gpu_overhead", "gpu_free"} - _DRAFT
+        draft = draft_need(load, gpu=gpu)
         return cls(
             gpu=gpu,
             gpu_overhead=overhead,
             gpu_free=gpu_free,
+            draft_vram=draft.vram if draft else 0,
+            draft_ram=draft.ram if draft else 0,
             **{name: getattr(load, name) for name in names},
         )
 
@@ -105,14 +114,17 @@ class MemoryEstimate:
     kv_cells: int
     cpu_moe_layers: int = 0  # offloaded layers whose experts stay in RAM
     vram_by_device: tuple[int, ...] = ()  # per GPU (their sum is ``vram``)
+    draft_gpu: int = 0  # a draft model's share (on the first GPU)
+    draft_cpu: int = 0
 
     @property
     def vram(self) -> int:
-        return self.weights_gpu + self.kv_gpu + self.compute_gpu + self.overhead_gpu
+        on_gpu = self.weights_gpu + self.kv_gpu + self.compute_gpu + self.overhead_gpu
+        return on_gpu + self.draft_gpu
 
     @property
     def ram(self) -> int:
-        return self.weights_cpu + self.kv_cpu + self.compute_cpu
+        return self.weights_cpu + self.kv_cpu + self.compute_cpu + self.draft_cpu
 
     @property
     def kv(self) -> int:
@@ -131,6 +143,8 @@ class MemoryEstimate:
             "compute_gpu",
             "compute_cpu",
             "overhead_gpu",
+            "draft_gpu",
+            "draft_cpu",
         )
         out = {k: round(getattr(self, k) / MIB, 2) for k in keys}
         out.update(vram=round(self.vram / MIB, 2), ram=round(self.ram / MIB, 2))
@@ -293,8 +307,10 @@ def estimate(desc: ModelDescription, s: FitSettings) -> MemoryEstimate:
         compute_cpu = s.n_ubatch * desc.n_embd * (10 if s.flash_attn else 14)
     else:
         compute_cpu = compute
+    draft_gpu = s.draft_vram if s.gpu else 0
     by_device = tuple(
-        per_dev[d] + kv_dev[d] + compute_dev[d] + overhead_dev[d] for d in range(n_dev)
+        per_dev[d] + kv_dev[d] + compute_dev[d] + overhead_dev[d] + (draft_gpu if d == 0 else 0)
+        for d in range(n_dev)
     )
     return MemoryEstimate(
         weights_gpu=sum(per_dev),
@@ -308,4 +324,35 @@ def estimate(desc: ModelDescription, s: FitSettings) -> MemoryEstimate:
         kv_cells=max(kv_layer_cells(desc, s), default=0),
         cpu_moe_layers=cpu_moe,
         vram_by_device=by_device if s.gpu else (),
+        draft_gpu=draft_gpu,
+        draft_cpu=s.draft_ram,
     )
+
+
+_DRAFT = {"draft_vram", "draft_ram"}
+
+
+def draft_need(load: LoadSettings, *, gpu: bool = True) -> MemoryEstimate | None:
+    """What the draft model of ``load`` adds (None: none, or its file cannot be read;
+    loading it then says why). It shares the model's GPU runtime and context size."""
+    if not load.draft_model:
+        return None
+    try:
+        stat = os.stat(load.draft_model)
+    except OSError:
+        return None
+    return _draft_need(load.draft_model, stat.st_mtime_ns, stat.st_size,
+                       load.draft_n_gpu_layers, load.n_ctx, load.flash_attn, gpu)  # fmt: skip
+
+
+@functools.lru_cache(maxsize=8)
+def _draft_need(
+    path: str, _mtime: int, _size: int, ngl: int, n_ctx: int, flash_attn: bool, gpu: bool
+) -> MemoryEstimate | None:
+    try:
+        desc = describe(read_header(path))
+    except (OSError, ValueError, KeyError):
+        return None
+    fit = FitSettings(n_gpu_layers=ngl, n_ctx=n_ctx, flash_attn=flash_attn, gpu=gpu,
+                      gpu_overhead=0)  # fmt: skip
+    return estimate(desc, fit)
