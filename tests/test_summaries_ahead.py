@@ -12,6 +12,7 @@ import pytest
 from tests.fake_openai import FakeServer
 from vllmchat.core.conversations.facts import merge_facts, parse_answer, split_stored
 from vllmchat.core.conversations.policy import PrefilledAhead, SummaryEvent
+from vllmchat.core.conversations.stated import statements
 from vllmchat.core.conversations.summarize import new_summary
 from vllmchat.core.engine import DoneEvent, StatsEvent
 
@@ -157,3 +158,27 @@ def test_fact_lists_parse_merge_and_keep_old_facts_word_for_word():
     merged = merge_facts(("name: Ada", "pet: cat"), ("Name: Ada Lovelace", "car: red"))
     assert merged == ("Name: Ada Lovelace", "pet: cat", "car: red")
     assert split_stored("An old one-paragraph summary.").narrative.startswith("An old")
+
+
+def test_the_users_stated_facts_survive_a_model_that_writes_no_fact_list():
+    said = (
+        "My sister is called Ingrid Solberg. Write a short paragraph about rivers.",
+        "Explain how Paris got its name?",
+        "My budget for the trip is 4,500 euros. I prefer trains to planes.",
+    )
+    assert statements(said) == [
+        "My sister is called Ingrid Solberg",
+        "My budget for the trip is 4,500 euros",
+        "I prefer trains to planes",
+    ], "statements with a name, a number or a preference; no requests or questions"
+    first, reason = new_summary("Rivers are long.", None, " ".join(said), 40, statements(said))
+    assert "malformed" in reason and "Ingrid Solberg" in first.text()
+    later = ("My budget for the trip is now 5,200 euros. Our dog is named Bruno.",)
+    second, _ = new_summary("Facts:\n- dog's name: Bruno\n\nSummary: Dogs.", first.text(),
+                            later[0], 40, statements(later))  # fmt: skip
+    assert second.facts == (
+        "My sister is called Ingrid Solberg",
+        "My budget for the trip is now 5,200 euros",  # the user's update replaces it
+        "I prefer trains to planes",
+        "dog's name: Bruno",  # the model's fact covers the statement: no repeat
+    )

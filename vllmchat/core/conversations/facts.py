@@ -28,6 +28,7 @@ _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+(.*\S)\s*$")
 _EMPTY_FACTS = {"none", "n/a", "no facts", "nothing", "-"}
 MAX_FACTS = 40
 MAX_FACT_CHARS = 200
+MAX_LIST_CHARS = 2400  # about 600 tokens: the newest facts are kept within it
 
 
 @dataclass(frozen=True)
@@ -114,4 +115,16 @@ def merge_facts(old: tuple[str, ...], new: tuple[str, ...]) -> tuple[str, ...]:
         elif fact not in merged:
             index[key] = len(merged)
             merged.append(fact)
-    return tuple(merged[-MAX_FACTS:])
+    return bounded(tuple(merged))
+
+
+def bounded(facts: tuple[str, ...]) -> tuple[str, ...]:
+    """The newest facts within ``MAX_FACTS`` and ``MAX_LIST_CHARS``."""
+    kept: list[str] = []
+    size = 0
+    for fact in reversed(facts[-MAX_FACTS:]):
+        size += len(fact) + 3
+        if size > MAX_LIST_CHARS:
+            break
+        kept.append(fact)
+    return tuple(reversed(kept))
