@@ -13,19 +13,24 @@ from tests.fake_openai import FakeServer
 from vllmchat.core.conversations.facts import merge_facts, parse_answer, split_stored
 from vllmchat.core.conversations.policy import PrefilledAhead, SummaryEvent
 from vllmchat.core.conversations.stated import statements
-from vllmchat.core.conversations.summarize import new_summary
+from vllmchat.core.conversations.summarize import answer_complete, new_summary
 from vllmchat.core.engine import DoneEvent, StatsEvent
 
 TOPICS = ["rivers", "mountains", "lakes", "forests", "deserts", "islands", "glaciers"]
 
 
+PLANTED = "Our dog is named Bruno and my budget is 4,500 euros."
+
+
 def _chat_until_due(app, limit: int = 12) -> None:
-    """Turns until the next one would summarize (the summary ahead is due)."""
+    """Turns until the next one would summarize (the summary ahead is due); the first
+    message plants two facts."""
     from vllmchat.core.conversations.background import summary_due
 
     session = app.session
-    for topic in TOPICS + TOPICS:
-        events = list(app.send(f"Tell me two facts about {topic}, briefly."))
+    for i, topic in enumerate(TOPICS + TOPICS):
+        asked = f"Tell me two facts about {topic}, briefly."
+        events = list(app.send(f"{PLANTED} {asked}" if i == 0 else asked))
         assert isinstance(events[-1], DoneEvent), events[-1]
         if summary_due(session, app.store.path(app.conversation_id)):
             return
@@ -52,6 +57,8 @@ def test_the_summary_is_written_ahead_and_the_next_turn_prefills_little(app):
     assert prefilled and prefilled[0].complete and prefilled[0].prefilled_tokens > 0
     summaries = app.store.summaries(app.conversation_id)
     assert len(summaries) == 1
+    facts = "\n".join(split_stored(summaries[0].content).facts)
+    assert "Bruno" in facts and "4,500" in facts, "the stated facts are in the list"
     events = list(app.send("One more question: what is a fjord?"))
     assert not [e for e in events if isinstance(e, SummaryEvent)], "nothing left to do in-turn"
     stats = next(e.stats for e in events if isinstance(e, StatsEvent))
@@ -182,3 +189,12 @@ def test_the_users_stated_facts_survive_a_model_that_writes_no_fact_list():
         "I prefer trains to planes",
         "dog's name: Bruno",  # the model's fact covers the statement: no repeat
     )
+
+
+def test_a_streaming_summary_is_complete_once_what_is_kept_is_written():
+    facts = "Facts:\n- dog's name: Bruno\n\nSummary: The user talked about dogs"
+    assert not answer_complete(facts, 40), "the narrative is still being written"
+    assert answer_complete(facts + ".\n\nUser: and then", 40), "the narrative ended"
+    assert answer_complete(facts + " and more" * 30, 40), "past the word cap"
+    assert not answer_complete("Here are the two parts:\n\n", 40), "a preamble may precede it"
+    assert answer_complete("You are helpful.\n\nWrite two parts.\n\nFacts: a list, one", 40)

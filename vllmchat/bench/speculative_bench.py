@@ -10,15 +10,24 @@ decodes plainly, the other speculates (``auto``, the default). Figures:
 - ``speedup_chat``: the same over prose questions (auto mode must cost nothing);
 - ``greedy_identical``: every reply the same token for token, at these settings,
   and ``greedy_identical_exact_kernels`` with flash attention and one thread,
-  where llama.cpp's CPU kernels give a batch's rows the logits of single steps.
+  where llama.cpp's CPU kernels give a batch's rows the logits of single steps;
+- ``draft_self``: the model as its own draft (``always``): acceptance (≈ 1 under
+  exact kernels), identical output, and its cost per token against plain decoding;
+- ``verify``: what one verify of k drafts costs in single steps here, and the
+  speed-up that bounds at full acceptance (``bench/verify_cost.py``).
+
+On a GPU (``--n-gpu-layers``) with synthetic weights the text is noise and
+acceptance means nothing: ``verify`` is the figure to read there.
 """
 
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vllmchat.bench import verify_cost
 from vllmchat.core.demo_model import demo_model_path
 from vllmchat.core.engine import DoneEvent, EngineClient
 from vllmchat.core.settings import LoadSettings, SamplingSettings, SpeculationMode
@@ -102,10 +111,19 @@ PROSE = [
 ]
 
 
-def _client(model: str, *, exact: bool) -> EngineClient:
+@dataclass(frozen=True)
+class Placement:
+    """Where the benchmark's models run."""
+
+    n_gpu_layers: int = 0
+    n_threads: int = 2
+
+
+def _client(model: str, at: Placement, *, exact: bool, draft: str = "") -> EngineClient:
     client = EngineClient()
-    client.load(LoadSettings(model_path=model, n_ctx=4096, n_threads=1 if exact else 2,
-                             flash_attn=exact))  # fmt: skip
+    client.load(LoadSettings(model_path=model, n_ctx=4096, n_gpu_layers=at.n_gpu_layers,
+                             n_threads=1 if exact else at.n_threads, flash_attn=exact,
+                             draft_model=draft, draft_n_gpu_layers=at.n_gpu_layers))  # fmt: skip
     return client
 
 
@@ -116,14 +134,22 @@ def _reply(client: EngineClient, prompt: str, mode: SpeculationMode, max_tokens:
 
 
 def _compare(
-    model: str, prompts: list[str], *, exact: bool, max_tokens: int
+    model: str,
+    at: Placement,
+    prompts: list[str],
+    *,
+    exact: bool,
+    max_tokens: int,
+    draft: str = "",
 ) -> list[dict[str, Any]]:
-    plain, fast = _client(model, exact=exact), _client(model, exact=exact)
+    plain = _client(model, at, exact=exact)
+    fast = _client(model, at, exact=exact, draft=draft)
+    mode: SpeculationMode = "always" if draft else "auto"
     rows = []
     try:
         for prompt in prompts:
             off = _reply(plain, prompt, "off", max_tokens)
-            on = _reply(fast, prompt, "auto", max_tokens)
+            on = _reply(fast, prompt, mode, max_tokens)
             pairs = enumerate(zip(off.token_ids, on.token_ids, strict=False))
             diff = next((i for i, (a, b) in pairs if a != b), None)
             same = off.token_ids == on.token_ids
@@ -143,24 +169,47 @@ def _compare(
     return rows
 
 
-def _model_figures(model: str, quick: bool) -> dict[str, Any]:
+def _acceptance(rows: list[dict[str, Any]]) -> float:
+    drafted = sum(r["drafted"] for r in rows)
+    return round(sum(r["accepted"] for r in rows) / drafted, 3) if drafted else 0.0
+
+
+def _model_figures(model: str, at: Placement, quick: bool) -> dict[str, Any]:
     edits = EDITS[:2] if quick else EDITS
     prose = PROSE[:2] if quick else PROSE
-    code = _compare(model, edits, exact=False, max_tokens=700)
-    chat = _compare(model, prose, exact=False, max_tokens=200)
-    exact = _compare(model, edits[:2], exact=True, max_tokens=200)
+    code = _compare(model, at, edits, exact=False, max_tokens=700)
+    chat = _compare(model, at, prose, exact=False, max_tokens=200)
+    exact = _compare(model, at, edits[:2], exact=at.n_gpu_layers == 0, max_tokens=200)
+    self_draft = _compare(model, at, edits[:1] + prose[:1], exact=at.n_gpu_layers == 0,
+                          max_tokens=120, draft=model)  # fmt: skip
     return {
         "speedup_code_edit": statistics.median(r["speedup"] for r in code),
         "speedup_chat": statistics.median(r["speedup"] for r in chat),
         "greedy_identical": all(r["identical"] for r in code + chat),
         "greedy_identical_exact_kernels": all(r["identical"] for r in exact),
+        "draft_self": {
+            "acceptance": _acceptance(self_draft),
+            "identical": all(r["identical"] for r in self_draft),
+            "cost_per_token": round(
+                statistics.median(r["off_tok_s"] / max(r["on_tok_s"], 1e-9) for r in self_draft),
+                2,
+            ),
+            "rows": self_draft,
+        },
+        "verify": verify_cost.measure_apart(
+            model, n_gpu_layers=at.n_gpu_layers, n_threads=at.n_threads, repeats=7 if quick else 15
+        ),
         "code_edit": code,
         "chat": chat,
         "exact_kernels": exact,
     }
 
 
-def run(*, model: str | None = None, quick: bool = False) -> dict[str, Any]:
-    """The figures for ``model`` (default: the demo model)."""
+def run(
+    *, model: str | None = None, quick: bool = False, n_gpu_layers: int = 0, n_threads: int = 2
+) -> dict[str, Any]:
+    """The figures for ``model`` (default: the demo model) at this placement."""
     path = model or str(demo_model_path())
-    return {"model": Path(path).name, **_model_figures(path, quick)}
+    at = Placement(n_gpu_layers, n_threads)
+    return {"model": Path(path).name, "n_gpu_layers": n_gpu_layers, "n_threads": n_threads,
+            **_model_figures(path, at, quick)}  # fmt: skip

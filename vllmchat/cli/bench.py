@@ -32,6 +32,8 @@ def register(sub: Any) -> None:
         type=int,
         help="tune: context size (default: 4096); moe: 8192 on a GPU, else 2048",
     )
+    p.add_argument("--n-gpu-layers", type=int, default=0, help="speculative: layers on the GPU")
+    p.add_argument("--threads", type=int, default=2, help="speculative: CPU threads")
     p.add_argument("--budget-s", type=float, default=60.0, help="tune: the tuner's budget")
     p.add_argument("--flash-attn", action="store_true", help="tune, moe: flash attention")
     p.add_argument(
@@ -51,7 +53,12 @@ def run(args: argparse.Namespace) -> int:
     elif args.name == "speculative":
         from vllmchat.bench import speculative_bench
 
-        result = speculative_bench.run(model=args.model, quick=args.quick)
+        result = speculative_bench.run(
+            model=args.model,
+            quick=args.quick,
+            n_gpu_layers=args.n_gpu_layers,
+            n_threads=args.threads,
+        )
     elif args.name == "summary":
         from vllmchat.bench import summary_bench
 

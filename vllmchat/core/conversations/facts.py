@@ -18,10 +18,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_FACTS_HEADER = re.compile(
+FACTS_HEADER = re.compile(
     r"^\s*(?:#+\s*|\*\*)?(?:key\s+)?facts?(?:\*\*)?\s*:?\s*(?:\*\*)?\s*$", re.I
 )
-_SUMMARY_HEADER = re.compile(
+SUMMARY_HEADER = re.compile(
     r"^\s*(?:#+\s*|\*\*)?(?:summary|narrative)(?:\*\*)?\s*:\s*(?:\*\*)?\s*", re.I
 )
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+(.*\S)\s*$")
@@ -64,10 +64,10 @@ def split_stored(text: str) -> TwoPartSummary:
     narrative: list[str] = []
     section = ""
     for line in text.splitlines():
-        if _FACTS_HEADER.match(line):
+        if FACTS_HEADER.match(line):
             section = "facts"
             continue
-        head = _SUMMARY_HEADER.match(line)
+        head = SUMMARY_HEADER.match(line)
         if head:
             section = "summary"
             line = line[head.end() :]
@@ -85,7 +85,7 @@ def parse_answer(text: str, max_words: int) -> TwoPartSummary:
     """The model's two parts; ``MalformedSummary`` (with the reason) when it gave no
     readable fact list."""
     text = text.strip()
-    if not any(_FACTS_HEADER.match(line) for line in text.splitlines()):
+    if not any(FACTS_HEADER.match(line) for line in text.splitlines()):
         raise MalformedSummary("the answer has no 'Facts:' list")
     parsed = split_stored(text)
     facts = [f for f in (_clean_fact(f) for f in parsed.facts) if f]

@@ -8,6 +8,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from vllmchat.core.conversations.facts import (
+    FACTS_HEADER,
+    SUMMARY_HEADER,
     MalformedSummary,
     TwoPartSummary,
     bounded,
@@ -18,7 +20,7 @@ from vllmchat.core.conversations.facts import (
 from vllmchat.core.conversations.policy import ContextPolicy
 from vllmchat.core.conversations.stated import add_statements, statements
 from vllmchat.core.conversations.store import Message, Summary
-from vllmchat.core.engine import DoneEvent, EngineError, ErrorEvent, StatsEvent
+from vllmchat.core.engine import DoneEvent, EngineError, ErrorEvent, StatsEvent, TokenEvent
 from vllmchat.core.engine.protocol import Engine
 from vllmchat.core.settings import SamplingSettings
 from vllmchat.core.thinking import answer_of
@@ -91,6 +93,20 @@ def _two_parts(max_words: int) -> str:
         f"Summary: one paragraph of at most {max_words} words.\n"
         'Write only these two parts, starting with "Facts:".'
     )
+
+
+def answer_complete(text: str, max_words: int) -> bool:
+    """Whether a summary answer, as it streams, already holds all that will be kept: a
+    narrative past ``max_words`` or ended, or (no fact list) two paragraphs without
+    one, whose first is the fallback. The rest would be cut anyway, so the engine is
+    stopped there instead of writing to its token cap."""
+    if any(FACTS_HEADER.match(line) for line in text.splitlines()):
+        head = next((m for m in map(SUMMARY_HEADER.match, text.splitlines()) if m), None)
+        if head is None:
+            return False
+        narrative = text[text.rfind(head.string) + head.end() :]
+        return len(narrative.split()) > max_words or bool(re.search(r"\S\s*\n\s*\n", narrative))
+    return len(text.split()) > max_words or len(re.findall(r"\S\s*\n\s*\n", text)) >= 2
 
 
 def _fits_after(client: Engine, conversation: list[dict[str, str]], policy: ContextPolicy) -> bool:
@@ -194,16 +210,21 @@ def ask_for_summary(
     stated = statements(m.content for m in old if m.role == "user")
     if conversation is not None and after:  # facts of the kept turns are grounded too
         source = " ".join(m["content"] for m in conversation)
-    fresh = ""
+    fresh, streamed, complete = "", [], False
     for event in client.chat(request, sampling):
         if stopped():
             client.stop()  # a stop that came before the request reached the engine
-        if isinstance(event, StatsEvent):
+        if isinstance(event, TokenEvent) and not complete:
+            streamed.append(event.text)
+            complete = answer_complete("".join(streamed), policy.summary_max_words)
+            if complete:
+                client.stop()  # all that is kept has been written
+        elif isinstance(event, StatsEvent):
             prefill = event.stats.tokens_prefilled
         elif isinstance(event, ErrorEvent):
             return SummaryOutcome(reason=f"Summarizing failed: {event.message}"), prefill
         elif isinstance(event, DoneEvent):
-            if event.stop_reason == "stopped" or stopped():
+            if (event.stop_reason == "stopped" and not complete) or stopped():
                 return SummaryOutcome(cancelled=True), prefill
             answer = answer_of(event.text)
             made, note = new_summary(
