@@ -125,14 +125,14 @@ class Speculator:
         """How many drafts to verify at this step (0: decode plainly)."""
         if self.mode == "off" or room < 2:
             return 0
+        if self.mode == "auto" and step < acceptance.rest_until:
+            return 0  # resting: no work on this token
         limit = min(self.max_k, room - 1)
         choices = [k for k in K_CHOICES if k <= limit] or [1]
         gain = {k: expected_tokens(acceptance.rate, k) / self.cost[k] for k in choices}
         best = max(gain, key=lambda k: gain[k])
         if self.mode == "always":
             return best
-        if step < acceptance.rest_until:
-            return 0
         return best if gain[best] >= PAYS else 0
 
     def after_verify(
