@@ -178,6 +178,8 @@ def test_the_users_stated_facts_survive_a_model_that_writes_no_fact_list():
         "My budget for the trip is 4,500 euros",
         "I prefer trains to planes",
     ], "statements with a name, a number or a preference; no requests or questions"
+    pasted = "The Nile flows north through Egypt. " * 40
+    assert statements([pasted, "```\nx = 'My name is Ada'\n```"]) == [], "material is not said"
     first, reason = new_summary("Rivers are long.", None, " ".join(said), 40, statements(said))
     assert "malformed" in reason and "Ingrid Solberg" in first.text()
     later = ("My budget for the trip is now 5,200 euros. Our dog is named Bruno.",)

@@ -39,6 +39,7 @@ _STOP = _words(
     "that with by as from now also"
 )
 MAX_WORDS, MIN_WORDS = 30, 3
+MAX_MESSAGE_CHARS = 1200  # a longer message is material (a document, code), not a statement
 
 
 def _specifics(sentence: str) -> list[str]:
@@ -61,9 +62,12 @@ def is_statement(sentence: str) -> bool:
 
 
 def statements(texts: Iterable[str]) -> list[str]:
-    """The user's statements of fact in ``texts``, in order, without repeats."""
+    """The user's statements of fact in ``texts``, in order, without repeats (none from
+    long messages or code: pasted material is the model's to summarize)."""
     found: list[str] = []
     for text in texts:
+        if len(text) > MAX_MESSAGE_CHARS or "```" in text:
+            continue
         for part in _SENTENCE_END.split(text):
             sentence = " ".join(part.split()).rstrip(".;!")
             if is_statement(sentence) and sentence not in found:
