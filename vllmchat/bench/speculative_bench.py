@@ -2,8 +2,9 @@
 one run, on edits of pasted code and documents and on prose questions.
 
 Two engine processes load the same model with the same settings and get the
-same requests in the same order (so their KV caches are built alike); one
-decodes plainly, the other speculates (``auto``, the default). Figures:
+same requests in the same order (so their KV caches are built alike), in turn,
+three times each (``--quick``: once); one decodes plainly, the other speculates
+(``auto``, the default). Figures:
 
 - ``speedup_code_edit``: median over the edit prompts of effective decode tok/s
   with speculation ÷ without;
@@ -141,25 +142,32 @@ def _compare(
     exact: bool,
     max_tokens: int,
     draft: str = "",
+    repeats: int = 1,
 ) -> list[dict[str, Any]]:
+    """Each prompt to both engines in turn, ``repeats`` times (speeds: the medians)."""
     plain = _client(model, at, exact=exact)
     fast = _client(model, at, exact=exact, draft=draft)
     mode: SpeculationMode = "always" if draft else "auto"
     rows = []
     try:
         for prompt in prompts:
-            off = _reply(plain, prompt, "off", max_tokens)
-            on = _reply(fast, prompt, mode, max_tokens)
+            offs, ons = [], []
+            for _ in range(repeats):  # interleaved: the machine's drift hits both alike
+                offs.append(_reply(plain, prompt, "off", max_tokens))
+                ons.append(_reply(fast, prompt, mode, max_tokens))
+            off, on = offs[0], ons[0]
+            off_tok_s = statistics.median(r.stats.decode_tok_s for r in offs)
+            on_tok_s = statistics.median(r.stats.decode_tok_s for r in ons)
             pairs = enumerate(zip(off.token_ids, on.token_ids, strict=False))
             diff = next((i for i, (a, b) in pairs if a != b), None)
-            same = off.token_ids == on.token_ids
+            same = all(r.token_ids == off.token_ids for r in offs + ons)
             rows.append({
                 "tokens": len(on.token_ids),
-                "off_tok_s": round(off.stats.decode_tok_s, 1),
-                "on_tok_s": round(on.stats.decode_tok_s, 1),
-                "speedup": round(on.stats.decode_tok_s / max(off.stats.decode_tok_s, 1e-9), 3),
-                "drafted": on.stats.drafted,
-                "accepted": on.stats.accepted,
+                "off_tok_s": round(off_tok_s, 1),
+                "on_tok_s": round(on_tok_s, 1),
+                "speedup": round(on_tok_s / max(off_tok_s, 1e-9), 3),
+                "drafted": sum(r.stats.drafted for r in ons),
+                "accepted": sum(r.stats.accepted for r in ons),
                 "identical": same,
                 "first_difference": None if same else diff,
             })  # fmt: skip
@@ -177,8 +185,9 @@ def _acceptance(rows: list[dict[str, Any]]) -> float:
 def _model_figures(model: str, at: Placement, quick: bool) -> dict[str, Any]:
     edits = EDITS[:2] if quick else EDITS
     prose = PROSE[:2] if quick else PROSE
-    code = _compare(model, at, edits, exact=False, max_tokens=700)
-    chat = _compare(model, at, prose, exact=False, max_tokens=200)
+    repeats = 1 if quick else 3
+    code = _compare(model, at, edits, exact=False, max_tokens=700, repeats=repeats)
+    chat = _compare(model, at, prose, exact=False, max_tokens=200, repeats=repeats)
     exact = _compare(model, at, edits[:2], exact=at.n_gpu_layers == 0, max_tokens=200)
     self_draft = _compare(model, at, edits[:1] + prose[:1], exact=at.n_gpu_layers == 0,
                           max_tokens=120, draft=model)  # fmt: skip
