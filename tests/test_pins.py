@@ -64,7 +64,7 @@ def test_pins_that_alone_overflow_the_context_are_a_clear_message(make_client, d
     events = list(session.send("And now?"))
     error = events[-1]
     assert isinstance(error, ErrorEvent) and error.kind == ErrorKind.CONTEXT_FULL
-    assert "pinned messages take" in error.message and "Unpin some" in error.message
+    assert "pinned messages take" in error.message and "Unpin some" in error.fix
     plans = [e for e in events if isinstance(e, PromptPlanEvent)]
     assert plans and plans[-1].pinned_tokens > 500
     assert len(store.path(session.conversation_id)) >= 5  # nothing dropped from the store

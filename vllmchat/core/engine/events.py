@@ -157,10 +157,11 @@ class ErrorEvent:
     kind: ErrorKind
     message: str
     partial_text: str = ""
+    precise_fix: str | None = None  # a fix more precise than the kind's
 
     @property
     def fix(self) -> str:
-        return FIXES[ErrorKind(self.kind)]
+        return self.precise_fix if self.precise_fix is not None else FIXES[ErrorKind(self.kind)]
 
     def as_error(self) -> EngineError:
         return EngineError(self.kind, self.message)
