@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from vllmchat.core.engine.events import ErrorEvent, ErrorKind
+
 PolicyMode = Literal["summarize", "keep_last", "ask"]
 
 
@@ -78,3 +80,15 @@ class PrefilledAhead:
     prompt_tokens: int
     prefilled_tokens: int
     complete: bool  # False: a turn came first
+
+
+def pins_overflow(plan: PromptPlanEvent) -> ErrorEvent:
+    """Pinned messages and the last turn over the context: which of them to shorten."""
+    pins, total, n_ctx = plan.pinned_tokens, plan.prompt_tokens, plan.n_ctx
+    over = f"the prompt is {total:,} tokens, more than the context ({n_ctx:,}) leaves for a reply"
+    if pins * 2 >= total:
+        said = f"The pinned messages take {pins:,} tokens; with the last turn {over}."
+        return ErrorEvent(ErrorKind.CONTEXT_FULL, said, precise_fix="Unpin some, or raise n_ctx.")
+    said = f"The last turn and the pinned messages ({pins:,} tokens) do not fit: {over}."
+    fix = "Shorten the message (it is kept), unpin some, or raise n_ctx."
+    return ErrorEvent(ErrorKind.CONTEXT_FULL, said, precise_fix=fix)

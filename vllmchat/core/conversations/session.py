@@ -18,6 +18,7 @@ from vllmchat.core.conversations.policy import (
     MessageStored,
     PromptPlanEvent,
     SummaryEvent,
+    pins_overflow,
 )
 from vllmchat.core.conversations.reply_parts import ReplyEvent, ReplyParts
 from vllmchat.core.conversations.store import (
@@ -189,7 +190,7 @@ class ChatSession:
             prompt, plan = self._keep_last(path, plan)
             if plan.prompt_tokens > self.prompt_budget() and plan.pinned_tokens:
                 yield plan
-                yield _pins_overflow(plan)
+                yield pins_overflow(plan)
                 return
         yield plan
         if plan.prompt_tokens >= plan.n_ctx:
@@ -390,15 +391,3 @@ class ChatSession:
         """Tokens the next prompt would use, and where the verbatim history begins."""
         _, plan = self.plan(self.store.path(self.conversation_id))
         return plan
-
-
-def _pins_overflow(plan: PromptPlanEvent) -> ErrorEvent:
-    """Pinned messages and the last turn over the context: which of them to shorten."""
-    pins, total, n_ctx = plan.pinned_tokens, plan.prompt_tokens, plan.n_ctx
-    over = f"the prompt is {total:,} tokens, more than the context ({n_ctx:,}) leaves for a reply"
-    if pins * 2 >= total:
-        said = f"The pinned messages take {pins:,} tokens; with the last turn {over}."
-        return ErrorEvent(ErrorKind.CONTEXT_FULL, said, precise_fix="Unpin some, or raise n_ctx.")
-    said = f"The last turn and the pinned messages ({pins:,} tokens) do not fit: {over}."
-    fix = "Shorten the message (it is kept), unpin some, or raise n_ctx."
-    return ErrorEvent(ErrorKind.CONTEXT_FULL, said, precise_fix=fix)
