@@ -11,7 +11,7 @@ statement of the same shape ("My budget is 5,200 euros" after "My budget is
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _WORD = re.compile(r"[\w][\w'’,.-]*\w|\w")
@@ -100,7 +100,7 @@ def covered(sentence: str, facts_text: str) -> bool:
     return bool(words) and sum(w in text for w in words) * 2 >= len(words)
 
 
-def latest_per_subject(stated: list[str]) -> list[str]:
+def latest_per_subject(stated: Sequence[str]) -> list[str]:
     """``stated`` less each statement that a later one on the same subject updates."""
     return [s for i, s in enumerate(stated) if not any(same_subject(s, t) for t in stated[i + 1 :])]
 
@@ -114,19 +114,19 @@ def _said_later(fact: str, stated: list[str], after: int) -> bool:
 
 
 def add_statements(
-    facts: tuple[str, ...], stated: list[str], fresh: tuple[str, ...] = ()
+    facts: tuple[str, ...], stated: Sequence[str], fresh: tuple[str, ...] = ()
 ) -> tuple[str, ...]:
     """``facts`` with each statement they do not cover: in place of an earlier fact on
     the same subject, else at the end. A ``fresh`` fact (written from these same
     messages) gives way only to a statement made after the one it restates."""
     merged = list(facts)
-    stated = latest_per_subject(stated)
-    for i, sentence in enumerate(stated):
+    latest = latest_per_subject(stated)
+    for i, sentence in enumerate(latest):
         if covered(sentence, "\n".join(merged)):
             continue
         earlier = next((j for j, f in enumerate(merged) if same_subject(f, sentence)), None)
         if earlier is None:
             merged.append(sentence)
-        elif not (merged[earlier] in fresh and _said_later(merged[earlier], stated, i)):
+        elif not (merged[earlier] in fresh and _said_later(merged[earlier], latest, i)):
             merged[earlier] = sentence
     return tuple(merged)

@@ -100,12 +100,17 @@ def answer_complete(text: str, max_words: int) -> bool:
     narrative past ``max_words`` or ended, or (no fact list) two paragraphs without
     one, whose first is the fallback. The rest would be cut anyway, so the engine is
     stopped there instead of writing to its token cap."""
-    if any(FACTS_HEADER.match(line) for line in text.splitlines()):
-        head = next((m for m in map(SUMMARY_HEADER.match, text.splitlines()) if m), None)
-        if head is None:
-            return False
-        narrative = text[text.rfind(head.string) + head.end() :]
-        return len(narrative.split()) > max_words or bool(re.search(r"\S\s*\n\s*\n", narrative))
+    lines = text.splitlines(keepends=True)
+    if any(FACTS_HEADER.match(line) for line in lines):
+        at = 0
+        for line in lines:
+            head = SUMMARY_HEADER.match(line)
+            if head:
+                narrative = text[at + head.end() :]
+                ended = re.search(r"\S\s*\n\s*\n", narrative)
+                return len(narrative.split()) > max_words or ended is not None
+            at += len(line)
+        return False
     return len(text.split()) > max_words or len(re.findall(r"\S\s*\n\s*\n", text)) >= 2
 
 
@@ -147,11 +152,11 @@ def new_summary(
     except MalformedSummary as exc:
         reason = f"The fact list was malformed ({exc}); kept the paragraph."
         _log.warning("%s Answer: %.200r", reason, answer)
-        facts = bounded(add_statements(old.facts, list(stated)))
+        facts = bounded(add_statements(old.facts, stated))
         return TwoPartSummary(facts, clean_summary(answer, max_words)), reason
     grounded_facts = tuple(f for f in parsed.facts if grounded(f, source))
     merged = merge_facts(old.facts, grounded_facts)
-    facts = bounded(add_statements(merged, list(stated), grounded_facts))
+    facts = bounded(add_statements(merged, stated, grounded_facts))
     return TwoPartSummary(facts, parsed.narrative), ""
 
 
@@ -210,13 +215,13 @@ def ask_for_summary(
     stated = statements(m.content for m in old if m.role == "user")
     if conversation is not None and after:  # facts of the kept turns are grounded too
         source = " ".join(m["content"] for m in conversation)
-    fresh, streamed, complete = "", [], False
+    fresh, streamed, complete = "", "", False
     for event in client.chat(request, sampling):
         if stopped():
             client.stop()  # a stop that came before the request reached the engine
         if isinstance(event, TokenEvent) and not complete:
-            streamed.append(event.text)
-            complete = answer_complete("".join(streamed), policy.summary_max_words)
+            streamed += event.text
+            complete = answer_complete(streamed, policy.summary_max_words)
             if complete:
                 client.stop()  # all that is kept has been written
         elif isinstance(event, StatsEvent):
