@@ -66,14 +66,26 @@ cached_wheel() {
 lcp_version=$(sed -n 's/.*"llama-cpp-python==\([^"]*\)".*/\1/p' pyproject.toml)
 cmake_args="$CMAKE_ARGS_PLAN${CMAKE_ARGS:+ $CMAKE_ARGS}"
 pyver=$("$vpy" -c 'import sys, platform; print(f"cp{sys.version_info[0]}{sys.version_info[1]}-{platform.machine()}")')
-want_llama="llama-cpp-python==$lcp_version $BACKEND $pyver $cmake_args"
+invariant=$("$python" -m vllmchat.core.machine.batch_invariant --id)
+want_llama="llama-cpp-python==$lcp_version $BACKEND $pyver $cmake_args batch-invariant-$invariant"
+# The sdist, with the CPU kernels made batch-invariant (speculative decoding's
+# verified batches then give what single steps give; core/machine/batch_invariant.py).
+build_llama() {
+  local src
+  src=$(mktemp -d)
+  "$vpy" -m pip download -q --no-deps --no-binary=:all: "llama-cpp-python==$lcp_version" -d "$src" &&
+    tar xzf "$src/llama_cpp_python-$lcp_version.tar.gz" -C "$src" &&
+    "$python" -m vllmchat.core.machine.batch_invariant "$src/llama_cpp_python-$lcp_version" &&
+    env CMAKE_ARGS="$cmake_args" CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" \
+      ${CUDACXX_PLAN:+CUDACXX="$CUDACXX_PLAN"} \
+      "$vpy" -m pip wheel -q --no-deps --no-cache-dir "$src/llama_cpp_python-$lcp_version" "$@"
+  local status=$?
+  rm -rf "$src"
+  return $status
+}
 # pip's own wheel cache ignores CMAKE_ARGS: build without it, cache by backend and flags here.
 if cached_wheel "$venv/.vllmchat-llama" "$want_llama" "$BACKEND" llama_cpp_python \
-    "llama.cpp ($BACKEND: $cmake_args)" \
-    env CMAKE_ARGS="$cmake_args" CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" \
-    ${CUDACXX_PLAN:+CUDACXX="$CUDACXX_PLAN"} \
-    "$vpy" -m pip wheel -q --no-deps --no-cache-dir --no-binary llama-cpp-python \
-    "llama-cpp-python==$lcp_version"; then
+    "llama.cpp ($BACKEND: $cmake_args)" build_llama; then
   echo "$want_llama" > "$venv/.vllmchat-llama"
 fi
 [ "$profile" = llama ] && exit 0

@@ -10,10 +10,11 @@ three times each (``--quick``: once); one decodes plainly, the other speculates
   with speculation ÷ without;
 - ``speedup_chat``: the same over prose questions (auto mode must cost nothing);
 - ``greedy_identical``: every reply the same token for token, at these settings,
-  and ``greedy_identical_exact_kernels`` with flash attention and one thread,
-  where llama.cpp's CPU kernels give a batch's rows the logits of single steps;
-- ``draft_self``: the model as its own draft (``always``): acceptance (≈ 1 under
-  exact kernels), identical output, and its cost per token against plain decoding;
+  and ``greedy_identical_flash_attn`` with flash attention (both attention paths);
+  ``exact_verify`` says whether this build and placement promise it (the set-up's
+  batch-invariant CPU kernels, all layers on the CPU);
+- ``draft_self``: the model as its own draft (``always``): acceptance, identical
+  output, and its cost per token against plain decoding;
 - ``verify``: what one verify of k drafts costs in single steps here, and the
   speed-up that bounds at full acceptance (``bench/verify_cost.py``).
 
@@ -120,10 +121,10 @@ class Placement:
     n_threads: int = 2
 
 
-def _client(model: str, at: Placement, *, exact: bool, draft: str = "") -> EngineClient:
+def _client(model: str, at: Placement, *, flash_attn: bool, draft: str = "") -> EngineClient:
     client = EngineClient()
     client.load(LoadSettings(model_path=model, n_ctx=4096, n_gpu_layers=at.n_gpu_layers,
-                             n_threads=1 if exact else at.n_threads, flash_attn=exact,
+                             n_threads=at.n_threads, flash_attn=flash_attn,
                              draft_model=draft, draft_n_gpu_layers=at.n_gpu_layers))  # fmt: skip
     return client
 
@@ -139,14 +140,14 @@ def _compare(
     at: Placement,
     prompts: list[str],
     *,
-    exact: bool,
+    flash_attn: bool = False,
     max_tokens: int,
     draft: str = "",
     repeats: int = 1,
 ) -> list[dict[str, Any]]:
     """Each prompt to both engines in turn, ``repeats`` times (speeds: the medians)."""
-    plain = _client(model, at, exact=exact)
-    fast = _client(model, at, exact=exact, draft=draft)
+    plain = _client(model, at, flash_attn=flash_attn)
+    fast = _client(model, at, flash_attn=flash_attn, draft=draft)
     mode: SpeculationMode = "always" if draft else "auto"
     rows = []
     try:
@@ -169,6 +170,7 @@ def _compare(
                 "drafted": sum(r.stats.drafted for r in ons),
                 "accepted": sum(r.stats.accepted for r in ons),
                 "identical": same,
+                "exact_verify": bool(fast.info and fast.info.exact_verify),
                 "first_difference": None if same else diff,
             })  # fmt: skip
     finally:
@@ -186,16 +188,17 @@ def _model_figures(model: str, at: Placement, quick: bool) -> dict[str, Any]:
     edits = EDITS[:2] if quick else EDITS
     prose = PROSE[:2] if quick else PROSE
     repeats = 1 if quick else 3
-    code = _compare(model, at, edits, exact=False, max_tokens=700, repeats=repeats)
-    chat = _compare(model, at, prose, exact=False, max_tokens=200, repeats=repeats)
-    exact = _compare(model, at, edits[:2], exact=at.n_gpu_layers == 0, max_tokens=200)
-    self_draft = _compare(model, at, edits[:1] + prose[:1], exact=at.n_gpu_layers == 0,
-                          max_tokens=120, draft=model)  # fmt: skip
+    code = _compare(model, at, edits, max_tokens=700, repeats=repeats)
+    chat = _compare(model, at, prose, max_tokens=200, repeats=repeats)
+    flash = _compare(model, at, edits[:2], flash_attn=True, max_tokens=700)
+    self_draft = _compare(model, at, edits[:1] + prose[:1], max_tokens=120, draft=model)
     return {
         "speedup_code_edit": statistics.median(r["speedup"] for r in code),
         "speedup_chat": statistics.median(r["speedup"] for r in chat),
         "greedy_identical": all(r["identical"] for r in code + chat),
-        "greedy_identical_exact_kernels": all(r["identical"] for r in exact),
+        "exact_verify": all(r["exact_verify"] for r in code),
+        "greedy_identical_flash_attn": all(r["identical"] for r in flash),
+        "speedup_code_edit_flash_attn": statistics.median(r["speedup"] for r in flash),
         "draft_self": {
             "acceptance": _acceptance(self_draft),
             "identical": all(r["identical"] for r in self_draft),
@@ -210,7 +213,7 @@ def _model_figures(model: str, at: Placement, quick: bool) -> dict[str, Any]:
         ),
         "code_edit": code,
         "chat": chat,
-        "exact_kernels": exact,
+        "flash_attn": flash,
     }
 
 

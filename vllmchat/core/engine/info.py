@@ -30,6 +30,9 @@ class ModelInfo:
     reasoning: str = ""  # how replies hold thinking: "think", "harmony" or "" (none)
     thinking_opens: bool = False  # the prompt opens the thinking (DeepSeek-R1's template)
     thinking_toggle: bool = False  # the template reads enable_thinking
+    # A verified batch's rows get exactly the logits of single steps (speculation keeps
+    # greedy output token for token): this build's CPU kernels, all layers on the CPU.
+    exact_verify: bool = False
 
 
 @dataclass(frozen=True)

@@ -92,3 +92,13 @@ def loader_overrides(address: int | None) -> Iterator[None]:
         yield
     finally:
         llama_api.llama_model_default_params = original
+
+
+def batch_invariant_cpu() -> bool:
+    """Whether this llama-cpp-python was built by vllmchat's set-up with batch-invariant
+    CPU kernels (``core/machine/batch_invariant.py`` writes the marker module)."""
+    try:
+        from llama_cpp import _vllmchat_build  # type: ignore[attr-defined]
+    except ImportError:
+        return False
+    return bool(getattr(_vllmchat_build, "BATCH_INVARIANT_CPU", ""))

@@ -13,7 +13,7 @@ import llama_cpp  # before numpy: the CUDA build segfaults in the other order
 
 from vllmchat.core.chat_format import TemplateError, prompt_tokens, render_segments
 from vllmchat.core.chat_templates import BUILTIN_TEMPLATES, builtin_template_for
-from vllmchat.core.engine import llama_log
+from vllmchat.core.engine import llama_adapter, llama_log
 from vllmchat.core.engine.draft_model import DraftModel
 from vllmchat.core.engine.events import EngineError, ErrorKind
 from vllmchat.core.engine.failures import classify_load_failure, decode_error
@@ -111,6 +111,8 @@ class LlamaRuntime:
             reasoning=self.reasoning,
             thinking_opens=self._prompt_opens_thinking(),
             thinking_toggle="enable_thinking" in self.template,
+            exact_verify=llama_adapter.batch_invariant_cpu()
+            and not (settings.n_gpu_layers and llama_cpp.llama_supports_gpu_offload()),
         )
 
     def _harmony_markers(self) -> frozenset[int]:
