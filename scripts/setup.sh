@@ -73,7 +73,7 @@ want_llama="llama-cpp-python==$lcp_version $BACKEND $pyver $cmake_args batch-inv
 build_llama() {
   local src
   src=$(mktemp -d)
-  "$vpy" -m pip download -q --no-deps --no-binary=:all: "llama-cpp-python==$lcp_version" -d "$src" &&
+  "$vpy" -m pip download -q --no-deps --no-binary llama-cpp-python "llama-cpp-python==$lcp_version" -d "$src" &&
     tar xzf "$src/llama_cpp_python-$lcp_version.tar.gz" -C "$src" &&
     "$python" -m vllmchat.core.machine.batch_invariant "$src/llama_cpp_python-$lcp_version" &&
     env CMAKE_ARGS="$cmake_args" CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" \

@@ -48,3 +48,32 @@ def test_loader_overrides_reach_the_model_parameters():
     assert params.tensor_buft_overrides == overrides.address
     assert llama_cpp.llama_cpp.llama_model_default_params is defaults  # put back
     assert defaults().tensor_buft_overrides in (None, 0)
+
+
+def _greedy_reply(llm, sampler, prompt: bytes, n: int) -> list[int]:
+    llm.reset()
+    llm.eval(llm.tokenize(prompt, add_bos=True))
+    out = []
+    for _ in range(n):
+        out.append(llama_adapter.sample_next(llm, sampler))
+        llm.eval([out[-1]])
+    return out
+
+
+@pytest.mark.parametrize("penalty", [1.1, 1.0, 1.5])
+@pytest.mark.parametrize("which", ["demo_model", "gemma_model"])
+def test_the_greedy_pick_on_the_logits_is_the_chains(which, penalty, request):
+    """The repeat penalty changes the pick often over 120 tokens of a list."""
+    from vllmchat.core.engine.greedy import GreedySampler
+
+    path = str(request.getfixturevalue(which))
+    llm = llama_cpp.Llama(model_path=path, n_ctx=512, n_threads=2, verbose=False)
+    try:
+        prompt = b"Count on: one two three one two three one two"
+        sampling = SamplingSettings(temperature=0.0, repeat_penalty=penalty)
+        fast = llama_adapter.sampler_for(llm, sampling)
+        assert isinstance(fast, GreedySampler)
+        chain = llm._init_sampler(temp=0.0, repeat_penalty=penalty)
+        assert _greedy_reply(llm, fast, prompt, 120) == _greedy_reply(llm, chain, prompt, 120)
+    finally:
+        llm.close()

@@ -69,11 +69,12 @@ class _Reply:
         k = self.spec.choose_k(self.acceptance, self.step, room) if self.index else 0
         t = time.perf_counter()
         drafts = self._draft(token, k) if k else []
-        if not drafts:
+        if not drafts:  # a plain step, timed with its sampling as a verify is
             t = time.perf_counter()
             self.rt.decode([token])
+            sampled_one = sample_next(self.llm, self.sampler)
             self.spec.after_single(time.perf_counter() - t)
-            return [(sample_next(self.llm, self.sampler), False)]
+            return [(sampled_one, False)]
         self.rt.decode_with_logits([token, *drafts])
         sampled: list[int] = []
         for j in range(len(drafts) + 1):

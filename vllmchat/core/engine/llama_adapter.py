@@ -17,6 +17,7 @@ from typing import Any
 import llama_cpp
 import llama_cpp.llama_cpp as llama_api
 
+from vllmchat.core.engine.greedy import GreedySampler
 from vllmchat.core.settings import SamplingSettings
 
 REQUIRED = ((llama_cpp.Llama, "_init_sampler"), (llama_api, "llama_model_default_params"))
@@ -34,7 +35,10 @@ def missing(llm: llama_cpp.Llama | None = None) -> list[str]:
 
 
 def sampler_for(llm: llama_cpp.Llama, sampling: SamplingSettings) -> Any:
-    """llama-cpp-python's sampler chain for these settings."""
+    """llama-cpp-python's sampler chain for these settings (temperature 0: the same
+    greedy pick, computed on the logits, ``greedy.py``)."""
+    if sampling.temperature == 0.0:
+        return GreedySampler(llm, sampling.repeat_penalty)
     return llm._init_sampler(
         top_k=sampling.top_k,
         top_p=sampling.top_p,
