@@ -42,6 +42,22 @@ def test_auto_drafts_only_while_it_pays_and_probes_again():
     assert spec.choose_k(rested, 59, 100) == 0 and spec.choose_k(rested, 60, 100) > 0
 
 
+def test_auto_keeps_drafting_through_a_stretch_that_copies_and_backs_off_on_prose():
+    spec = Speculator(mode="auto")
+    acceptance = Acceptance(rate=0.2)
+    probe = spec.choose_k(acceptance, 1, 100)
+    assert 0 < probe <= 4, "a probe while the running rate does not pay"
+    spec.after_verify(acceptance, probe, probe, 0.0, 1)  # all accepted: a copy begins
+    bound = {k: (k + 1) / spec.cost[k] for k in spec.cost}
+    longest_paying = max(bound, key=lambda k: bound[k])
+    assert spec.choose_k(acceptance, 2, 100) == longest_paying, "drafting as if it goes on"
+    spec.after_verify(acceptance, 8, 0, 0.0, 2)  # the copy ended
+    assert acceptance.rest_until == 2 + 48 and spec.choose_k(acceptance, 3, 100) == 0
+    k = spec.choose_k(acceptance, 50, 100)
+    spec.after_verify(acceptance, k, 0, 0.0, 50)  # the probe failed again: a longer rest
+    assert acceptance.rest_until == 50 + 96
+
+
 @pytest.fixture
 def exact_client(make_client, demo_model):
     def make(model=demo_model):

@@ -11,6 +11,7 @@ here with a clear failure rather than deep inside a turn.
 from __future__ import annotations
 
 import contextlib
+import importlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -102,7 +103,7 @@ def batch_invariant_cpu() -> bool:
     """Whether this llama-cpp-python was built by vllmchat's set-up with batch-invariant
     CPU kernels (``core/machine/batch_invariant.py`` writes the marker module)."""
     try:
-        from llama_cpp import _vllmchat_build  # type: ignore[attr-defined]
+        marker = importlib.import_module("llama_cpp._vllmchat_build")
     except ImportError:
         return False
-    return bool(getattr(_vllmchat_build, "BATCH_INVARIANT_CPU", ""))
+    return bool(getattr(marker, "BATCH_INVARIANT_CPU", ""))

@@ -11,7 +11,9 @@ for token), and the first sampled token that differs is the next token anyway.
 Whether to speculate is decided per conversation from measured acceptance and
 measured cost: a verify of k drafts costs ``cost[k]`` single steps and yields
 ``(1 - a^(k+1)) / (1 - a)`` tokens at acceptance ``a``. In ``auto`` it drafts
-only while that pays, rests while it does not, and probes again later.
+while that pays or while the last verify paid (copying comes in stretches);
+after a verify that lost it rests, then probes with a short draft, each failed
+probe doubling the rest (48 tokens up to 384).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ CPU_COST = {1: 1.25, 2: 1.46, 3: 1.8, 4: 2.19, 6: 4.0, 8: 6.17}
 GPU_COST = {1: 1.06, 2: 1.12, 3: 1.3, 4: 1.51, 6: 1.9, 8: 2.22}
 PAYS = 1.08  # expected speed-up a draft must promise in auto mode
 REST_TOKENS = 48  # after a draft that did not pay (auto), decode plainly this long
+MAX_REST_TOKENS = 384  # each probe that fails again doubles the rest, up to this
+PROBE_K = 4  # a probe drafts at most this many: is this a stretch that copies?
 PRIOR_ACCEPTANCE = 0.55
 
 
@@ -84,6 +88,8 @@ class Acceptance:
     accepted: int = 0
     rate: float = PRIOR_ACCEPTANCE
     rest_until: int = 0  # the decode step before which auto mode does not draft
+    rest: int = REST_TOKENS  # the next rest's length
+    last_paid: float = 0.0  # what the last verify yielded per unit of its cost
 
     def record(self, drafted: int, accepted: int) -> None:
         self.drafted += drafted
@@ -133,7 +139,16 @@ class Speculator:
         best = max(gain, key=lambda k: gain[k])
         if self.mode == "always":
             return best
-        return best if gain[best] >= PAYS else 0
+        # Copying comes in stretches: while the last verify paid, draft as if the
+        # stretch goes on (the k that pays most at full acceptance).
+        bound = {k: (k + 1) / self.cost[k] for k in choices}
+        if acceptance.last_paid >= PAYS:
+            return max(bound, key=lambda k: bound[k])
+        if gain[best] >= PAYS:
+            return best
+        # Not at the running rate: after a rest, probe whether a stretch has begun.
+        probes = [k for k in choices if k <= PROBE_K] or choices[:1]
+        return max(probes, key=lambda k: bound[k])
 
     def after_verify(
         self, acceptance: Acceptance, k: int, accepted: int, seconds: float, step: int
@@ -144,8 +159,18 @@ class Speculator:
             ratio = seconds / self.single_s
             self.cost[k] = 0.8 * self.cost[k] + 0.2 * max(1.0, ratio)
         paid = (accepted + 1) / self.cost[k]
-        if self.mode == "auto" and paid < 1.0 and acceptance.rate < 0.5:
-            acceptance.rest_until = step + REST_TOKENS
+        acceptance.last_paid = paid
+        if paid >= PAYS:
+            acceptance.rest = REST_TOKENS
+        elif self.mode == "auto" and paid < 1.0 and not self._pays(acceptance):
+            acceptance.rest_until = step + acceptance.rest
+            acceptance.rest = min(2 * acceptance.rest, MAX_REST_TOKENS)
+
+    def _pays(self, acceptance: Acceptance) -> bool:
+        """Whether some k pays at this conversation's running acceptance."""
+        k_max = max(1, self.max_k)
+        return any(expected_tokens(acceptance.rate, k) / self.cost[k] >= PAYS
+                   for k in K_CHOICES if k <= k_max)  # fmt: skip
 
     def after_single(self, seconds: float) -> None:
         self.single_s = seconds if self.single_s <= 0 else 0.9 * self.single_s + 0.1 * seconds
