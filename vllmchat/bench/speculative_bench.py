@@ -132,7 +132,11 @@ def _client(model: str, at: Placement, *, flash_attn: bool, draft: str = "") -> 
 def _reply(client: EngineClient, prompt: str, mode: SpeculationMode, max_tokens: int) -> DoneEvent:
     sampling = SamplingSettings(temperature=0.0, max_tokens=max_tokens, speculation=mode)
     asked = [{"role": "user", "content": prompt}]
-    return next(e for e in client.chat(asked, sampling) if isinstance(e, DoneEvent))
+    events = list(client.chat(asked, sampling))
+    done = [e for e in events if isinstance(e, DoneEvent)]
+    if not done:
+        raise RuntimeError(f"the reply ended without an answer: {events[-2:]}")
+    return done[0]
 
 
 def _compare(

@@ -27,8 +27,9 @@ NGRAM_SIZES = (4, 3, 2)
 K_CHOICES = (1, 2, 3, 4, 6, 8)
 # A batch of k + 1 tokens in units of one decode step, before any is measured
 # (measured on this project's 2-core CPU and on an H200: verify costs grow slower there).
-CPU_COST = {1: 1.25, 2: 1.46, 3: 1.8, 4: 2.19, 6: 4.0, 8: 6.17}
-GPU_COST = {1: 1.06, 2: 1.12, 3: 1.3, 4: 1.51, 6: 1.9, 8: 2.22}
+# Every k up to 8 has one: a draft can come back shorter than the k asked for.
+CPU_COST = {1: 1.25, 2: 1.46, 3: 1.8, 4: 2.19, 5: 3.1, 6: 4.0, 7: 5.1, 8: 6.17}
+GPU_COST = {1: 1.06, 2: 1.12, 3: 1.3, 4: 1.51, 5: 1.7, 6: 1.9, 7: 2.06, 8: 2.22}
 PAYS = 1.08  # expected speed-up a draft must promise in auto mode
 REST_TOKENS = 48  # after a draft that did not pay (auto), decode plainly this long
 MAX_REST_TOKENS = 384  # each probe that fails again doubles the rest, up to this
