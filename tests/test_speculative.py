@@ -60,11 +60,19 @@ def test_auto_keeps_drafting_through_a_stretch_that_copies_and_backs_off_on_pros
         spec.after_verify(Acceptance(), drafted, drafted, 0.0, 1)
 
 
+def test_a_sliding_window_ring_is_not_promised_exact(make_client, gemma_model):
+    """Its cells fill in another order under verifies, and attention sums keys in
+    cell order: measured, greedy output then differs after the ring wraps."""
+    client = make_client()
+    client.load(LoadSettings(model_path=str(gemma_model), n_ctx=1024, n_threads=2))
+    assert client.info is not None and not client.info.exact_verify
+
+
 @pytest.fixture
 def exact_client(make_client, demo_model):
     def make(model=demo_model):
         client = make_client()
-        client.load(LoadSettings(model_path=str(model), n_ctx=1024, n_threads=2))
+        client.load(LoadSettings(model_path=str(model), n_ctx=1024, n_threads=2, swa_full=True))
         assert client.info is not None and client.info.exact_verify
         return client
 

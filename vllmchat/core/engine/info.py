@@ -31,7 +31,9 @@ class ModelInfo:
     thinking_opens: bool = False  # the prompt opens the thinking (DeepSeek-R1's template)
     thinking_toggle: bool = False  # the template reads enable_thinking
     # A verified batch's rows get exactly the logits of single steps (speculation keeps
-    # greedy output token for token): this build's CPU kernels, all layers on the CPU.
+    # greedy output token for token): this build's CPU kernels, all layers on the CPU,
+    # and no sliding-window ring (its cells fill in another order under verifies, and
+    # attention sums the keys in cell order).
     exact_verify: bool = False
 
 
