@@ -112,7 +112,7 @@ class LlamaRuntime:
             thinking_opens=self._prompt_opens_thinking(),
             thinking_toggle="enable_thinking" in self.template,
             exact_verify=llama_adapter.batch_invariant_cpu()
-            and not (settings.n_gpu_layers and llama_cpp.llama_supports_gpu_offload())
+            and not self.speculator.gpu
             and (settings.swa_full or llama_cpp.llama_model_n_swa(model) <= 0),
         )
 

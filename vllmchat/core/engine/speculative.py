@@ -134,9 +134,8 @@ class Speculator:
             return 0
         if self.mode == "auto" and step < acceptance.rest_until:
             return 0  # resting: no work on this token
-        limit = min(self.max_k, room - 1)
-        choices = [k for k in K_CHOICES if k <= limit] or [1]
-        gain = {k: expected_tokens(acceptance.rate, k) / self.cost[k] for k in choices}
+        choices = self._choices(min(self.max_k, room - 1))
+        gain = self._gains(acceptance.rate, choices)
         best = max(gain, key=lambda k: gain[k])
         if self.mode == "always":
             return best
@@ -163,15 +162,19 @@ class Speculator:
         acceptance.last_paid = paid
         if paid >= PAYS:
             acceptance.rest = REST_TOKENS
-        elif self.mode == "auto" and paid < 1.0 and not self._pays(acceptance):
-            acceptance.rest_until = step + acceptance.rest
-            acceptance.rest = min(2 * acceptance.rest, MAX_REST_TOKENS)
+        elif self.mode == "auto" and paid < 1.0:
+            gains = self._gains(acceptance.rate, self._choices(self.max_k))
+            if max(gains.values()) < PAYS:  # nor at the running acceptance: rest
+                acceptance.rest_until = step + acceptance.rest
+                acceptance.rest = min(2 * acceptance.rest, MAX_REST_TOKENS)
 
-    def _pays(self, acceptance: Acceptance) -> bool:
-        """Whether some k pays at this conversation's running acceptance."""
-        k_max = max(1, self.max_k)
-        return any(expected_tokens(acceptance.rate, k) / self.cost[k] >= PAYS
-                   for k in K_CHOICES if k <= k_max)  # fmt: skip
+    @staticmethod
+    def _choices(limit: int) -> list[int]:
+        return [k for k in K_CHOICES if k <= limit] or [1]
+
+    def _gains(self, rate: float, choices: list[int]) -> dict[int, float]:
+        """Expected speed-up of each k at acceptance ``rate``, by the measured costs."""
+        return {k: expected_tokens(rate, k) / self.cost[k] for k in choices}
 
     def after_single(self, seconds: float) -> None:
         self.single_s = seconds if self.single_s <= 0 else 0.9 * self.single_s + 0.1 * seconds
