@@ -12,7 +12,8 @@ three times each (``--quick``: once); one decodes plainly, the other speculates
 - ``greedy_identical``: every reply the same token for token, at these settings,
   and ``greedy_identical_flash_attn`` with flash attention (both attention paths);
   ``exact_verify`` says whether this build and placement promise it (the set-up's
-  batch-invariant CPU kernels, all layers on the CPU);
+  batch-invariant kernels: on the CPU, or on CUDA with flash attention), and
+  ``exact_verify_reason`` why not; ``--flash-attn`` runs every comparison with it;
 - ``draft_self``: the model as its own draft (``always``): acceptance, identical
   output, and its cost per token against plain decoding;
 - ``verify``: what one verify of k drafts costs in single steps here, and the
@@ -175,6 +176,7 @@ def _compare(
                 "accepted": sum(r.stats.accepted for r in ons),
                 "identical": same,
                 "exact_verify": bool(fast.info and fast.info.exact_verify),
+                "exact_verify_reason": fast.info.exact_verify_reason if fast.info else "",
                 "first_difference": None if same else diff,
             })  # fmt: skip
     finally:
@@ -188,19 +190,23 @@ def _acceptance(rows: list[dict[str, Any]]) -> float:
     return round(sum(r["accepted"] for r in rows) / drafted, 3) if drafted else 0.0
 
 
-def _model_figures(model: str, at: Placement, quick: bool) -> dict[str, Any]:
+def _model_figures(model: str, at: Placement, quick: bool, flash_attn: bool) -> dict[str, Any]:
     edits = EDITS[:2] if quick else EDITS
     prose = PROSE[:2] if quick else PROSE
     repeats = 1 if quick else 3
-    code = _compare(model, at, edits, max_tokens=700, repeats=repeats)
-    chat = _compare(model, at, prose, max_tokens=200, repeats=repeats)
-    flash = _compare(model, at, edits[:2], flash_attn=True, max_tokens=700)
-    self_draft = _compare(model, at, edits[:1] + prose[:1], max_tokens=120, draft=model)
+    fa = flash_attn
+    code = _compare(model, at, edits, max_tokens=700, repeats=repeats, flash_attn=fa)
+    chat = _compare(model, at, prose, max_tokens=200, repeats=repeats, flash_attn=fa)
+    flash = code[:2] if flash_attn else _compare(model, at, edits[:2], flash_attn=True,
+                                                 max_tokens=700)  # fmt: skip
+    self_draft = _compare(model, at, edits[:1] + prose[:1], max_tokens=120, draft=model,
+                          flash_attn=fa)  # fmt: skip
     return {
         "speedup_code_edit": statistics.median(r["speedup"] for r in code),
         "speedup_chat": statistics.median(r["speedup"] for r in chat),
         "greedy_identical": all(r["identical"] for r in code + chat),
         "exact_verify": all(r["exact_verify"] for r in code),
+        "exact_verify_reason": code[0]["exact_verify_reason"] if code else "",
         "greedy_identical_flash_attn": all(r["identical"] for r in flash),
         "speedup_code_edit_flash_attn": statistics.median(r["speedup"] for r in flash),
         "draft_self": {
@@ -222,10 +228,17 @@ def _model_figures(model: str, at: Placement, quick: bool) -> dict[str, Any]:
 
 
 def run(
-    *, model: str | None = None, quick: bool = False, n_gpu_layers: int = 0, n_threads: int = 2
+    *,
+    model: str | None = None,
+    quick: bool = False,
+    n_gpu_layers: int = 0,
+    n_threads: int = 2,
+    flash_attn: bool = False,
 ) -> dict[str, Any]:
-    """The figures for ``model`` (default: the demo model) at this placement."""
+    """The figures for ``model`` (default: the demo model) at this placement; with
+    ``flash_attn`` every comparison uses flash attention (a GPU's exact path)."""
     path = model or str(demo_model_path())
     at = Placement(n_gpu_layers, n_threads)
     return {"model": Path(path).name, "n_gpu_layers": n_gpu_layers, "n_threads": n_threads,
-            **_model_figures(path, at, quick)}  # fmt: skip
+            "flash_attn_in_every_run": flash_attn,
+            **_model_figures(path, at, quick, flash_attn)}  # fmt: skip

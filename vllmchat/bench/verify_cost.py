@@ -18,7 +18,7 @@ import llama_cpp  # before numpy (CUDA builds crash when numpy loads first)
 
 from vllmchat.core.engine.llama_adapter import decode_all_logits, drop_kv_after
 
-KS = (1, 2, 4, 8)
+KS = (1, 2, 4, 6, 8)  # on CUDA a verify of up to 7 drafts keeps one kernel
 
 
 def _median_s(llm: llama_cpp.Llama, tokens: list[int], base: int, repeats: int) -> float:

@@ -35,7 +35,9 @@ def register(sub: Any) -> None:
     p.add_argument("--n-gpu-layers", type=int, default=0, help="speculative: layers on the GPU")
     p.add_argument("--threads", type=int, default=2, help="speculative: CPU threads")
     p.add_argument("--budget-s", type=float, default=60.0, help="tune: the tuner's budget")
-    p.add_argument("--flash-attn", action="store_true", help="tune, moe: flash attention")
+    p.add_argument(
+        "--flash-attn", action="store_true", help="tune, moe, speculative: flash attention"
+    )
     p.add_argument(
         "--fit-args", help="moe: what llama-fit-params printed (its choice is measured too)"
     )
@@ -58,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
             quick=args.quick,
             n_gpu_layers=args.n_gpu_layers,
             n_threads=args.threads,
+            flash_attn=args.flash_attn,
         )
     elif args.name == "summary":
         from vllmchat.bench import summary_bench

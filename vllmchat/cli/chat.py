@@ -28,6 +28,7 @@ from vllmchat.core.engine import (
     PrefillProgressEvent,
     TokenEvent,
 )
+from vllmchat.core.engine.exactness import identity_note
 from vllmchat.core.engine.protocol import Engine
 from vllmchat.core.engine.remote import RemoteEngine
 from vllmchat.core.engine.servers import api_key, url_warning
@@ -161,6 +162,14 @@ def run(args: argparse.Namespace) -> int:
         + (f" ({restored} tokens of KV cache restored)" if restored else "")
         + ". /help for commands.\n"
     )
+    note = identity_note(
+        info.exact_verify,
+        info.exact_verify_reason,
+        speculation=settings.speculation,
+        temperature=settings.temperature,
+    )
+    if note:
+        out.write(note + "\n")
     state: dict[str, Any] = {"last": None, "streaming": False, "quit": False}
 
     def on_term(*_: object) -> None:

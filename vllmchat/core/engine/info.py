@@ -31,10 +31,10 @@ class ModelInfo:
     thinking_opens: bool = False  # the prompt opens the thinking (DeepSeek-R1's template)
     thinking_toggle: bool = False  # the template reads enable_thinking
     # A verified batch's rows get exactly the logits of single steps (speculation keeps
-    # greedy output token for token): this build's CPU kernels, all layers on the CPU,
-    # and no sliding-window ring (its cells fill in another order under verifies, and
-    # attention sums the keys in cell order).
+    # greedy output token for token): this build's batch-invariant kernels, on the CPU
+    # or on CUDA with flash attention (``engine/exactness.py``); the reason when not.
     exact_verify: bool = False
+    exact_verify_reason: str = ""
 
 
 @dataclass(frozen=True)

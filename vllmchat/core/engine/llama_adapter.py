@@ -99,11 +99,19 @@ def loader_overrides(address: int | None) -> Iterator[None]:
         llama_api.llama_model_default_params = original
 
 
-def batch_invariant_cpu() -> bool:
-    """Whether this llama-cpp-python was built by vllmchat's set-up with batch-invariant
-    CPU kernels (``core/machine/batch_invariant.py`` writes the marker module)."""
+def batch_invariant_build() -> frozenset[str]:
+    """What this llama-cpp-python build keeps batch-invariant ("cpu", "cuda",
+    "swa_ring"), read from the marker module vllmchat's set-up writes
+    (``core/machine/batch_invariant.py``); empty for any other build."""
     try:
         marker = importlib.import_module("llama_cpp._vllmchat_build")
     except ImportError:
-        return False
-    return bool(getattr(marker, "BATCH_INVARIANT_CPU", ""))
+        return frozenset()
+    older = ("cpu",) if getattr(marker, "BATCH_INVARIANT_CPU", "") else ()
+    covers = getattr(marker, "COVERS", older)
+    return frozenset(str(c) for c in covers)
+
+
+def batch_invariant_cpu() -> bool:
+    """Whether this build's CPU kernels are vllmchat's batch-invariant ones."""
+    return "cpu" in batch_invariant_build()

@@ -16,6 +16,7 @@ from vllmchat.core.chat_templates import BUILTIN_TEMPLATES, builtin_template_for
 from vllmchat.core.engine import llama_adapter, llama_log
 from vllmchat.core.engine.draft_model import DraftModel
 from vllmchat.core.engine.events import EngineError, ErrorKind
+from vllmchat.core.engine.exactness import Exactness, Placement, exactness
 from vllmchat.core.engine.failures import classify_load_failure, decode_error
 from vllmchat.core.engine.info import ModelInfo
 from vllmchat.core.engine.llama_adapter import decode_all_logits, drop_kv_after, loader_overrides
@@ -24,6 +25,7 @@ from vllmchat.core.engine.overrides import OverrideList, cpu_overrides
 from vllmchat.core.engine.speculative import Speculator
 from vllmchat.core.models.advisor import display_name
 from vllmchat.core.models.description import describe
+from vllmchat.core.models.hardware import ggml_backends
 from vllmchat.core.settings import GGML_TYPE_IDS, LoadSettings, parse_overrides
 from vllmchat.core.thinking import HARMONY_MARKERS, THINK_OPEN, style_of
 
@@ -81,9 +83,9 @@ class LlamaRuntime:
         self._replies: OrderedDict[str, list[int]] = OrderedDict()
         self._markup_cache: dict[str, list[str | int]] = {}
         self._last_render: tuple[object, tuple[int, ...]] | None = None
-        self.speculator = Speculator(
-            gpu=settings.n_gpu_layers > 0 and bool(llama_cpp.llama_supports_gpu_offload())
-        )
+        gpu = settings.n_gpu_layers > 0 and bool(llama_cpp.llama_supports_gpu_offload())
+        self.exactness = self._exactness(settings, header, gpu)
+        self.speculator = Speculator(gpu=gpu, max_batch=self.exactness.max_batch)
         self.draft: DraftModel | None = None
         if settings.draft_model:
             self.draft = DraftModel(settings, self.llm)  # refused with the reason
@@ -111,10 +113,17 @@ class LlamaRuntime:
             reasoning=self.reasoning,
             thinking_opens=self._prompt_opens_thinking(),
             thinking_toggle="enable_thinking" in self.template,
-            exact_verify=llama_adapter.batch_invariant_cpu()
-            and not self.speculator.gpu
-            and (settings.swa_full or llama_cpp.llama_model_n_swa(model) <= 0),
+            exact_verify=self.exactness.exact,
+            exact_verify_reason=self.exactness.reason,
         )
+
+    def _exactness(self, settings: LoadSettings, header: Any, gpu: bool) -> Exactness:
+        """Whether this build and placement give a verify's rows single steps' logits."""
+        ring = llama_cpp.llama_model_n_swa(self.llm.model) > 0 and not settings.swa_full
+        at = Placement(gpu_layers=gpu, backends=tuple(b.name for b in ggml_backends()),
+                       flash_attn=settings.flash_attn, moe=describe(header).is_moe,
+                       swa_ring=ring)  # fmt: skip
+        return exactness(llama_adapter.batch_invariant_build(), at)
 
     def _harmony_markers(self) -> frozenset[int]:
         """gpt-oss's channel markers: control tokens that are part of the reply's text."""

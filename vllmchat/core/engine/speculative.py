@@ -114,6 +114,7 @@ class Speculator:
     mode: str = "auto"
     gpu: bool = False
     max_k: int = 8
+    max_batch: int = 0  # most tokens one verify may hold (the kernels' limit); 0: none
     cost: dict[int, float] = field(default_factory=dict)
     single_s: float = 0.0  # a running mean of one plain decode step
     conversations: OrderedDict[int, Acceptance] = field(default_factory=OrderedDict)
@@ -134,7 +135,7 @@ class Speculator:
             return 0
         if self.mode == "auto" and step < acceptance.rest_until:
             return 0  # resting: no work on this token
-        choices = self._choices(min(self.max_k, room - 1))
+        choices = self._choices(min(self.max_k, room - 1, self._batch_limit()))
         gain = self._gains(acceptance.rate, choices)
         best = max(gain, key=lambda k: gain[k])
         if self.mode == "always":
@@ -163,10 +164,15 @@ class Speculator:
         if paid >= PAYS:
             acceptance.rest = REST_TOKENS
         elif self.mode == "auto" and paid < 1.0:
-            gains = self._gains(acceptance.rate, self._choices(self.max_k))
+            limit = min(self.max_k, self._batch_limit())
+            gains = self._gains(acceptance.rate, self._choices(limit))
             if max(gains.values()) < PAYS:  # nor at the running acceptance: rest
                 acceptance.rest_until = step + acceptance.rest
                 acceptance.rest = min(2 * acceptance.rest, MAX_REST_TOKENS)
+
+    def _batch_limit(self) -> int:
+        """Most drafts one verify may hold: the sampled token plus k within ``max_batch``."""
+        return self.max_batch - 1 if self.max_batch > 1 else self.max_k
 
     @staticmethod
     def _choices(limit: int) -> list[int]:

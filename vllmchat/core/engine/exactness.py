@@ -1,0 +1,66 @@
+"""Whether a verified batch gives its rows exactly the logits of single steps.
+
+Speculation keeps greedy output token for token only where it does. That depends
+on the llama.cpp build (vllmchat's set-up patches its kernels batch-invariant:
+``core/machine/batch_invariant.py``) and on where the model runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+
+# Most tokens one exact verify holds. CUDA's quantized matrix-vector kernel takes up to 8,
+# but on the CPU batches of 8 to 16 were measured apart from single steps (Gemma 3: up to
+# 1.6 in a logit, with repacking off too; the H200's CPU: 0.05) while 2 to 7 matched.
+VERIFY_ROWS_EXACT = 7
+VERIFY_ROWS_GPU = 8
+
+
+@dataclass(frozen=True)
+class Placement:
+    """What of a loaded model decides whether its verifies are exact."""
+
+    gpu_layers: bool  # any layer (or the output) on a GPU
+    backends: tuple[str, ...]  # ggml's registered backends, e.g. ("CUDA", "CPU")
+    flash_attn: bool
+    moe: bool
+    swa_ring: bool  # sliding-window layers keep only the window (swa_full off)
+
+
+@dataclass(frozen=True)
+class Exactness:
+    """The answer, with the reason when it is no."""
+
+    exact: bool
+    reason: str = ""
+    max_batch: int = 0  # most rows a verify may have (0: no limit)
+
+
+def exactness(covers: Collection[str], at: Placement) -> Exactness:
+    """Exact verifies for a build that ``covers`` these kernels ("cpu", "cuda",
+    "swa_ring") at this placement, or why not."""
+    if "cpu" not in covers:
+        return Exactness(False, "this llama.cpp build is not vllmchat's batch-invariant one")
+    if at.swa_ring and "swa_ring" not in covers:
+        return Exactness(False, "a sliding-window ring fills its cells in another order")
+    if not at.gpu_layers:
+        return Exactness(True, max_batch=VERIFY_ROWS_EXACT)
+    gpu = [b for b in at.backends if b.upper() != "CPU" and b.upper() not in ("BLAS", "RPC")]
+    if gpu != ["CUDA"] or "cuda" not in covers:
+        return Exactness(False, f"the {'/'.join(gpu) or 'GPU'} kernels are not batch-invariant")
+    if not at.flash_attn:
+        return Exactness(False, "on the GPU a verify is exact with flash attention only",
+                         VERIFY_ROWS_GPU)  # fmt: skip
+    if at.moe:
+        return Exactness(False, "the GPU's expert kernel for several tokens is another one",
+                         VERIFY_ROWS_GPU)  # fmt: skip
+    return Exactness(True, max_batch=VERIFY_ROWS_EXACT)
+
+
+def identity_note(exact: bool, reason: str, *, speculation: str, temperature: float) -> str:
+    """A line for the user where speculation is on and greedy output may differ
+    from plain decoding ("" where it cannot)."""
+    if speculation == "off" or temperature > 0 or exact or not reason:
+        return ""
+    return f"Speculation: greedy replies can differ slightly from plain decoding here ({reason})."
