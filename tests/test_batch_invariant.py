@@ -35,7 +35,7 @@ def test_a_batch_gives_its_rows_the_logits_of_single_steps(which, flash_attn, re
 
 def _at(**changes: object) -> Placement:
     base = dict(gpu_layers=True, backends=("CUDA", "CPU"), flash_attn=True, moe=False,
-                swa_ring=False)  # fmt: skip
+                swa_ring=False, compute=((9, 0),))  # fmt: skip
     return Placement(**{**base, **changes})  # type: ignore[arg-type]
 
 
@@ -48,6 +48,8 @@ def test_exactness_names_what_breaks_it():
     assert "flash attention" in exactness(covers, _at(flash_attn=False)).reason
     assert "Vulkan" in exactness(covers, _at(backends=("Vulkan", "CPU"))).reason
     assert "expert" in exactness(covers, _at(moe=True)).reason
+    assert "Turing" in exactness(covers, _at(compute=((6, 1),))).reason
+    assert "Turing" in exactness(covers, _at(compute=())).reason, "NVML could not tell"
     assert "ring" in exactness({"cpu"}, _at(gpu_layers=False, swa_ring=True)).reason
     assert "not vllmchat's" in exactness(set(), _at(gpu_layers=False)).reason
 

@@ -26,6 +26,7 @@ class Placement:
     flash_attn: bool
     moe: bool
     swa_ring: bool  # sliding-window layers keep only the window (swa_full off)
+    compute: tuple[tuple[int, int], ...] = ()  # the NVIDIA GPUs' compute capabilities
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,11 @@ def exactness(covers: Collection[str], at: Placement) -> Exactness:
     gpu = [b for b in at.backends if b.upper() != "CPU" and b.upper() not in ("BLAS", "RPC")]
     if gpu != ["CUDA"] or "cuda" not in covers:
         return Exactness(False, f"the {'/'.join(gpu) or 'GPU'} kernels are not batch-invariant")
+    if not at.compute or min(at.compute) < (7, 5) or (12, 1) in at.compute:
+        # The patched kernel tables are Turing's and the generic one (Ampere and newer);
+        # older GPUs and DGX Spark's GB10 choose others, and NVML may not tell.
+        return Exactness(False, "the patched CUDA kernels cover NVIDIA GPUs from Turing on",
+                         VERIFY_ROWS_GPU)  # fmt: skip
     if not at.flash_attn:
         return Exactness(False, "on the GPU a verify is exact with flash attention only",
                          VERIFY_ROWS_GPU)  # fmt: skip

@@ -23,6 +23,7 @@ from vllmchat.core.engine.llama_adapter import decode_all_logits, drop_kv_after,
 from vllmchat.core.engine.model_check import check_model_file
 from vllmchat.core.engine.overrides import OverrideList, cpu_overrides
 from vllmchat.core.engine.speculative import Speculator
+from vllmchat.core.machine import nvml
 from vllmchat.core.models.advisor import display_name
 from vllmchat.core.models.description import describe
 from vllmchat.core.models.hardware import ggml_backends
@@ -120,9 +121,10 @@ class LlamaRuntime:
     def _exactness(self, settings: LoadSettings, header: Any, gpu: bool) -> Exactness:
         """Whether this build and placement give a verify's rows single steps' logits."""
         ring = llama_cpp.llama_model_n_swa(self.llm.model) > 0 and not settings.swa_full
+        compute = tuple(nvml.compute_capabilities()) if gpu else ()
         at = Placement(gpu_layers=gpu, backends=tuple(b.name for b in ggml_backends()),
                        flash_attn=settings.flash_attn, moe=describe(header).is_moe,
-                       swa_ring=ring)  # fmt: skip
+                       swa_ring=ring, compute=compute)  # fmt: skip
         return exactness(llama_adapter.batch_invariant_build(), at)
 
     def _harmony_markers(self) -> frozenset[int]:

@@ -69,6 +69,20 @@ def devices() -> list[NvmlDevice]:
     return out
 
 
+def compute_capabilities() -> list[tuple[int, int]]:
+    """Each NVIDIA GPU's CUDA compute capability, e.g. (9, 0) for an H100/H200."""
+    lib = _library()
+    if lib is None:
+        return []
+    found = []
+    for handle in _handles(lib):
+        major, minor = ctypes.c_int(), ctypes.c_int()
+        call = lib.nvmlDeviceGetCudaComputeCapability
+        if call(handle, ctypes.byref(major), ctypes.byref(minor)) == 0:
+            found.append((major.value, minor.value))
+    return found
+
+
 def free_bytes() -> int | None:
     """Free memory summed over NVIDIA GPUs (None without NVML)."""
     found = devices()
