@@ -16,7 +16,12 @@ import pytest
 
 from vllmchat.bench import batch_invariance
 from vllmchat.core.engine import llama_adapter
-from vllmchat.core.engine.exactness import VERIFY_ROWS_EXACT, Placement, exactness
+from vllmchat.core.engine.exactness import (
+    VERIFY_ROWS_EXACT,
+    Placement,
+    exactness,
+    identity_note,
+)
 from vllmchat.core.machine import batch_invariant
 
 
@@ -52,6 +57,15 @@ def test_exactness_names_what_breaks_it():
     assert "Turing" in exactness(covers, _at(compute=())).reason, "NVML could not tell"
     assert "ring" in exactness({"cpu"}, _at(gpu_layers=False, swa_ring=True)).reason
     assert "not vllmchat's" in exactness(set(), _at(gpu_layers=False)).reason
+
+
+def test_the_user_is_told_only_where_greedy_output_can_differ():
+    reason = "on the GPU a verify is exact with flash attention only"
+    note = identity_note(False, reason, speculation="auto", temperature=0.0)
+    assert "can differ" in note and reason in note
+    assert not identity_note(True, "", speculation="auto", temperature=0.0)
+    assert not identity_note(False, reason, speculation="off", temperature=0.0)
+    assert not identity_note(False, reason, speculation="auto", temperature=0.7), "sampled"
 
 
 def test_the_patch_refuses_a_source_it_does_not_know(tmp_path):
