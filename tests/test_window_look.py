@@ -120,8 +120,10 @@ def test_the_model_titles_the_conversation_after_its_first_reply(qtbot, demo_win
     assert titles[0].by_model and titles[0].title
     title = store.conversation(w.conversation_id).title
     assert title == titles[0].title
-    assert any(title in w.conversations.list.item(i).text()
-               for i in range(w.conversations.list.count()))  # fmt: skip
+    # ``titles.append`` runs in the worker's thread; the window's slot is queued to the GUI's.
+    qtbot.waitUntil(lambda: any(title in w.conversations.list.item(i).text()
+                                for i in range(w.conversations.list.count())),
+                    timeout=5000)  # fmt: skip
 
 
 def test_the_window_comes_back_as_it_was_left(qtbot, demo_window, tmp_path):
