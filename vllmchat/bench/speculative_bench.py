@@ -5,8 +5,8 @@ Two engine processes load the same model with the same settings and get the
 same requests in the same order (so their KV caches are built alike), in turn,
 three times each (``--quick``: once), each going first in turn (with the plain
 engine always first, auto measured 0.93-0.95 on prose on a 2-core machine where
-one engine alternating the two modes measured 1.01); one decodes plainly, the other speculates
-(``auto``, the default). Figures:
+one engine alternating the two modes measured 1.01); one decodes plainly, the
+other speculates (``auto``, the default). Figures:
 
 - ``speedup_code_edit``: median over the edit prompts of effective decode tok/s
   with speculation ÷ without;
@@ -159,13 +159,12 @@ def _compare(
     rows = []
     try:
         for prompt in prompts:
-            offs, ons = [], []
+            offs: list[DoneEvent] = []
+            ons: list[DoneEvent] = []
+            turns = [(plain, "off", offs), (fast, mode, ons)]
             for rep in range(repeats):  # interleaved, in turn first: drift and order hit both
-                if rep % 2:
-                    ons.append(_reply(fast, prompt, mode, max_tokens))
-                offs.append(_reply(plain, prompt, "off", max_tokens))
-                if not rep % 2:
-                    ons.append(_reply(fast, prompt, mode, max_tokens))
+                for client, asked, into in turns if rep % 2 == 0 else turns[::-1]:
+                    into.append(_reply(client, prompt, asked, max_tokens))
             off, on = offs[0], ons[0]
             off_tok_s = statistics.median(r.stats.decode_tok_s for r in offs)
             on_tok_s = statistics.median(r.stats.decode_tok_s for r in ons)
@@ -199,13 +198,12 @@ def _model_figures(model: str, at: Placement, quick: bool, flash_attn: bool) -> 
     edits = EDITS[:2] if quick else EDITS
     prose = PROSE[:2] if quick else PROSE
     repeats = 1 if quick else 3
-    fa = flash_attn
-    code = _compare(model, at, edits, max_tokens=700, repeats=repeats, flash_attn=fa)
-    chat = _compare(model, at, prose, max_tokens=200, repeats=repeats, flash_attn=fa)
+    code = _compare(model, at, edits, max_tokens=700, repeats=repeats, flash_attn=flash_attn)
+    chat = _compare(model, at, prose, max_tokens=200, repeats=repeats, flash_attn=flash_attn)
     flash = code[:2] if flash_attn else _compare(model, at, edits[:2], flash_attn=True,
                                                  max_tokens=700)  # fmt: skip
     self_draft = _compare(model, at, edits[:1] + prose[:1], max_tokens=120, draft=model,
-                          flash_attn=fa)  # fmt: skip
+                          flash_attn=flash_attn)  # fmt: skip
     return {
         "speedup_code_edit": statistics.median(r["speedup"] for r in code),
         "speedup_chat": statistics.median(r["speedup"] for r in chat),

@@ -107,11 +107,4 @@ def batch_invariant_build() -> frozenset[str]:
         marker = importlib.import_module("llama_cpp._vllmchat_build")
     except ImportError:
         return frozenset()
-    older = ("cpu",) if getattr(marker, "BATCH_INVARIANT_CPU", "") else ()
-    covers = getattr(marker, "COVERS", older)
-    return frozenset(str(c) for c in covers)
-
-
-def batch_invariant_cpu() -> bool:
-    """Whether this build's CPU kernels are vllmchat's batch-invariant ones."""
-    return "cpu" in batch_invariant_build()
+    return frozenset(str(c) for c in getattr(marker, "COVERS", ()))
