@@ -216,6 +216,19 @@ def test_a_draft_model_of_another_vocabulary_is_refused(make_client, demo_model,
                                  draft_model=str(gemma_model)))  # fmt: skip
 
 
+def test_a_draft_model_that_is_no_gguf_is_refused_as_a_model_would_be(make_client, demo_model,
+                                                                     tmp_path):  # fmt: skip
+    from vllmchat.core.engine import EngineError
+
+    damaged = tmp_path / "draft.gguf"
+    damaged.write_bytes(b"\x00" * 4096)
+    for path, said in ((tmp_path, "Not a file"), (damaged, "not a GGUF model file")):
+        client = make_client()
+        with pytest.raises(EngineError, match=said):
+            client.load(LoadSettings(model_path=str(demo_model), n_ctx=512,
+                                     draft_model=str(path)))  # fmt: skip
+
+
 def test_a_draft_model_that_does_not_fit_is_refused_with_figures(demo_model, monkeypatch):
     """The machine cannot be made short of RAM: the probe reports 64 MiB free."""
     from vllmchat.core.engine import EngineError, draft_model

@@ -79,6 +79,7 @@ class DraftModel:
 
     def __init__(self, settings: LoadSettings, target: llama_cpp.Llama) -> None:
         draft = draft_settings(settings)
+        check_model_file(draft.model_path)  # a folder or a damaged file: said as for the model
         check_vocabulary(draft.model_path, settings.model_path)
         check_fits(draft)
         try:
