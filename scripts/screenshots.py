@@ -74,8 +74,8 @@ def _shoot(out: Path, mirror: object) -> int:
     from vllmchat.core.conversations.store import default_store
     from vllmchat.core.demo_model import demo_model_path
     from vllmchat.core.paths import kv_cache_dir
-    from vllmchat.ui.main_window import MainWindow
-    from vllmchat.ui.model_picker import ModelPicker
+    from vllmchat.ui.models.model_picker import ModelPicker
+    from vllmchat.ui.window.main_window import MainWindow
 
     app = QApplication(sys.argv[:1])
     demo = demo_model_path()
@@ -121,7 +121,7 @@ def _shoot(out: Path, mirror: object) -> int:
     _wait(app, lambda: picker.installed.rowCount() > 0, 10)
     picker.grab().save(str(out / "model-picker-installed.png"))
     picker.reject()
-    from vllmchat.ui.diagnostics_dialog import DiagnosticsDialog
+    from vllmchat.ui.dialogs.diagnostics_dialog import DiagnosticsDialog
 
     about = DiagnosticsDialog(window)
     about.show()

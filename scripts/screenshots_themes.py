@@ -19,7 +19,7 @@ from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.conversations.kv_cache import KVStateCache
 from vllmchat.core.conversations.store import ConversationStore
 from vllmchat.core.demo_model import demo_model_path
-from vllmchat.ui.main_window import MainWindow
+from vllmchat.ui.window.main_window import MainWindow
 
 CODE_ANSWER = (
     "Here is a function that reverses the words of a sentence:\n\n"

@@ -23,7 +23,7 @@ apt_install() {
 }
 
 # 1. Which llama.cpp backend (stdlib-only Python: no venv needed yet).
-plan=$("$python" -m vllmchat.core.machine.setup_plan) || exit 2
+plan=$("$python" -m vllmchat.setup.plan) || exit 2
 BACKEND= CMAKE_ARGS_PLAN= APT_PACKAGES= CUDACXX_PLAN=
 eval "$(sed -e 's/^CMAKE_ARGS=/CMAKE_ARGS_PLAN=/' -e 's/^CUDACXX=/CUDACXX_PLAN=/' <<<"$plan")"
 if [ -n "$APT_PACKAGES" ]; then
@@ -66,16 +66,16 @@ cached_wheel() {
 lcp_version=$(sed -n 's/.*"llama-cpp-python==\([^"]*\)".*/\1/p' pyproject.toml)
 cmake_args="$CMAKE_ARGS_PLAN${CMAKE_ARGS:+ $CMAKE_ARGS}"
 pyver=$("$vpy" -c 'import sys, platform; print(f"cp{sys.version_info[0]}{sys.version_info[1]}-{platform.machine()}")')
-invariant=$("$python" -m vllmchat.core.machine.batch_invariant --id)
+invariant=$("$python" -m vllmchat.setup.batch_invariant --id)
 want_llama="llama-cpp-python==$lcp_version $BACKEND $pyver $cmake_args batch-invariant-$invariant"
 # The sdist, with the CPU kernels made batch-invariant (speculative decoding's
-# verified batches then give what single steps give; core/machine/batch_invariant.py).
+# verified batches then give what single steps give; setup/batch_invariant.py).
 build_llama() {
   local src
   src=$(mktemp -d)
   "$vpy" -m pip download -q --no-deps --no-binary llama-cpp-python "llama-cpp-python==$lcp_version" -d "$src" &&
     tar xzf "$src/llama_cpp_python-$lcp_version.tar.gz" -C "$src" &&
-    "$python" -m vllmchat.core.machine.batch_invariant "$src/llama_cpp_python-$lcp_version" &&
+    "$python" -m vllmchat.setup.batch_invariant "$src/llama_cpp_python-$lcp_version" &&
     env CMAKE_ARGS="$cmake_args" CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" \
       ${CUDACXX_PLAN:+CUDACXX="$CUDACXX_PLAN"} \
       "$vpy" -m pip wheel -q --no-deps --no-cache-dir "$src/llama_cpp_python-$lcp_version" "$@"

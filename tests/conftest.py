@@ -189,7 +189,7 @@ def demo_window(qtbot, tmp_path: Path, demo_model: Path) -> Iterator:
     from vllmchat.core.app_settings import AppSettings
     from vllmchat.core.conversations.kv_cache import KVStateCache
     from vllmchat.core.conversations.store import ConversationStore
-    from vllmchat.ui.main_window import MainWindow
+    from vllmchat.ui.window.main_window import MainWindow
 
     store = ConversationStore(tmp_path / "c.sqlite3")
     settings = AppSettings.of(model_path=str(demo_model), n_ctx=2048, n_threads=2,

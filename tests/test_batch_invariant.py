@@ -15,18 +15,21 @@ from __future__ import annotations
 import pytest
 
 from vllmchat.bench import batch_invariance
-from vllmchat.core.engine import llama_adapter
 from vllmchat.core.engine.exactness import (
-    VERIFY_ROWS_EXACT,
+    BuildMarker,
     Placement,
     exactness,
     identity_note,
 )
-from vllmchat.core.machine import batch_invariant
+from vllmchat.core.engine.process import llama_adapter
+from vllmchat.setup import batch_invariant
+
+VERIFY_ROWS_EXACT = batch_invariant.VERIFY_ROWS_EXACT
 
 
-def test_the_build_is_marked_batch_invariant():
-    assert llama_adapter.batch_invariant_build() == {"cpu", "cuda", "swa_ring"}
+def test_the_build_is_marked_batch_invariant_with_its_verify_limits():
+    marker = llama_adapter.batch_invariant_build()
+    assert marker == BuildMarker(frozenset({"cpu", "cuda", "swa_ring"}), 7, 8)
 
 
 @pytest.mark.parametrize("flash_attn", [False, True])
@@ -47,7 +50,7 @@ def _at(**changes: object) -> Placement:
 def test_exactness_names_what_breaks_it():
     """Measured on an H200 (``bench/batch_invariance.py``): every logit equal with all
     layers on CUDA and flash attention; without it, up to 0.07 apart."""
-    covers = {"cpu", "cuda", "swa_ring"}
+    covers = BuildMarker(frozenset({"cpu", "cuda", "swa_ring"}), 7, 8)
     assert exactness(covers, _at()).exact and exactness(covers, _at()).max_batch == 7
     assert exactness(covers, _at(gpu_layers=False, flash_attn=False)).exact
     assert "flash attention" in exactness(covers, _at(flash_attn=False)).reason
@@ -55,8 +58,13 @@ def test_exactness_names_what_breaks_it():
     assert "expert" in exactness(covers, _at(moe=True)).reason
     assert "Turing" in exactness(covers, _at(compute=((6, 1),))).reason
     assert "Turing" in exactness(covers, _at(compute=())).reason, "NVML could not tell"
-    assert "ring" in exactness({"cpu"}, _at(gpu_layers=False, swa_ring=True)).reason
-    assert "not vllmchat's" in exactness(set(), _at(gpu_layers=False)).reason
+    assert (
+        "ring"
+        in exactness(
+            BuildMarker(frozenset({"cpu"}), 7, 8), _at(gpu_layers=False, swa_ring=True)
+        ).reason
+    )
+    assert "not vllmchat's" in exactness(BuildMarker(), _at(gpu_layers=False)).reason
 
 
 def test_the_user_is_told_only_where_greedy_output_can_differ():

@@ -11,7 +11,7 @@ from vllmchat.core.conversations.session import ChatSession
 from vllmchat.core.conversations.store import ConversationStore
 from vllmchat.core.conversations.summarize import clean_summary
 from vllmchat.core.engine import DoneEvent, ErrorEvent, ErrorKind, StatsEvent
-from vllmchat.core.engine.speculative import common_prefix
+from vllmchat.core.engine.process.speculative import common_prefix
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 
 

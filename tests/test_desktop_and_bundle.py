@@ -77,7 +77,7 @@ def test_without_a_display_the_app_falls_back_to_the_terminal_chat():
 
 def test_the_launcher_loads_no_qt_until_the_window_can_open():
     code = (
-        "import sys, vllmchat.main, vllmchat.ui.launch\n"
+        "import sys, vllmchat.main, vllmchat.ui.window.launch\n"
         "print(sorted(m for m in sys.modules if m.startswith(('PySide6', 'shiboken6'))))"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

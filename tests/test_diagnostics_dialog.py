@@ -10,7 +10,7 @@ pytest.importorskip("PySide6")
 def test_diagnostics_dialog_shows_the_doctors_findings(qtbot, demo_model):
     from PySide6.QtGui import QGuiApplication
 
-    from vllmchat.ui.diagnostics_dialog import DiagnosticsDialog
+    from vllmchat.ui.dialogs.diagnostics_dialog import DiagnosticsDialog
 
     dialog = DiagnosticsDialog()
     qtbot.addWidget(dialog)

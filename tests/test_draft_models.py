@@ -71,8 +71,8 @@ def test_a_draft_model_counts_in_the_estimate_and_the_tuners_bound(demo_model, g
 def test_a_broken_draft_model_lets_the_reply_go_on_with_a_note(demo_model):
     """The draft's decode is made to fail as llama.cpp reports it (a state that
     cannot be broken on purpose otherwise); the model itself is real."""
-    from vllmchat.core.engine.runtime import LlamaRuntime
-    from vllmchat.core.engine.turn import run_turn
+    from vllmchat.core.engine.process.runtime import LlamaRuntime
+    from vllmchat.core.engine.process.turn import run_turn
 
     rt = LlamaRuntime(LoadSettings(model_path=str(demo_model), n_ctx=1024, n_threads=2,
                                    draft_model=str(demo_model)))  # fmt: skip
@@ -117,7 +117,7 @@ def test_the_terminal_lists_matching_draft_models(demo_model, tmp_path):
 def test_the_settings_list_matching_drafts_and_the_hubs(qtbot, hub, demo_model, gemma_model):
     from vllmchat.core.app_settings import AppSettings
     from vllmchat.core.paths import models_dir
-    from vllmchat.ui.settings_dialog import SettingsDialog
+    from vllmchat.ui.dialogs.settings_dialog import SettingsDialog
 
     models_dir().mkdir(parents=True, exist_ok=True)
     twin = models_dir() / "smol-twin-for-drafts.gguf"

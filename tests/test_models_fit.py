@@ -19,7 +19,8 @@ from vllmchat.core.models.advisor import (
     scaled,
 )
 from vllmchat.core.models.description import describe
-from vllmchat.core.models.hardware import GpuInfo, HardwareInfo, probe
+from vllmchat.core.models.hardware import GpuInfo, HardwareInfo
+from vllmchat.core.models.hardware_probe import probe
 from vllmchat.core.models.memory import MIB, FitSettings, estimate
 from vllmchat.core.settings import LoadSettings
 
@@ -27,7 +28,7 @@ GIB = 1 << 30
 
 
 def _measured(path, **settings) -> float:
-    from vllmchat.core.engine.runtime import LlamaRuntime
+    from vllmchat.core.engine.process.runtime import LlamaRuntime
 
     rt = LlamaRuntime(LoadSettings(model_path=str(path), n_threads=2, **settings))
     try:

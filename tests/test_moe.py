@@ -196,7 +196,7 @@ def test_the_tuners_expert_axis_and_pick():
 
 
 def test_the_offload_panel_has_an_expert_control_for_moe_models(qtbot, moe_models):
-    from vllmchat.ui.offload_panel import OffloadPanel
+    from vllmchat.ui.offload.offload_panel import OffloadPanel
 
     desc = describe(read_header(moe_models["small-moe"]))
     hw = _gpus(4096)
@@ -234,7 +234,7 @@ def test_the_offload_panel_has_an_expert_control_for_moe_models(qtbot, moe_model
 
 
 def test_the_pickers_badge_names_the_experts_in_ram(moe_models):
-    from vllmchat.ui.model_picker import badge
+    from vllmchat.ui.models.model_picker import badge
 
     desc = describe(read_header(moe_models["small-moe"]))
     full = estimate(desc, FitSettings(n_ctx=2048, n_gpu_layers=desc.n_layer + 1))
@@ -245,7 +245,7 @@ def test_the_pickers_badge_names_the_experts_in_ram(moe_models):
 
 
 def test_one_gpu_against_a_split_is_measured_and_the_faster_taken(qtbot):
-    from vllmchat.ui.memory_panel import MemoryPanel
+    from vllmchat.ui.offload.memory_panel import MemoryPanel
 
     assert plan.split_plan(2) == ["1,0", ""] and plan.split_plan(1) == []
     base = TuneConfig(49, 16, 16, 512)

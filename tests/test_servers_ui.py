@@ -21,7 +21,7 @@ def llama_server(demo_model):
 
 
 def test_the_servers_tab_tests_lists_and_chooses(qtbot, llama_server):
-    from vllmchat.ui.servers_tab import ServersTab
+    from vllmchat.ui.models.servers_tab import ServersTab
 
     tab = ServersTab()
     qtbot.addWidget(tab)

@@ -11,7 +11,7 @@ from vllmchat.core.settings import SamplingSettings
 
 
 def test_every_field_has_an_editor_and_a_bad_combination_disables_ok(qtbot):
-    from vllmchat.ui.settings_dialog import NOT_SHOWN, PLACED_ELSEWHERE, SettingsDialog
+    from vllmchat.ui.dialogs.settings_dialog import NOT_SHOWN, PLACED_ELSEWHERE, SettingsDialog
 
     dialog = SettingsDialog(AppSettings.of(model_path="m.gguf"))
     qtbot.addWidget(dialog)
@@ -37,8 +37,8 @@ def test_every_field_has_an_editor_and_a_bad_combination_disables_ok(qtbot):
 
 
 def test_replies_render_as_commonmark_while_streaming_and_after(qtbot):
-    from vllmchat.ui.markdown_render import render
-    from vllmchat.ui.message_widget import STREAM_RENDER_MS, MessageWidget
+    from vllmchat.ui.chat.markdown_render import render
+    from vllmchat.ui.chat.message_widget import STREAM_RENDER_MS, MessageWidget
 
     unclosed = "Here:\n\n```python\n# a comment\nx = 1\n"
     html, blocks = render(unclosed)

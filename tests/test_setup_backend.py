@@ -128,7 +128,7 @@ def test_rebuild_advice_names_the_exact_command():
 def _plan(backend: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "VLLMCHAT_BACKEND": backend}
     return subprocess.run(
-        [sys.executable, "-m", "vllmchat.core.machine.setup_plan"],
+        [sys.executable, "-m", "vllmchat.setup.plan"],
         env=env,
         capture_output=True,
         text=True,

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from vllmchat.core.engine import DoneEvent, StatsEvent
-from vllmchat.core.engine.speculative import Acceptance, NgramIndex, Speculator
+from vllmchat.core.engine.process.speculative import Acceptance, NgramIndex, Speculator
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 
 LIST = "apples, pears, plums, cherries, grapes, lemons, limes, melons, figs, dates"
@@ -186,7 +186,7 @@ def test_the_terminal_options_and_stats_show_drafts():
 
 def test_the_status_line_shows_drafted_and_accepted(qtbot):
     from vllmchat.core.engine import TurnStats
-    from vllmchat.ui.status_line import StatusLine
+    from vllmchat.ui.window.status_line import StatusLine
 
     line = StatusLine()
     qtbot.addWidget(line)
@@ -231,7 +231,8 @@ def test_a_draft_model_that_is_no_gguf_is_refused_as_a_model_would_be(make_clien
 
 def test_a_draft_model_that_does_not_fit_is_refused_with_figures(demo_model, monkeypatch):
     """The machine cannot be made short of RAM: the probe reports 64 MiB free."""
-    from vllmchat.core.engine import EngineError, draft_model
+    from vllmchat.core.engine import EngineError
+    from vllmchat.core.engine.process import draft_model
     from vllmchat.core.models.hardware import HardwareInfo
 
     monkeypatch.setattr(draft_model, "probe", lambda: HardwareInfo(2**33, 64 * 2**20))

@@ -144,7 +144,7 @@ def test_the_window_starts_on_a_damaged_database_and_says_so(tmp_path):
 def test_the_notice_is_shown_without_blocking_the_window(qtbot, tmp_path):
     from vllmchat.core.app_settings import AppSettings
     from vllmchat.core.conversations.kv_cache import KVStateCache
-    from vllmchat.ui.main_window import MainWindow
+    from vllmchat.ui.window.main_window import MainWindow
 
     store = ConversationStore(tmp_path / "c.sqlite3")
     window = MainWindow(store, AppSettings(), KVStateCache(tmp_path / "kv"), save_settings=False)

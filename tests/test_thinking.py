@@ -160,7 +160,7 @@ def test_the_engine_reads_the_template_and_enable_thinking_changes_the_prompt(
 
 
 def test_the_window_folds_thinking_and_shows_how_long(qtbot):
-    from vllmchat.ui.chat_view import ChatView, HistoryItem
+    from vllmchat.ui.chat.chat_view import ChatView, HistoryItem
 
     view = ChatView()
     qtbot.addWidget(view)

@@ -40,7 +40,7 @@ def _result() -> TuneResult:
 def test_the_tuner_window_draws_lists_applies_and_exports(qtbot, tmp_path, monkeypatch):
     from PySide6.QtWidgets import QFileDialog
 
-    from vllmchat.ui.tuner_dialog import TunerDialog
+    from vllmchat.ui.offload.tuner_dialog import TunerDialog
 
     dialog = TunerDialog()
     qtbot.addWidget(dialog)
@@ -72,7 +72,7 @@ def test_the_tuner_window_draws_lists_applies_and_exports(qtbot, tmp_path, monke
 
 
 def test_measured_marks_appear_on_the_slider(qtbot):
-    from vllmchat.ui.offload_panel import OffloadPanel
+    from vllmchat.ui.offload.offload_panel import OffloadPanel
 
     panel = OffloadPanel()
     qtbot.addWidget(panel)
@@ -129,7 +129,7 @@ def test_tuning_a_server_model_says_why_it_does_not_apply(tmp_path):
 
 def test_the_quant_lab_window_shows_rows_and_a_chart(qtbot):
     from vllmchat.core.tuning.quant_lab import QuantRow, QuantsCompared
-    from vllmchat.ui.quant_lab_dialog import QuantLabDialog
+    from vllmchat.ui.models.quant_lab_dialog import QuantLabDialog
 
     rows = (
         QuantRow("/m/M-F16.gguf", "F16", 270 * MIB, True, 19.9, 0.0, 0.0, 1.0, 400, 30),
@@ -147,7 +147,7 @@ def test_the_quant_lab_window_shows_rows_and_a_chart(qtbot):
 def test_the_picker_compares_every_installed_quant_of_the_selected_model(qtbot, tmp_path):
     from vllmchat.core.models.hardware import quick_probe
     from vllmchat.core.models.memory import FitSettings
-    from vllmchat.ui.model_picker import ModelPicker
+    from vllmchat.ui.models.model_picker import ModelPicker
 
     picker = ModelPicker(quick_probe(), FitSettings())
     qtbot.addWidget(picker)
@@ -167,7 +167,7 @@ def test_the_picker_compares_every_installed_quant_of_the_selected_model(qtbot, 
 
 
 def test_on_a_cpu_the_chart_plots_what_was_varied_and_every_point(qtbot):
-    from vllmchat.ui.tuning_chart import TuningChart
+    from vllmchat.ui.offload.tuning_chart import TuningChart
 
     chart = TuningChart()
     qtbot.addWidget(chart)

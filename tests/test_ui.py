@@ -21,7 +21,7 @@ TIMEOUT = 60_000
 
 @pytest.fixture
 def window(qtbot, tmp_path, demo_model):
-    from vllmchat.ui.main_window import MainWindow
+    from vllmchat.ui.window.main_window import MainWindow
 
     store = ConversationStore(tmp_path / "c.sqlite3")
     settings = AppSettings.of(
@@ -142,7 +142,7 @@ def test_conversations_new_search_and_switch(qtbot, window):
 
 def test_picker_lists_hub_quants_and_downloads_one(qtbot, hub, small_quants, tmp_path, monkeypatch):
     from vllmchat.core.models.memory import FitSettings
-    from vllmchat.ui.model_picker import ModelPicker
+    from vllmchat.ui.models.model_picker import ModelPicker
 
     monkeypatch.setenv("VLLMCHAT_MODELS_DIR", str(tmp_path / "models"))
     hub.add(
@@ -171,7 +171,7 @@ def test_picker_lists_hub_quants_and_downloads_one(qtbot, hub, small_quants, tmp
 
 def test_first_run_picker_offers_the_demo_model_offline(qtbot, hub):
     from vllmchat.core.models.memory import FitSettings
-    from vllmchat.ui.model_picker import ModelPicker
+    from vllmchat.ui.models.model_picker import ModelPicker
 
     picker = ModelPicker(None, FitSettings(), first_run=True)
     qtbot.addWidget(picker)
@@ -201,8 +201,8 @@ def test_bad_model_file_gets_a_message_and_the_window_lives(qtbot, window, tmp_p
 def test_first_run_loads_the_instruct_demo_and_it_answers(qtbot, tmp_path, hub):
     """A newcomer's first minute: no model set, the picker's demo, a question, an answer."""
     from vllmchat.core.models.memory import FitSettings
-    from vllmchat.ui.main_window import MainWindow
-    from vllmchat.ui.model_picker import ModelPicker
+    from vllmchat.ui.models.model_picker import ModelPicker
+    from vllmchat.ui.window.main_window import MainWindow
 
     picker = ModelPicker(None, FitSettings(), first_run=True)
     qtbot.addWidget(picker)
@@ -224,7 +224,7 @@ def test_first_run_loads_the_instruct_demo_and_it_answers(qtbot, tmp_path, hub):
 
 def test_sigterm_closes_like_the_user_would(qtbot, window):
     """A logout or ``kill``: the streaming reply is kept (partial), the KV state saved."""
-    from vllmchat.ui.app import quit_on_termination
+    from vllmchat.ui.window.app import quit_on_termination
 
     _send(qtbot, window, "Tell me about zebras, in detail, with many examples.")
     window.settings = window.settings.with_changes(max_tokens=2000)
@@ -250,7 +250,7 @@ def test_sigterm_closes_like_the_user_would(qtbot, window):
 
 def test_chat_view_owns_its_widgets(qtbot):
     """The view alone: ids arrive as the store assigns them; edits and failures prune it."""
-    from vllmchat.ui.chat_view import ChatView
+    from vllmchat.ui.chat.chat_view import ChatView
 
     view = ChatView()
     qtbot.addWidget(view)

@@ -11,8 +11,8 @@ from PySide6.QtGui import QGuiApplication
 from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.conversations.kv_cache import KVStateCache
 from vllmchat.core.conversations.store import ConversationStore
-from vllmchat.ui.chat_view import PAGE, ChatView, HistoryItem
-from vllmchat.ui.message_widget import MessageWidget
+from vllmchat.ui.chat.chat_view import PAGE, ChatView, HistoryItem
+from vllmchat.ui.chat.message_widget import MessageWidget
 
 TIMEOUT = 60_000
 CODE = "Try this:\n\n```python\ndef add(a, b):\n    return a + b\n```\n\nThen call `add`.\n"
@@ -84,7 +84,7 @@ def test_tables_render_as_tables(qtbot):
 def test_the_view_follows_the_system_scheme_live(qtbot):
     from PySide6.QtGui import QColor, QPalette
 
-    from vllmchat.ui.theme import ThemeWatcher
+    from vllmchat.ui.common.theme import ThemeWatcher
 
     app = QGuiApplication.instance()
     light = app.palette()
@@ -127,7 +127,7 @@ def test_the_model_titles_the_conversation_after_its_first_reply(qtbot, demo_win
 
 
 def test_the_window_comes_back_as_it_was_left(qtbot, demo_window, tmp_path):
-    from vllmchat.ui.main_window import MainWindow
+    from vllmchat.ui.window.main_window import MainWindow
 
     w, store, settings = demo_window
     first = w.conversation_id
@@ -153,8 +153,8 @@ def test_a_download_goes_on_in_the_status_bar_after_the_picker_closes(
 ):
     from vllmchat.core.models.hardware import HardwareInfo
     from vllmchat.core.models.memory import FitSettings
-    from vllmchat.ui.downloads import DownloadsPanel
-    from vllmchat.ui.model_picker import ModelPicker
+    from vllmchat.ui.models.downloads import DownloadsPanel
+    from vllmchat.ui.models.model_picker import ModelPicker
 
     monkeypatch.setenv("VLLMCHAT_MODELS_DIR", str(tmp_path / "models"))
     hub.add("test-org/Slow-GGUF", {"Slow-Q8_0.gguf": small_quants["Q8_0"]}, downloads=3)
@@ -183,7 +183,7 @@ def test_a_download_goes_on_in_the_status_bar_after_the_picker_closes(
 
 
 def test_a_search_hit_opens_its_conversation_at_a_message_not_yet_loaded(qtbot, tmp_path):
-    from vllmchat.ui.main_window import MainWindow
+    from vllmchat.ui.window.main_window import MainWindow
 
     store = ConversationStore(tmp_path / "c.sqlite3")
     long = store.create(title="Long")

@@ -42,7 +42,7 @@ def _bench_window(args: list[str]) -> int:
     """``vllmchat bench ui``: the window's benchmark belongs to the window front end."""
     import json
 
-    from vllmchat.ui.bench_ui import run
+    from vllmchat.ui.window.bench_ui import run
 
     result = run()
     if "--json" in args:
@@ -54,7 +54,7 @@ def _bench_window(args: list[str]) -> int:
 
 
 def _window(args: list[str]) -> int:
-    from vllmchat.ui.launch import start_window
+    from vllmchat.ui.window.launch import start_window
 
     started = start_window(args)
     return started if isinstance(started, int) else _terminal_chat(args, started)

@@ -21,7 +21,7 @@ from typing import Any
 
 import llama_cpp  # before numpy (CUDA builds crash when numpy loads first)
 
-from vllmchat.core.engine import llama_adapter
+from vllmchat.core.engine.process import llama_adapter
 
 CASES = ((600, 5), (252, 8), (1500, 8), (1500, 2))  # (context tokens, rows)
 

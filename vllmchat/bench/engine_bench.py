@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from vllmchat.core.engine import DoneEvent, EngineClient, ErrorEvent, StatsEvent
-from vllmchat.core.engine.llama_adapter import drop_kv_after
+from vllmchat.core.engine.process.llama_adapter import drop_kv_after
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 
 DECODE_TOKENS = 128

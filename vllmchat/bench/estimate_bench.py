@@ -59,8 +59,8 @@ def _models(folder: Path, quick: bool) -> dict[str, Path]:
 
 
 def _measure(path: Path, overrides: dict[str, Any]) -> dict[str, float]:
-    from vllmchat.core.engine import llama_log
-    from vllmchat.core.engine.runtime import LlamaRuntime
+    from vllmchat.core.engine.process import llama_log
+    from vllmchat.core.engine.process.runtime import LlamaRuntime
 
     llama_log.install()
     keys = {k: v for k, v in overrides.items() if k != "n_ubatch"}

@@ -26,7 +26,7 @@ from vllmchat.bench.engine_bench import (
     _reload_figures,
 )
 from vllmchat.core.engine import EngineClient
-from vllmchat.core.engine.runtime import LlamaRuntime
+from vllmchat.core.engine.process.runtime import LlamaRuntime
 from vllmchat.core.gguf_header import read_header
 from vllmchat.core.models.description import describe
 from vllmchat.core.models.memory import MIB, FitSettings, estimate
@@ -70,7 +70,7 @@ def estimate_cases(model: str, layers: list[int], n_ctx: int) -> list[dict[str, 
 def in_process_tps(settings: LoadSettings, n: int) -> float:
     """The engine's turn loop in this process, with no pipe: where does overhead live?"""
     from vllmchat.core.engine.events import StatsEvent
-    from vllmchat.core.engine.turn import run_turn
+    from vllmchat.core.engine.process.turn import run_turn
     from vllmchat.core.settings import SamplingSettings
 
     rt = LlamaRuntime(settings)

@@ -16,7 +16,7 @@ from typing import Any
 
 import llama_cpp  # before numpy (CUDA builds crash when numpy loads first)
 
-from vllmchat.core.engine.llama_adapter import decode_all_logits, drop_kv_after
+from vllmchat.core.engine.process.llama_adapter import decode_all_logits, drop_kv_after
 
 KS = (1, 2, 4, 6, 8)  # on CUDA a verify of up to 7 drafts keeps one kernel
 

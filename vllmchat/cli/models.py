@@ -62,7 +62,7 @@ def cmd_models(args: argparse.Namespace) -> int:
     from vllmchat.core.gguf_header import read_header
     from vllmchat.core.models.advisor import best_fit
     from vllmchat.core.models.description import describe
-    from vllmchat.core.models.hardware import probe
+    from vllmchat.core.models.hardware_probe import probe
     from vllmchat.core.models.local import discover
 
     hw = probe()
@@ -117,7 +117,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def quant_advice(repo: str, settings: FitSettings) -> list[Any]:
     """Quants of ``repo`` with their fit on this machine."""
-    from vllmchat.core.models.hardware import probe
+    from vllmchat.core.models.hardware_probe import probe
     from vllmchat.core.models.repo_advice import repo_quant_advice
     from vllmchat.core.tuning.quant_lab import measured_quality
 
@@ -188,7 +188,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     from vllmchat.core.engine.model_check import check_model_file
     from vllmchat.core.models.advisor import best_fit, check_fit, max_context, max_gpu_layers
     from vllmchat.core.models.description import describe
-    from vllmchat.core.models.hardware import probe
+    from vllmchat.core.models.hardware_probe import probe
 
     try:
         desc = describe(check_model_file(args.model))

@@ -2,19 +2,22 @@
 
 Speculation keeps greedy output token for token only where it does. That depends
 on the llama.cpp build (vllmchat's set-up patches its kernels batch-invariant:
-``core/machine/batch_invariant.py``) and on where the model runs.
+``setup/batch_invariant.py``) and on where the model runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from dataclasses import dataclass
 
-# Most tokens one exact verify holds. CUDA's quantized matrix-vector kernel takes up to 8,
-# but on the CPU batches of 8 to 16 were measured apart from single steps (Gemma 3: up to
-# 1.6 in a logit, with repacking off too; the H200's CPU: 0.05) while 2 to 7 matched.
-VERIFY_ROWS_EXACT = 7
-VERIFY_ROWS_GPU = 8
+
+@dataclass(frozen=True)
+class BuildMarker:
+    """What vllmchat's set-up wrote into this llama.cpp build (``setup/batch_invariant.py``):
+    the kernels it keeps batch-invariant, and the verify-row limits measured for them."""
+
+    covers: frozenset[str] = frozenset()  # "cpu", "cuda", "swa_ring"; empty: another build
+    verify_rows_exact: int = 0  # most tokens one exact verify holds
+    verify_rows_gpu: int = 0  # most columns CUDA's matrix-vector kernel takes
 
 
 @dataclass(frozen=True)
@@ -38,15 +41,15 @@ class Exactness:
     max_batch: int = 0  # most rows a verify may have (0: no limit)
 
 
-def exactness(covers: Collection[str], at: Placement) -> Exactness:
-    """Exact verifies for a build that ``covers`` these kernels ("cpu", "cuda",
-    "swa_ring") at this placement, or why not."""
+def exactness(build: BuildMarker, at: Placement) -> Exactness:
+    """Exact verifies for this build at this placement, or why not."""
+    covers = build.covers
     if "cpu" not in covers:
         return Exactness(False, "this llama.cpp build is not vllmchat's batch-invariant one")
     if at.swa_ring and "swa_ring" not in covers:
         return Exactness(False, "a sliding-window ring fills its cells in another order")
     if not at.gpu_layers:
-        return Exactness(True, max_batch=VERIFY_ROWS_EXACT)
+        return Exactness(True, max_batch=build.verify_rows_exact)
     gpu = [b for b in at.backends if b.upper() != "CPU" and b.upper() not in ("BLAS", "RPC")]
     if gpu != ["CUDA"] or "cuda" not in covers:
         return Exactness(False, f"the {'/'.join(gpu) or 'GPU'} kernels are not batch-invariant")
@@ -54,14 +57,14 @@ def exactness(covers: Collection[str], at: Placement) -> Exactness:
         # The patched kernel tables are Turing's and the generic one (Ampere and newer);
         # older GPUs and DGX Spark's GB10 choose others, and NVML may not tell.
         return Exactness(False, "the patched CUDA kernels cover NVIDIA GPUs from Turing on",
-                         VERIFY_ROWS_GPU)  # fmt: skip
+                         build.verify_rows_gpu)  # fmt: skip
     if not at.flash_attn:
         return Exactness(False, "on the GPU a verify is exact with flash attention only",
-                         VERIFY_ROWS_GPU)  # fmt: skip
+                         build.verify_rows_gpu)  # fmt: skip
     if at.moe:
         return Exactness(False, "the GPU's expert kernel for several tokens is another one",
-                         VERIFY_ROWS_GPU)  # fmt: skip
-    return Exactness(True, max_batch=VERIFY_ROWS_EXACT)
+                         build.verify_rows_gpu)  # fmt: skip
+    return Exactness(True, max_batch=build.verify_rows_exact)
 
 
 def identity_note(exact: bool, reason: str, *, speculation: str, temperature: float) -> str:

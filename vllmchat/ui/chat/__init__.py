@@ -1,0 +1,1 @@
+"""The chat: the conversation list, the messages and their rendering, the input."""

@@ -1,0 +1,1 @@
+"""Dialogs of their own: settings, and diagnostics."""

@@ -1,0 +1,1 @@
+"""Models: the picker, downloads, remote servers, draft models and the quant lab."""

@@ -1,0 +1,1 @@
+"""GPU offload and memory: the placement slider, the memory panel and the tuner."""

@@ -1,0 +1,215 @@
+"""The offload controls with live estimates: GPU layers, and for a mixture of
+experts the layers whose experts are on the GPU too."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import (
+    QGroupBox,
+    QLabel,
+    QPushButton,
+    QSlider,
+    QVBoxLayout,
+    QWidget,
+)
+
+from vllmchat.core.models.advisor import check_fit
+from vllmchat.core.models.description import ModelDescription
+from vllmchat.core.models.hardware import HardwareInfo
+from vllmchat.core.models.memory import MIB, FitSettings
+from vllmchat.core.tuning.results import TuneResult
+from vllmchat.ui.offload.slider_marks import SliderMarks
+
+
+def _mib(n: float) -> str:
+    return f"{n / MIB:,.0f} MiB" if n < 10 * 1024 * MIB else f"{n / 2**30:,.1f} GiB"
+
+
+class OffloadPanel(QGroupBox):
+    """Drag to see the estimated memory; release to reload the model live."""
+
+    reload_requested = Signal(int, int)
+    """Reload with this placement: GPU layers, layers whose experts stay in RAM
+    (debounced, on release)."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__("GPU offload", parent)
+        layout = QVBoxLayout(self)
+        self.heading = QLabel("GPU layers: –")
+        self.slider = QSlider(Qt.Orientation.Horizontal)
+        self.slider.setEnabled(False)
+        self.estimate = QLabel("")
+        self.estimate.setWordWrap(True)
+        self.reason = QLabel("")
+        self.reason.setWordWrap(True)
+        self.reason.setStyleSheet("color: #a60;")
+        self.measured = QLabel("")
+        self.measured.setWordWrap(True)
+        self.tick_marks = SliderMarks(self.slider)
+        self.marks = QLabel("")
+        self.marks.setWordWrap(True)
+        self.marks.setAccessibleName("Measured speed by GPU layers")
+        self.expert_heading = QLabel("")
+        self.expert_slider = QSlider(Qt.Orientation.Horizontal)
+        self.expert_slider.setAccessibleName("Expert layers on the GPU")
+        self.expert_slider.setToolTip(
+            "A mixture of experts: every layer's attention stays on the GPU; the experts of "
+            "the other layers are read from RAM by the CPU."
+        )
+        self.expert_marks = SliderMarks(self.expert_slider)
+        self.expert_note = QLabel("")
+        self.expert_note.setWordWrap(True)
+        self.tune_button = QPushButton("Tune…")
+        self.tune_button.setToolTip("Measure GPU layers and threads on this machine")
+        widgets = (self.heading, self.slider, self.tick_marks, self.expert_heading,
+                   self.expert_slider, self.expert_marks, self.expert_note, self.marks,
+                   self.estimate, self.reason, self.measured, self.tune_button)  # fmt: skip
+        for w in widgets:
+            layout.addWidget(w)
+        self.desc: ModelDescription | None = None
+        self.hw: HardwareInfo | None = None
+        self.fit_settings = FitSettings()
+        self._debounce = QTimer(self)
+        self._debounce.setSingleShot(True)
+        self._debounce.setInterval(350)
+        self._debounce.timeout.connect(self._emit_reload)
+        self.slider.valueChanged.connect(self._on_value)
+        self.slider.sliderReleased.connect(self._debounce.start)
+        self.expert_slider.valueChanged.connect(self._on_value)
+        self.expert_slider.sliderReleased.connect(self._debounce.start)
+        self._loaded: tuple[int, int] = (0, 0)
+        self._show_experts(False, "")
+
+    @property
+    def moe(self) -> bool:
+        """Whether the expert control applies (a mixture of experts llama.cpp can place)."""
+        return self.desc is not None and self.desc.is_moe
+
+    def placement(self) -> tuple[int, int]:
+        """(n_gpu_layers, n_cpu_moe) as the controls stand."""
+        if not self.moe or self.desc is None:
+            return self.slider.value(), 0
+        return self.slider.value(), self.desc.n_layer - self.expert_slider.value()
+
+    def set_model(
+        self,
+        desc: ModelDescription,
+        hw: HardwareInfo,
+        settings: FitSettings,
+        n_gpu_layers: int,
+        n_cpu_moe: int = 0,
+    ) -> None:
+        self.desc, self.hw, self.fit_settings = desc, hw, settings
+        self.tune_button.setEnabled(True)
+        for slider, top, value in (
+            (self.slider, desc.n_layer + 1, n_gpu_layers),
+            (self.expert_slider, desc.n_layer, desc.n_layer - n_cpu_moe),
+        ):
+            slider.blockSignals(True)
+            slider.setRange(0, top)
+            slider.setValue(max(0, min(value, top)))
+            slider.blockSignals(False)
+        self._loaded = self.placement()
+        self._show_experts(desc.is_moe, desc.moe_unplaceable_reason)
+        self.set_busy(False)
+        self.reason.setText("" if hw.gpu_offload else f"Offload unavailable: {hw.offload_reason}")
+        self._show_estimate()
+
+    def _show_experts(self, shown: bool, reason: str) -> None:
+        for w in (self.expert_heading, self.expert_slider, self.expert_marks):
+            w.setVisible(shown)
+        self.expert_note.setVisible(bool(reason))
+        self.expert_note.setText(reason + (" The expert control is hidden." if reason else ""))
+
+    def set_busy(self, busy: bool) -> None:
+        enabled = not busy and bool(self.hw and self.hw.gpu_offload)
+        self.slider.setEnabled(enabled)
+        self.expert_slider.setEnabled(enabled and self.moe)
+
+    def _on_value(self, _value: int) -> None:
+        self._show_estimate()
+        if not (self.slider.isSliderDown() or self.expert_slider.isSliderDown()):
+            self._debounce.start()  # keyboard and wheel changes
+
+    def _show_estimate(self) -> None:
+        if self.desc is None or self.hw is None:
+            return
+        n = self.desc.n_layer
+        layers, cpu_moe = self.placement()
+        self.heading.setText(f"GPU layers: {layers} of {n + 1}" + (" (all)" if layers > n else ""))
+        if self.moe:
+            self.expert_heading.setText(
+                f"Expert layers on the GPU: {n - cpu_moe} of {n}"
+                + (f" (experts of {cpu_moe} layers on the CPU)" if cpu_moe else "")
+            )
+        s = replace(self.fit_settings, n_gpu_layers=layers, n_cpu_moe=cpu_moe,
+                    gpu=self.hw.gpu_offload)  # fmt: skip
+        fit = check_fit(self.desc, self.hw, s)
+        e = fit.estimate
+        color = "#080" if fit.fits else "#c00"
+        per_gpu = ""
+        if len(e.vram_by_device) > 1:
+            per_gpu = " (" + " + ".join(_mib(b) for b in e.vram_by_device) + ")"
+        self.estimate.setText(
+            f"Estimated: VRAM {_mib(e.vram)}{per_gpu} of {_mib(self.hw.vram_free)} free · "
+            f"RAM {_mib(e.ram)}<br><span style='color:{color}'>{fit.message}</span>"
+        )
+
+    def _emit_reload(self) -> None:
+        if self.placement() != self._loaded:
+            self._loaded = self.placement()
+            self.reload_requested.emit(*self._loaded)
+
+    def show_remote(self, reason: str) -> None:
+        """A model on a server: say why the slider, estimate and tuner do not apply."""
+        self.desc = None
+        self._show_experts(False, "")
+        self.slider.setEnabled(False)
+        self.tune_button.setEnabled(False)
+        self.heading.setText("GPU layers: set on the server")
+        self.estimate.setText("")
+        self.marks.setText("")
+        self.tick_marks.set_marks({}, None)
+        self.measured.setText("")
+        self.reason.setText(reason)
+
+    def show_tuning(self, result: TuneResult) -> None:
+        """Measured marks under the sliders: decode tok/s at each measured placement
+        (whole layers under the first; for a mixture of experts, with every layer
+        offloaded, expert layers on the GPU under the second)."""
+        n = self.desc.n_layer if self.desc is not None else 0
+        layers: dict[int, float] = {}
+        experts: dict[int, float] = {}
+        for p in result.points:
+            if not p.fits:
+                continue
+            c = p.config
+            if c.n_cpu_moe and c.n_gpu_layers > n:
+                experts[n - c.n_cpu_moe] = max(experts.get(n - c.n_cpu_moe, 0.0), p.decode_tok_s)
+            elif not c.n_cpu_moe:
+                layers[c.n_gpu_layers] = max(layers.get(c.n_gpu_layers, 0.0), p.decode_tok_s)
+                if c.n_gpu_layers > n:
+                    experts[n] = max(experts.get(n, 0.0), p.decode_tok_s)
+        pick = result.pick
+        pick_layers = pick.n_gpu_layers if pick and not pick.n_cpu_moe else None
+        pick_experts = n - pick.n_cpu_moe if pick and pick.n_gpu_layers > n else None
+        text = []
+        rows = (("layers", layers, pick_layers),
+                ("expert layers on the GPU", experts, pick_experts))  # fmt: skip
+        for title, marks, chosen in rows:
+            if marks and (title == "layers" or self.moe):
+                items = [f"<b>{k}: {v:.0f}</b>" if k == chosen else f"{k}: {v:.0f}"
+                         for k, v in sorted(marks.items())]  # fmt: skip
+                text.append(f"Measured tok/s by {title} — " + " · ".join(items))
+        self.marks.setText("<br>".join(text))
+        self.tick_marks.set_marks(layers, pick_layers)
+        self.expert_marks.set_marks(experts if self.moe else {}, pick_experts)
+        self.marks.setToolTip(result.reason)
+
+    def show_measured(self, buffers_mib: dict[str, float], tok_s: float | None) -> None:
+        gpu = sum(v for k, v in buffers_mib.items() if "CPU" not in k.split(":")[1])
+        cpu = sum(buffers_mib.values()) - gpu
+        speed = f" · {tok_s:.1f} tok/s" if tok_s else ""
+        self.measured.setText(f"Measured: GPU {gpu:,.0f} MiB · CPU {cpu:,.0f} MiB{speed}")

@@ -1,0 +1,167 @@
+"""The desktop app's entry point (``vllmchat`` with no command)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from PySide6.QtWidgets import QApplication
+
+    from vllmchat.ui.window.main_window import MainWindow
+
+START = time.perf_counter()
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="vllmchat")
+    p.add_argument(
+        "--install-desktop",
+        action="store_true",
+        help="add vllmchat to this user's application menu",
+    )
+    p.add_argument(
+        "--self-test",
+        action="store_true",
+        help="start headless, load the demo model, answer once, and exit",
+    )
+    p.add_argument("--model", help="load this .gguf")
+    p.add_argument("--exit-after-show", action="store_true", help=argparse.SUPPRESS)
+    return p
+
+
+def run_app(argv: Sequence[str]) -> int:
+    args = _parser().parse_args(list(argv))
+    if args.install_desktop:
+        from vllmchat.ui.window.desktop_entry import install_desktop_entry
+
+        print(install_desktop_entry())
+        return 0
+    if args.self_test or args.exit_after_show:
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from PySide6.QtGui import QIcon
+    from PySide6.QtWidgets import QApplication, QMessageBox
+
+    from vllmchat.core.app_settings import load_app_settings
+    from vllmchat.core.conversations.kv_cache import KVStateCache
+    from vllmchat.core.conversations.recovery import open_default_store
+    from vllmchat.core.conversations.schema import NewerStoreError
+    from vllmchat.core.paths import kv_cache_dir
+    from vllmchat.core.resources import resource_path
+    from vllmchat.ui.window.main_window import MainWindow
+
+    existing = QApplication.instance()
+    app = existing if isinstance(existing, QApplication) else QApplication(sys.argv[:1])
+    app.setApplicationName("vllmchat")
+    app.setDesktopFileName("vllmchat")
+    app.setWindowIcon(QIcon(str(resource_path("icons/vllmchat.svg"))))
+    settings = load_app_settings()
+    if args.model:
+        settings = settings.with_changes(model_path=os.path.abspath(args.model))
+    if args.self_test:
+        from vllmchat.core.demo_model import demo_model_path
+
+        settings = settings.with_changes(model_path=str(demo_model_path()), n_ctx=1024)
+    try:
+        store, recovery = open_default_store()
+    except (NewerStoreError, OSError) as exc:  # a reason the window cannot fix
+        print(f"error: {exc}", file=sys.stderr)
+        if not args.self_test and not args.exit_after_show:
+            QMessageBox.critical(None, "vllmchat cannot open its conversations", str(exc))
+        return 2
+    window = MainWindow(
+        store, settings, KVStateCache(kv_cache_dir()), save_settings=not args.self_test
+    )
+    window.show()
+    if recovery is not None:
+        print(f"note: {recovery.message()}", file=sys.stderr)
+        window.show_notice("Conversations recovered", recovery.message())
+    print(f"window shown in {time.perf_counter() - START:.2f}s", file=sys.stderr, flush=True)
+    if args.exit_after_show:
+        window.close()
+        store.close()
+        return 0
+    if args.self_test:
+        return _self_test(app, window)
+    window.start()
+    quit_on_termination(window)
+    code = app.exec()
+    store.close()
+    return code
+
+
+def quit_on_termination(window: object) -> object:
+    """SIGTERM and SIGINT (a logout, ``kill``) close the window like the user would:
+    the streaming reply is kept (marked partial), the KV state saved, the engine ended.
+
+    Python runs signal handlers only between bytecodes, so a timer wakes the
+    interpreter while Qt's event loop waits. Returns the timer.
+    """
+    import signal
+
+    from PySide6.QtCore import QTimer
+
+    def close(*_: object) -> None:
+        QTimer.singleShot(0, window.close)  # type: ignore[attr-defined]
+
+    signal.signal(signal.SIGTERM, close)
+    signal.signal(signal.SIGINT, close)
+    timer = QTimer(window)  # type: ignore[arg-type]
+    timer.setInterval(200)
+    timer.timeout.connect(lambda: None)
+    timer.start()
+    return timer
+
+
+def _self_test(app: QApplication, window: MainWindow) -> int:
+    """Load the demo model, stream one reply, close; exit 0 when it all worked."""
+    from PySide6.QtCore import QObject, QTimer, Slot
+
+    from vllmchat.core.engine import DoneEvent
+
+    class Probe(QObject):
+        """Receives the engine's signals on the GUI thread."""
+
+        ok = False
+        tokens = 0
+
+        @Slot(object)
+        def loaded(self, _event: object) -> None:
+            window.send("Say hello.")
+
+        @Slot(str)
+        def token(self, _text: str) -> None:
+            self.tokens += 1
+
+        @Slot(object)
+        def finished(self, event: DoneEvent) -> None:
+            self.ok = bool(event.text)
+            window.close()
+
+        @Slot(object)
+        def load_failed(self, event: object) -> None:
+            print(f"self-test: load failed: {event}", file=sys.stderr)
+            window.close()
+
+        @Slot(object)
+        def turn_failed(self, event: object) -> None:
+            print(f"self-test: turn failed: {event}", file=sys.stderr)
+            window.close()
+
+    probe = Probe()
+    events = window.bridge.events
+    events.load_finished.connect(probe.loaded)
+    events.load_failed.connect(probe.load_failed)
+    events.token_received.connect(probe.token)
+    events.turn_finished.connect(probe.finished)
+    events.turn_failed.connect(probe.turn_failed)
+    window.start()
+    QTimer.singleShot(120_000, window.close)
+    app.exec()
+    window.store.close()
+    print(f"self-test: {'ok' if probe.ok else 'FAILED'} ({probe.tokens} tokens)")
+    return 0 if probe.ok else 1
