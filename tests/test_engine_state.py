@@ -118,7 +118,7 @@ def test_restored_state_gives_bit_identical_logits_on_a_llama_model(tiny_models,
 
 
 def test_greedy_reply_after_restore_matches_on_the_demo_model(gemma_client, make_client, tmp_path):
-    """Gemma's sliding-window cache restores with the same argmax (see README)."""
+    """Gemma's sliding-window cache restores with the same argmax (docs/internals.md)."""
     messages = _chat(gemma_client, 2)
     path = tmp_path / "s.kv"
     gemma_client.export_state(str(path))
