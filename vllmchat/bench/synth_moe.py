@@ -38,6 +38,9 @@ MOE_SHAPES: dict[str, MoeShape] = {
     "small-moe": MoeShape(512, 6, 8, 2, 64, 16, 4, 256),
     # OLMoE-1B-7B's proportions (16 layers, 64 experts, 8 used).
     "olmoe-1b-7b": MoeShape(2048, 16, 16, 16, 128, 64, 8, 1024, n_vocab=50304),
+    # gpt-oss-20b's proportions (24 layers, 32 experts, 4 used, GQA 64/8, head 64) in the
+    # qwen3moe graph, its width rounded to Q4_K's 256-value blocks: about 12 GB at Q4_K_M.
+    "gpt-oss-20b": MoeShape(2816, 24, 64, 8, 64, 32, 4, 2816, n_vocab=201088),
     # Qwen3-30B-A3B: 48 layers, 128 experts, 8 used, GQA 32/4, head 128.
     "qwen3-30b-a3b": MoeShape(2048, 48, 32, 4, 128, 128, 8, 768, n_vocab=151936),
 }
