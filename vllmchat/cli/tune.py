@@ -13,7 +13,7 @@ from typing import Any
 
 from vllmchat.cli.options import add_options, given
 from vllmchat.core.models.memory import MIB
-from vllmchat.core.settings import LoadSettings
+from vllmchat.core.settings import GPU_MARGIN_MIB, LoadSettings
 
 
 def register(sub: Any) -> None:
@@ -22,6 +22,13 @@ def register(sub: Any) -> None:
     p.add_argument("--budget-s", type=float, default=60.0, help="time budget (default: 60)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--fresh", action="store_true", help="measure again even if cached")
+    p.add_argument(
+        "--gpu-margin-mib",
+        type=int,
+        help="device memory to keep free: this many MiB or 3%% of what the model may use, "
+        "whichever is larger (default: the settings' gpu_margin_mib, "
+        f"{GPU_MARGIN_MIB})",
+    )
     group = p.add_argument_group("settings")
     names = add_options(group, LoadSettings, skip=("model_path", "n_gpu_layers"))
     p.set_defaults(func=cmd_tune, load_fields=names)
@@ -56,19 +63,30 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if not os.path.exists(args.model):
         print(f"vllmchat tune: no such file: {args.model}")
         return 2
+    if args.gpu_margin_mib is not None and args.gpu_margin_mib < 0:
+        print(f"vllmchat tune: --gpu-margin-mib must be 0 or more, got {args.gpu_margin_mib}")
+        return 2
+    margin_mib = args.gpu_margin_mib
+    if margin_mib is None:
+        from vllmchat.core.app_settings import load_app_settings
+
+        margin_mib = load_app_settings().gpu_margin_mib
     settings = LoadSettings(model_path=args.model, **given(args, args.load_fields))
     engine = EngineClient()
     stop = _stop_on_signals(engine)
     result = None
     try:
         for event in run_tune(engine, settings, args.budget_s, fresh=args.fresh,
-                              should_stop=stop.is_set):  # fmt: skip
+                              should_stop=stop.is_set, margin_mib=margin_mib):  # fmt: skip
             if isinstance(event, PointMeasured) and not args.json:
                 p = event.point
                 figures = (
                     f"prefill {p.prefill_tok_s:8.1f} tok/s  decode {p.decode_tok_s:7.1f} tok/s  "
                     f"RAM {p.ram / MIB:6.0f} MiB"
                     + (f"  VRAM {p.vram / MIB:6.0f} MiB" if p.vram is not None else "")
+                    + (f"  free {p.free_after / MIB:6.0f} MiB" if p.free_after is not None else "")
+                    + (" (under the margin)" if p.under_margin else "")
+                    + (f"  [final round {p.final_round}]" if p.final_round else "")
                     if p.fits
                     else p.note
                 )

@@ -18,7 +18,7 @@ from typing import Any
 
 from vllmchat.core.conversations.policy import ContextPolicy
 from vllmchat.core.models.memory import FitSettings
-from vllmchat.core.settings import LoadSettings, SamplingSettings
+from vllmchat.core.settings import GPU_MARGIN_MIB, LoadSettings, SamplingSettings
 
 VERSION = 2
 
@@ -66,6 +66,9 @@ class AppSettings:
     # API key lives in the OS keyring, never here.
     server_url: str = ""
     server_model: str = ""
+    # Device memory the tuner keeps free: this many MiB or 3% of what the model may use,
+    # whichever is larger; a placement that leaves less is never picked.
+    gpu_margin_mib: int = GPU_MARGIN_MIB
 
     @classmethod
     def of(cls, **flat: Any) -> AppSettings:

@@ -10,6 +10,11 @@ KvType = Literal["f16", "q8_0", "q4_0"]
 SpeculationMode = Literal["off", "auto", "always"]
 KV_TYPES: tuple[str, ...] = ("f16", "q8_0", "q4_0")
 
+# Device memory the tuner keeps free: this many MiB or 3% of what the model may use,
+# whichever is larger (measured: at about 86 MiB free, llama.cpp aborted in the first
+# decode). The default of ``AppSettings.gpu_margin_mib``.
+GPU_MARGIN_MIB = 256
+
 # ggml_type ids used by llama.cpp for the KV cache.
 GGML_TYPE_IDS: dict[str, int] = {"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 8}
 

@@ -180,7 +180,8 @@ class ChatApp:
         took_points = False
         try:
             for event in run_tune(engine, settings, budget_s, fresh=fresh,
-                                  should_stop=should_stop, restore=False):  # fmt: skip
+                                  should_stop=should_stop, restore=False,
+                                  margin_mib=self.settings.gpu_margin_mib):  # fmt: skip
                 took_points = took_points or isinstance(event, PointMeasured)
                 yield event
         except EngineError as exc:

@@ -10,14 +10,16 @@ from pathlib import Path
 from vllmchat.core.engine.model_check import model_fingerprint
 from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.paths import measurements_dir
-from vllmchat.core.settings import LoadSettings
+from vllmchat.core.settings import GPU_MARGIN_MIB, LoadSettings
 from vllmchat.core.tuning.results import TuneResult
 
 
-def tune_key(settings: LoadSettings, hw: HardwareInfo) -> str:
-    """What a tuning result depends on: the file, the devices, the backends and the
-    settings that decide memory (not the layers, threads or ubatch it chooses)."""
+def tune_key(settings: LoadSettings, hw: HardwareInfo, margin_mib: int = GPU_MARGIN_MIB) -> str:
+    """What a tuning result depends on: the file, the devices, the backends, the
+    settings that decide memory (not the layers, threads or ubatch it chooses) and
+    the device memory it keeps free."""
     parts = {
+        "margin_mib": margin_mib,
         "model": model_fingerprint(settings.model_path),
         "devices": [(g.name, g.total) for g in hw.gpus] if hw.gpu_offload else [],
         "backends": sorted(b.name for b in hw.backends),
@@ -36,19 +38,27 @@ class TuneCache:
     def __init__(self, folder: Path | None = None) -> None:
         self.folder = folder or measurements_dir() / "tuning"
 
-    def get(self, settings: LoadSettings, hw: HardwareInfo) -> TuneResult | None:
+    def get(
+        self, settings: LoadSettings, hw: HardwareInfo, margin_mib: int = GPU_MARGIN_MIB
+    ) -> TuneResult | None:
         try:
-            path = self.folder / f"{tune_key(settings, hw)}.json"
+            path = self.folder / f"{tune_key(settings, hw, margin_mib)}.json"
             return TuneResult.from_json(json.loads(path.read_text(encoding="utf-8")))
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
-    def put(self, settings: LoadSettings, hw: HardwareInfo, result: TuneResult) -> None:
+    def put(
+        self,
+        settings: LoadSettings,
+        hw: HardwareInfo,
+        result: TuneResult,
+        margin_mib: int = GPU_MARGIN_MIB,
+    ) -> None:
         if result.stopped or result.pick is None:
             return  # a partial sweep is not reused
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            path = self.folder / f"{tune_key(settings, hw)}.json"
+            path = self.folder / f"{tune_key(settings, hw, margin_mib)}.json"
             tmp = path.with_suffix(".tmp")
             tmp.write_text(json.dumps(result.to_json(), indent=1), encoding="utf-8")
             os.replace(tmp, path)

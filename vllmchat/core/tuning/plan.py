@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -11,6 +12,17 @@ from vllmchat.core.tuning.results import TuneConfig, TunePoint
 
 SAME_SPEED = 0.98  # within 2% of the best decode, fewer GPU layers win
 REFINE_STEP = 0.10  # refine between neighbours whose decode differs more than this
+MARGIN_SHARE = 0.03  # device memory kept free: this share of what is available, at least
+FINALIST_SPAN = 0.90  # placements within 10% of the best decode are re-measured
+FINALISTS = 3  # at most this many
+_MIB = 1 << 20
+_MEMORY_FAILURES = ("oom_load", "oom_generate", "engine_died")
+
+
+def margin_for(available: int, floor_mib: int) -> int:
+    """Device memory to keep free: ``floor_mib`` MiB or ``MARGIN_SHARE`` of what is
+    available, whichever is larger (0 without device memory)."""
+    return max(floor_mib * _MIB, int(available * MARGIN_SHARE)) if available > 0 else 0
 
 
 @dataclass(frozen=True)
@@ -81,34 +93,105 @@ def split_plan(n_gpus: int) -> list[str]:
     return [",".join(["1"] + ["0"] * (n_gpus - 1)), ""] if n_gpus > 1 else []
 
 
+def _memory_key(c: TuneConfig) -> TuneConfig:
+    """What decides a configuration's memory (threads do not)."""
+    return replace(c, n_threads=0, n_threads_batch=0)
+
+
+def usable(points: Sequence[TunePoint], limits: MemoryLimits) -> list[TunePoint]:
+    """Points that ran within the limits, at configurations that never ran out of
+    memory, killed the engine or left less free than the margin."""
+    bad = {
+        _memory_key(p.config)
+        for p in points
+        if (p.fits and not limits.allows(p)) or (not p.fits and p.error_kind in _MEMORY_FAILURES)
+    }
+    return [p for p in points if p.fits and _memory_key(p.config) not in bad]
+
+
+def final_medians(points: Sequence[TunePoint]) -> dict[TuneConfig, tuple[float, int]]:
+    """The finalists' median decode tok/s over their interleaved re-measurements,
+    with the number of rounds (a finalist that failed a round is left out)."""
+    runs: dict[TuneConfig, list[float]] = {}
+    failed = set()
+    for p in points:
+        if p.final_round and p.fits:
+            runs.setdefault(p.config, []).append(p.decode_tok_s)
+        elif p.final_round:
+            failed.add(p.config)
+    return {c: (statistics.median(v), len(v)) for c, v in runs.items() if c not in failed}
+
+
+def finalists(points: Sequence[TunePoint], limits: MemoryLimits) -> list[TuneConfig]:
+    """The best few placements (each at its fastest measured configuration) within
+    ``FINALIST_SPAN`` of the fastest decode; fewer than two: nothing to settle."""
+    best: dict[tuple[tuple[int, int], str], TunePoint] = {}
+    for p in usable(points, limits):
+        key = (p.config.placement, p.config.tensor_split)
+        if key not in best or p.decode_tok_s > best[key].decode_tok_s:
+            best[key] = p
+    ranked = sorted(best.values(), key=lambda p: p.decode_tok_s, reverse=True)
+    if len(ranked) < 2:
+        return []
+    top = ranked[0].decode_tok_s
+    chosen = [p.config for p in ranked[:FINALISTS] if p.decode_tok_s >= FINALIST_SPAN * top]
+    return chosen if len(chosen) > 1 else []
+
+
 def choose(
     points: Sequence[TunePoint], base: TuneConfig, limits: MemoryLimits
 ) -> tuple[TuneConfig | None, str]:
-    """The pick and why: the fastest decode that fits within ``limit`` (fewer GPU
-    layers when within 2%), the decode and prompt thread counts that were fastest
-    there, and the ubatch with the fastest prompt processing."""
-    fitting = [p for p in points if p.fits and limits.allows(p)]
+    """The pick and why: the fastest decode that fits and leaves the margin free (fewer
+    GPU layers when within 2%: by the finalists' interleaved medians where they were
+    re-measured), the decode and prompt thread counts that were fastest there, and
+    the ubatch with the fastest prompt processing."""
+    fitting = usable(points, limits)
     if not fitting:
-        return None, "No measured configuration fits in memory."
-    baseline = [
-        p
-        for p in fitting
-        if (p.config.n_threads, p.config.n_ubatch) == (base.n_threads, base.n_ubatch)
-    ] or fitting
-    best = max(p.decode_tok_s for p in baseline)
-    close = [p for p in baseline if p.decode_tok_s >= SAME_SPEED * best]
-    place = min(p.config.placement for p in close)
-    at_place = [p for p in fitting if p.config.placement == place]
-    decode = max(at_place, key=lambda p: p.decode_tok_s)
-    prefill = max(at_place, key=lambda p: p.prefill_tok_s)
-    pick = replace(decode.config, n_threads_batch=prefill.config.n_threads_batch,
+        why = "No measured configuration fits in memory"
+        if limits.margin:
+            why += f" with {limits.margin / _MIB:.0f} MiB left free"
+        return None, why + "."
+    ok = {p.config for p in fitting}
+    finals = {c: m for c, m in final_medians(points).items() if c in ok}
+    if len(finals) > 1:
+        fastest_c = max(finals, key=lambda c: finals[c][0])
+        top = finals[fastest_c][0]
+        decode_c = min((c for c in finals if finals[c][0] >= SAME_SPEED * top),
+                       key=lambda c: c.placement)  # fmt: skip
+        speed, rounds = finals[decode_c]
+        how = f" (median of {rounds} interleaved runs)"
+        fastest_speed = top
+    else:
+        baseline = [
+            p
+            for p in fitting
+            if (p.config.n_threads, p.config.n_ubatch) == (base.n_threads, base.n_ubatch)
+        ] or fitting
+        best = max(p.decode_tok_s for p in baseline)
+        close = [p for p in baseline if p.decode_tok_s >= SAME_SPEED * best]
+        place = min(p.config.placement for p in close)
+        at_place = [p for p in fitting if p.config.placement == place]
+        decode = max(at_place, key=lambda p: p.decode_tok_s)
+        fastest = max(baseline, key=lambda p: p.decode_tok_s)
+        decode_c, speed, how = decode.config, decode.decode_tok_s, ""
+        fastest_c, fastest_speed = fastest.config, fastest.decode_tok_s
+    same = [p for p in fitting if (p.config.placement, p.config.tensor_split)
+            == (decode_c.placement, decode_c.tensor_split)]  # fmt: skip
+    prefill = max(same, key=lambda p: p.prefill_tok_s)
+    pick = replace(decode_c, n_threads_batch=prefill.config.n_threads_batch,
                    n_ubatch=prefill.config.n_ubatch)  # fmt: skip
-    fastest = max(baseline, key=lambda p: p.decode_tok_s)
-    why = f"{decode.decode_tok_s:.1f} tok/s decode with {pick.placement_label()}"
-    if fastest.config.placement != place:
+    why = f"{speed:.1f} tok/s decode{how} with {pick.placement_label()}"
+    if fastest_c.placement != decode_c.placement:
         why += (
-            f" (within 2% of {fastest.decode_tok_s:.1f} tok/s at "
-            f"{fastest.config.placement_label()}, leaving memory for other programs)"
+            f" (within 2% of {fastest_speed:.1f} tok/s at "
+            f"{fastest_c.placement_label()}, leaving memory for other programs)"
+        )
+    over = [p for p in points if p.under_margin and p.decode_tok_s > speed]
+    if over:
+        q = max(over, key=lambda p: p.decode_tok_s)
+        why += (
+            f"; {q.config.placement_label()} decoded {q.decode_tok_s:.1f} tok/s but left "
+            f"{(q.free_after or 0) / _MIB:.0f} MiB free, under the {q.margin / _MIB:.0f} MiB margin"
         )
     return pick, why + "."
 
@@ -116,14 +199,21 @@ def choose(
 @dataclass(frozen=True)
 class MemoryLimits:
     """What a configuration may use: device memory (0: no GPU) and RAM, in bytes,
-    with the context's whole KV cache (allocated at load) already counted."""
+    with the context's whole KV cache (allocated at load) already counted; and the
+    device memory it must leave free (checked against the free memory measured
+    after its load and measurement, where that was read)."""
 
     vram: int = 0
     ram: int = 0
+    margin: int = 0
 
     def allows(self, p: TunePoint) -> bool:
-        if self.vram > 0 and p.config.n_gpu_layers > 0:
-            used = p.vram if p.vram is not None else p.vram_buffers
-            if used > self.vram:
-                return False
+        if p.config.n_gpu_layers > 0:
+            if p.free_after is not None:
+                if p.free_after < self.margin:
+                    return False
+            elif self.vram > 0:
+                used = p.vram if p.vram is not None else p.vram_buffers
+                if used > self.vram:
+                    return False
         return self.ram <= 0 or p.ram <= self.ram

@@ -71,6 +71,22 @@ class TunePoint:
     estimate_vram: int | None = None  # the estimator's figure for this point (bytes)
     note: str = ""  # why it does not fit / what went wrong
     seconds: float = 0.0
+    # Device memory left free on the cards it uses after the load and the measurement
+    # (bytes; where the engine died, after the load); None without a GPU reading.
+    free_after: int | None = None
+    margin: int = 0  # the device memory the tuner kept free (bytes), as the rule stood
+    error_kind: str = ""  # the ErrorKind of a failure ("" when it ran)
+    final_round: int = 0  # k >= 1: the k-th interleaved re-measurement of a finalist
+
+    @property
+    def under_margin(self) -> bool:
+        """It ran, but left less device memory free than the margin (never picked)."""
+        return (
+            self.fits
+            and self.config.n_gpu_layers > 0
+            and self.free_after is not None
+            and self.free_after < self.margin
+        )
 
     @property
     def estimate_error(self) -> float | None:
@@ -93,6 +109,7 @@ class TuneResult:
     memory_limit: int = 0  # bytes a configuration may use on its main device
     device: str = "CPU"
     meta: dict[str, Any] = field(default_factory=dict)
+    margin: int = 0  # device memory kept free (bytes): no pick leaves less
 
     def pick_point(self) -> TunePoint | None:
         """The measured point of the pick (fastest decode among its measurements)."""

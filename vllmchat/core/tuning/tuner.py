@@ -1,12 +1,17 @@
 """The offload and thread tuner: measure configurations in the engine process,
 within a time budget, and pick one.
 
-Order: GPU layers (the advisor's bound, just below it, coarser steps to 0,
-then refinement where decode speed changes), CPU threads at the best layer
-count (changed live), and on a GPU the ubatch for prompt speed. A point that
-does not fit (out of memory, or over the memory limit) is recorded and the
-sweep goes on; an engine that died is restarted. Stopping ends the current
-measurement within a token. The previous settings and KV state are restored.
+Order: the placement (GPU layers, or for a mixture of experts the layers whose
+experts are on the GPU) from the estimate's bound up to the edge of the card,
+where a step no longer loads, measures and leaves the margin free, then the two
+below it; CPU threads at the best (changed live); a whole layer or two fewer
+for a mixture of experts; coarser steps to CPU-only and refinement where decode
+speed changes; threads again; on a GPU the ubatch for prompt speed and, with
+several GPUs, one against a split. Last, the best two or three placements are
+re-measured in alternation and their medians decide. A point that does not fit
+(out of memory, the engine died, or under the margin) is recorded and the sweep
+goes on. Stopping ends the current measurement within a token. The previous
+settings and KV state are restored.
 """
 
 from __future__ import annotations
@@ -14,19 +19,18 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from vllmchat.core.engine.events import EngineError, ErrorKind
+from vllmchat.core.engine.events import EngineError
 from vllmchat.core.engine.protocol import MeasuredEngine
 from vllmchat.core.models.advisor import max_gpu_expert_layers, max_gpu_layers
 from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.hardware import HardwareInfo
-from vllmchat.core.models.memory import FitSettings, estimate
-from vllmchat.core.models.overhead import learn_overhead, learned_overhead
+from vllmchat.core.models.memory import FitSettings
 from vllmchat.core.settings import LoadSettings
 from vllmchat.core.tuning import plan
+from vllmchat.core.tuning.edge import edge_of, find_edge, interleaved
 from vllmchat.core.tuning.results import (
     PointMeasured,
     TuneConfig,
@@ -36,26 +40,15 @@ from vllmchat.core.tuning.results import (
     TuneResult,
     TuneStarted,
 )
+from vllmchat.core.tuning.sweep import (
+    Sweep,
+    TuneRequest,
+    available,
+    memory_limits,
+    with_free_vram,
+)
 
-_OOM = (ErrorKind.OOM_LOAD, ErrorKind.OOM_GENERATE, ErrorKind.ENGINE_DIED)
-MARGIN = 0.02  # of the device memory available, kept free (at least MARGIN_MIN)
-MARGIN_MIN = 128 << 20
-
-
-@dataclass(frozen=True)
-class TuneRequest:
-    """What to tune and how long; explicit point lists replace the planned ones."""
-
-    base: LoadSettings
-    budget_s: float = 60.0
-    prompt_tokens: int = 512
-    decode_tokens: int = 64
-    layers: tuple[int, ...] | None = None
-    # A mixture of experts: layers whose experts are on the GPU (every layer offloaded).
-    expert_layers: tuple[int, ...] | None = None
-    threads: tuple[int, ...] | None = None
-    ubatch: tuple[int, ...] | None = None
-    refine: bool = True
+__all__ = ["Sweep", "TuneRequest", "available", "memory_limits", "tune", "with_free_vram"]
 
 
 def config_of(s: LoadSettings) -> TuneConfig:
@@ -64,136 +57,6 @@ def config_of(s: LoadSettings) -> TuneConfig:
 
 def settings_for(base: LoadSettings, c: TuneConfig) -> LoadSettings:
     return c.apply_to(base)
-
-
-class Sweep:
-    """Measures configurations one by one on an engine, keeping the points."""
-
-    def __init__(
-        self,
-        engine: MeasuredEngine,
-        req: TuneRequest,
-        hw: HardwareInfo,
-        desc: ModelDescription | None,
-        should_stop: Callable[[], bool],
-    ) -> None:
-        self.engine, self.req, self.hw, self.desc = engine, req, hw, desc
-        self.should_stop = should_stop
-        self.points: list[TunePoint] = []
-        self.t0 = time.perf_counter()
-        self.stopped = False
-        self.on_gpu = hw.gpu_offload
-        self.overhead = learned_overhead(hw)
-
-    @property
-    def elapsed(self) -> float:
-        return time.perf_counter() - self.t0
-
-    def mean_point_s(self) -> float:
-        done = [p.seconds for p in self.points if p.seconds > 0]
-        return sum(done) / len(done) if done else 0.0
-
-    def has_time(self) -> bool:
-        """Whether another point fits in the budget (the first always runs)."""
-        if self.should_stop():
-            self.stopped = True
-        if self.stopped:
-            return False
-        return not self.points or self.elapsed + self.mean_point_s() <= self.req.budget_s
-
-    def seen(self, c: TuneConfig) -> bool:
-        return any(p.config == c for p in self.points)
-
-    def estimate_vram(self, c: TuneConfig) -> int | None:
-        if self.desc is None or not self.on_gpu:
-            return None
-        fit = FitSettings.of(settings_for(self.req.base, c), overhead=self.overhead)
-        return estimate(self.desc, fit).vram
-
-    def measure(self, c: TuneConfig) -> TunePoint:
-        """Load (or change threads live) and measure one configuration."""
-        start = time.perf_counter()
-        settings = settings_for(self.req.base, c)
-        est = self.estimate_vram(c)
-        try:
-            current = self.engine.settings if self.engine.alive and self.engine.info else None
-            live = current is not None and settings == current.with_changes(
-                n_threads=c.n_threads, n_threads_batch=c.n_threads_batch
-            )
-            if live:
-                self.engine.set_threads(c.n_threads, c.n_threads_batch)
-            else:
-                self.engine.load(settings)
-            sample = self.engine.measure(self.req.prompt_tokens, self.req.decode_tokens)
-            mem = self.engine.memory()
-        except EngineError as exc:
-            if exc.message == "aborted" or self.should_stop():
-                self.stopped = True
-            if exc.kind in _OOM or not self.engine.alive:
-                # A fresh process: a failed allocation can leave device memory held.
-                self.engine.close()
-                self.engine.settings = self.engine.info = None
-                with contextlib.suppress(EngineError):
-                    self.engine.start()
-            if self.stopped:
-                note = "stopped"
-            elif exc.kind in _OOM:
-                note = f"does not fit: {exc.message}"
-            else:
-                note = f"failed: {exc.message}"
-            return TunePoint(c, False, estimate_vram=est, note=note,
-                             seconds=time.perf_counter() - start)  # fmt: skip
-        point = TunePoint(
-            c,
-            True,
-            prefill_tok_s=sample.prefill_tok_s,
-            decode_tok_s=sample.decode_tok_s,
-            vram=mem.vram if self.on_gpu else None,
-            vram_buffers=mem.vram_buffers,
-            ram=mem.rss,
-            estimate_vram=est,
-            seconds=time.perf_counter() - start,
-        )
-        if self.on_gpu and mem.vram is not None and est is not None and c.n_gpu_layers > 0:
-            learn_overhead(self.hw, mem.vram, est, self.overhead)
-        return point
-
-    def run(self, c: TuneConfig) -> TunePoint | None:
-        if self.seen(c) or not self.has_time():
-            return None
-        point = self.measure(c)
-        if point.note == "stopped":
-            return None
-        self.points.append(point)
-        return point
-
-
-def available(engine: MeasuredEngine, hw: HardwareInfo) -> tuple[int, int]:
-    """Device memory and RAM a configuration may use: what is free plus what the
-    engine process holds now (its model, and its GPU runtime context)."""
-    held_vram = held_ram = 0
-    if engine.alive:
-        with contextlib.suppress(EngineError):
-            mem = engine.memory()
-            held_vram = mem.vram if mem.vram is not None else mem.vram_buffers
-            held_ram = mem.rss if engine.info is not None else 0
-    vram = hw.vram_free + held_vram if hw.gpu_offload else 0
-    return vram, hw.ram_available + held_ram
-
-
-def memory_limits(engine: MeasuredEngine, hw: HardwareInfo) -> plan.MemoryLimits:
-    """What a configuration may use, a margin kept free."""
-    vram, ram = available(engine, hw)
-    margin = max(MARGIN_MIN, int(vram * MARGIN))
-    return plan.MemoryLimits(max(0, vram - margin) if vram else 0, int(ram * (1 - MARGIN)))
-
-
-def with_free_vram(hw: HardwareInfo, vram: int) -> HardwareInfo:
-    """``hw`` with ``vram`` bytes free on its first GPU (for the advisor's bound)."""
-    if not hw.gpus:
-        return hw
-    first = replace(hw.gpus[0], free=max(0, vram - sum(g.free for g in hw.gpus[1:])))
-    return replace(hw, gpus=[first, *hw.gpus[1:]])
 
 
 def tune(
@@ -214,9 +77,9 @@ def tune(
     if restore and previous is not None:
         with contextlib.suppress(EngineError):
             saved = engine.export_state(state_path).tokens > 0
-    limits = memory_limits(engine, hw)
+    limits = memory_limits(engine, hw, req.margin_mib)
     avail_vram, _ = available(engine, hw)
-    sweep = Sweep(engine, req, hw, desc, should_stop)
+    sweep = Sweep(engine, req, hw, desc, should_stop, limits=limits)
     base = config_of(req.base)
     axis, values = _axis_plan(req, hw, desc, sweep.overhead, avail_vram)
     threads = list(req.threads) if req.threads is not None else plan.thread_plan(base.n_threads)
@@ -239,22 +102,19 @@ def tune(
         def at(v: int, c: TuneConfig = base) -> TuneConfig:
             return axis.at(c, v)
 
-        for v in values[:3]:  # 1. the bound and just below, at the current threads
-            yield from measured(sweep.run(at(v)))
         explicit = req.layers is not None or req.expert_layers is not None
-        while not explicit and sweep.has_time():  # 1b. above a bound that fit
-            top = max((p for p in sweep.points if p.fits), key=lambda p: axis.value(p.config),
-                      default=None)  # fmt: skip
-            v = axis.value(top.config) + 1 if top is not None and axis.value(top.config) else 0
-            if not 0 < v <= axis.top or sweep.seen(at(v)):
-                break
-            if top is not None and not limits.allows(top):
-                break
-            planned += 1
-            point = sweep.run(at(v))
-            yield from measured(point)
-            if point is None or not (point.fits and limits.allows(point)):
-                break
+        if explicit or not (hw.gpu_offload and desc is not None):
+            for v in values[:3]:  # 1. the given points (or CPU-only)
+                yield from measured(sweep.run(at(v)))
+        else:  # 1. from the estimate's bound up to the edge of the card, then just below
+            for point in find_edge(sweep, at, values[0], axis.top):
+                yield from measured(point)
+            edge = edge_of(sweep.points, axis.value, limits)
+            for v in (edge - 1, edge - 2) if edge is not None else values[1:3]:
+                if v >= 0:
+                    yield from measured(sweep.run(at(v)))
+        # Keep time for the finalists' interleaved rounds (two of them, at least).
+        sweep.reserve_points = 2 * req.final_rounds
 
         def threads_at_best() -> Iterator[TuneEvent]:
             best, _ = plan.choose(sweep.points, base, limits)
@@ -289,6 +149,11 @@ def tune(
         if best is not None and len(hw.gpus) > 1:  # 7. one GPU against a split
             for split in plan.split_plan(len(hw.gpus)):
                 yield from measured(sweep.run(replace(best, tensor_split=split)))
+        sweep.reserve_points = 0
+        finals = plan.finalists(sweep.points, limits) if req.final_rounds > 0 else []
+        planned += len(finals) * req.final_rounds
+        for point in interleaved(sweep, finals, req.final_rounds):  # 8. medians decide
+            yield from measured(point)
         pick, why = plan.choose(sweep.points, base, limits)
         result = TuneResult(
             points=tuple(sweep.points),
@@ -299,6 +164,7 @@ def tune(
             budget_s=req.budget_s,
             memory_limit=limits.vram or limits.ram,
             device=_device(hw),
+            margin=limits.margin,
         )
     finally:
         if restore and previous is not None:

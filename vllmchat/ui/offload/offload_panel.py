@@ -182,30 +182,40 @@ class OffloadPanel(QGroupBox):
         n = self.desc.n_layer if self.desc is not None else 0
         layers: dict[int, float] = {}
         experts: dict[int, float] = {}
+        under_layers: set[int] = set()  # placements that left less free than the margin
+        under_experts: set[int] = set()
         for p in result.points:
             if not p.fits:
                 continue
             c = p.config
             if c.n_cpu_moe and c.n_gpu_layers > n:
                 experts[n - c.n_cpu_moe] = max(experts.get(n - c.n_cpu_moe, 0.0), p.decode_tok_s)
+                if p.under_margin:
+                    under_experts.add(n - c.n_cpu_moe)
             elif not c.n_cpu_moe:
                 layers[c.n_gpu_layers] = max(layers.get(c.n_gpu_layers, 0.0), p.decode_tok_s)
                 if c.n_gpu_layers > n:
                     experts[n] = max(experts.get(n, 0.0), p.decode_tok_s)
+                if p.under_margin:
+                    under_layers.add(c.n_gpu_layers)
+                    if c.n_gpu_layers > n:
+                        under_experts.add(n)
         pick = result.pick
         pick_layers = pick.n_gpu_layers if pick and not pick.n_cpu_moe else None
         pick_experts = n - pick.n_cpu_moe if pick and pick.n_gpu_layers > n else None
         text = []
-        rows = (("layers", layers, pick_layers),
-                ("expert layers on the GPU", experts, pick_experts))  # fmt: skip
-        for title, marks, chosen in rows:
+        rows = (("layers", layers, pick_layers, under_layers),
+                ("expert layers on the GPU", experts, pick_experts, under_experts))  # fmt: skip
+        for title, marks, chosen, under in rows:
             if marks and (title == "layers" or self.moe):
-                items = [f"<b>{k}: {v:.0f}</b>" if k == chosen else f"{k}: {v:.0f}"
+                items = [f"<b>{k}: {v:.0f}</b>" if k == chosen
+                         else f"<span style='color:#c00'>{k}: {v:.0f} (under the margin)</span>"
+                         if k in under else f"{k}: {v:.0f}"
                          for k, v in sorted(marks.items())]  # fmt: skip
                 text.append(f"Measured tok/s by {title} — " + " · ".join(items))
         self.marks.setText("<br>".join(text))
-        self.tick_marks.set_marks(layers, pick_layers)
-        self.expert_marks.set_marks(experts if self.moe else {}, pick_experts)
+        self.tick_marks.set_marks(layers, pick_layers, under_layers)
+        self.expert_marks.set_marks(experts if self.moe else {}, pick_experts, under_experts)
         self.marks.setToolTip(result.reason)
 
     def show_measured(self, buffers_mib: dict[str, float], tok_s: float | None) -> None:

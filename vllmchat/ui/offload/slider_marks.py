@@ -1,7 +1,10 @@
 """Measured marks under the GPU-layers slider: a tick at each measured layer count,
-taller for faster decode, the pick in its own colour."""
+taller for faster decode, the pick in its own colour, placements that left less
+device memory free than the tuner's margin in red."""
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QPainter, QPaintEvent
@@ -9,21 +12,27 @@ from PySide6.QtWidgets import QSizePolicy, QSlider, QStyle, QWidget
 
 
 class SliderMarks(QWidget):
-    """Ticks aligned with ``slider``'s positions; ``set_marks({layers: tok/s}, pick)``."""
+    """Ticks aligned with ``slider``'s positions; ``set_marks({layers: tok/s}, pick, under)``
+    (``under``: values whose placement left less free than the margin)."""
 
     def __init__(self, slider: QSlider, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.slider = slider
         self.marks: dict[int, float] = {}
         self.pick: int | None = None
+        self.under: set[int] = set()
         self.setMinimumHeight(14)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
 
-    def set_marks(self, marks: dict[int, float], pick: int | None) -> None:
-        self.marks, self.pick = dict(marks), pick
+    def set_marks(
+        self, marks: dict[int, float], pick: int | None, under: Iterable[int] = ()
+    ) -> None:
+        self.marks, self.pick, self.under = dict(marks), pick, set(under) & set(marks)
         self.setToolTip(
             "\n".join(
-                f"{n} layers: {v:.1f} tok/s" + (" (pick)" if n == pick else "")
+                f"{n} layers: {v:.1f} tok/s"
+                + (" (pick)" if n == pick else "")
+                + (" (under the margin)" if n in self.under else "")
                 for n, v in sorted(marks.items())
             )
         )
@@ -45,6 +54,8 @@ class SliderMarks(QWidget):
         for n, tok_s in self.marks.items():
             height = 3 + (self.height() - 3) * tok_s / top
             color = QColor("#9467bd") if n == self.pick else QColor("#1f77b4")
+            if n in self.under:
+                color = QColor("#d62728")
             painter.setPen(Qt.PenStyle.NoPen)
             painter.setBrush(color)
             x = self.x_of(n)

@@ -52,7 +52,8 @@ def varied_axis(points: Sequence[TunePoint]) -> tuple[str, Callable[[TuneConfig]
 class TuningChart(QWidget):
     """Prefill and decode tok/s (top) and memory (bottom) against what the sweep
     varied (expert placement, GPU layers, threads or ubatch); every measured point
-    is drawn, the main curve joins those at the most common other settings."""
+    is drawn, the main curve joins those at the most common other settings; points
+    that left less device memory free than the tuner's margin are red crosses."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -75,6 +76,7 @@ class TuningChart(QWidget):
         layout.addWidget(self.prompt)
         layout.addWidget(self.memory)
         self.axis_label, self.key = AXES[1]
+        self.under_margin_x: list[int] = []
 
     def mark_pick(self, pick: TuneConfig) -> None:
         """A vertical line at the pick on every plot."""
@@ -87,6 +89,7 @@ class TuningChart(QWidget):
         """Draw every point that fit; the curve joins those at the most common settings
         of the other dimensions."""
         fitting = [p for p in points if p.fits]
+        self.under_margin_x = []
         self.speed.clear()
         self.prompt.clear()
         self.memory.clear()
@@ -126,6 +129,12 @@ class TuningChart(QWidget):
             line = pg.InfiniteLine(pos=limit / MIB, angle=0, label="available",
                                    pen=pg.mkPen("#d62728", width=1))  # fmt: skip
             self.memory.addItem(line)
+        under = [p for p in fitting if p.under_margin]
+        self.under_margin_x = sorted({key(p.config) for p in under})
+        if under:  # measured, but under the margin: never picked
+            self.speed.plot([key(p.config) for p in under], [p.decode_tok_s for p in under],
+                            pen=None, symbol="x", symbolBrush="#d62728", symbolPen="#d62728",
+                            symbolSize=11, name="under the margin")  # fmt: skip
         lo, hi = min(all_x), max(all_x)
         pad = max(1, (hi - lo) // 20)
         self.speed.setXRange(lo - pad, hi + pad, padding=0)

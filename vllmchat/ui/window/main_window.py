@@ -354,7 +354,7 @@ class MainWindow(WindowActions):
         elif self.desc is not None and self.hw is not None:
             self.offload.set_model(self.desc, self.hw, self._fit(), self.settings.n_gpu_layers,
                                    self.settings.n_cpu_moe)  # fmt: skip
-            cached = TuneCache().get(self.settings.load, self.hw)
+            cached = TuneCache().get(self.settings.load, self.hw, self.settings.gpu_margin_mib)
             if cached is not None:  # measured before on this device: marks on the slider
                 self.offload.show_tuning(cached)
         self.offload.set_busy(self.loading)
