@@ -63,7 +63,8 @@ def run(
         result = tuned(engine, base, budget_s, hw, desc)
         pick = result.pick
         repeats = 1 if quick else 3
-        exhaustive = Sweep(engine, TuneRequest(base=base, budget_s=1e9), hw, desc, lambda: False)
+        exhaustive = Sweep(engine, TuneRequest(base=base, budget_s=1e9), hw, desc, lambda: False,
+                           limits=limits)  # fmt: skip
         start = config_of(base)
         n_layer = desc.n_layer if desc is not None else 0
         layers = list(range(n_layer + 2)) if hw.gpu_offload else [0]
@@ -137,5 +138,7 @@ def _row(p: TunePoint) -> dict[str, Any]:
         "vram_buffers_mib": _mib(p.vram_buffers),
         "estimate_mib": _mib(p.estimate_vram),
         "ram_mib": _mib(p.ram),
+        "free_mib": _mib(p.free_after),
+        "n_cpu_moe": p.config.n_cpu_moe,
         "note": p.note,
     }

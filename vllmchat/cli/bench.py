@@ -41,6 +41,22 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--fit-args", help="moe: what llama-fit-params printed (its choice is measured too)"
     )
+    p.add_argument(
+        "--free-gib",
+        type=float,
+        help="moe: another process holds all but this many GiB of each GPU during the run",
+    )
+    p.add_argument(
+        "--shape",
+        help="moe: a synthetic Q4_K_M model of one of bench/synth_moe.py's shapes, e.g. "
+        "gpt-oss-20b or qwen3-30b-a3b (written once into the cache folder, then reused)",
+    )
+    p.add_argument(
+        "--full",
+        action="store_true",
+        help="moe on a GPU: also the buffers at four placements, a live reload and the "
+        "best whole-layer placement",
+    )
     p.set_defaults(func=run)
 
 
@@ -81,8 +97,18 @@ def run(args: argparse.Namespace) -> int:
             quick=args.quick,
         )
     elif args.name == "moe":
-        from vllmchat.bench import moe_bench
+        from vllmchat.bench import moe_bench, synth_moe
 
+        if args.free_gib is not None and args.free_gib <= 0:
+            print(f"vllmchat bench moe: --free-gib must be above 0, got {args.free_gib}")
+            return 2
+        if args.model and args.shape:
+            print("vllmchat bench moe: give --model or --shape, not both")
+            return 2
+        if args.shape and args.shape not in synth_moe.MOE_SHAPES:
+            names = ", ".join(synth_moe.MOE_SHAPES)
+            print(f"vllmchat bench moe: no shape {args.shape!r}; the shapes: {names}")
+            return 2
         result = moe_bench.run(
             model=args.model,
             n_ctx=args.n_ctx,
@@ -90,6 +116,9 @@ def run(args: argparse.Namespace) -> int:
             flash_attn=args.flash_attn,
             quick=args.quick,
             fit_args=args.fit_args,
+            free_gib=args.free_gib,
+            shape=args.shape,
+            full=args.full,
         )
     elif args.name == "estimate":
         from vllmchat.bench import estimate_bench

@@ -113,8 +113,9 @@ def tune(
             for v in (edge - 1, edge - 2) if edge is not None else values[1:3]:
                 if v >= 0:
                     yield from measured(sweep.run(at(v)))
-        # Keep time for the finalists' interleaved rounds (two of them, at least).
-        sweep.reserve_points = 2 * req.final_rounds
+        if len({axis.value(p.config) for p in sweep.points}) > 1:
+            # Keep time for the finalists' interleaved rounds (two of them, at least).
+            sweep.reserve_points = 2 * req.final_rounds
 
         def threads_at_best() -> Iterator[TuneEvent]:
             best, _ = plan.choose(sweep.points, base, limits)
