@@ -20,6 +20,10 @@ from typing import Any
 _GIB, _MIB = 1 << 30, 1 << 20
 
 
+class HoldError(RuntimeError):
+    """The memory could not be held (no NVIDIA driver, or the driver refused)."""
+
+
 class _Cuda:
     """The few driver calls needed, each checked."""
 
@@ -92,7 +96,7 @@ def hold_all_but(free_gib: float) -> Iterator[dict[str, Any]]:
         line = proc.stdout.readline()
         report: dict[str, Any] = json.loads(line) if line.strip() else {"error": "no report"}
         if "error" in report:
-            raise RuntimeError(f"could not hold GPU memory: {report['error']}")
+            raise HoldError(f"could not hold GPU memory: {report['error']}")
         yield report
     finally:
         if proc.stdin is not None:

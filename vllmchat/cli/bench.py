@@ -109,17 +109,23 @@ def run(args: argparse.Namespace) -> int:
             names = ", ".join(synth_moe.MOE_SHAPES)
             print(f"vllmchat bench moe: no shape {args.shape!r}; the shapes: {names}")
             return 2
-        result = moe_bench.run(
-            model=args.model,
-            n_ctx=args.n_ctx,
-            budget_s=args.budget_s,
-            flash_attn=args.flash_attn,
-            quick=args.quick,
-            fit_args=args.fit_args,
-            free_gib=args.free_gib,
-            shape=args.shape,
-            full=args.full,
-        )
+        from vllmchat.bench.gpu_hold import HoldError
+
+        try:
+            result = moe_bench.run(
+                model=args.model,
+                n_ctx=args.n_ctx,
+                budget_s=args.budget_s,
+                flash_attn=args.flash_attn,
+                quick=args.quick,
+                fit_args=args.fit_args,
+                free_gib=args.free_gib,
+                shape=args.shape,
+                full=args.full,
+            )
+        except HoldError as exc:
+            print(f"vllmchat bench moe: {exc}")
+            return 2
     elif args.name == "estimate":
         from vllmchat.bench import estimate_bench
 
