@@ -172,3 +172,17 @@ def test_marks_under_the_margin_on_the_slider_and_the_chart(qtbot, desc):
     qtbot.addWidget(chart)
     chart.show_points(result.points)
     assert chart.under_margin_x == [N_LAYER - 10]  # its x: experts of layers in RAM
+
+
+def test_free_memory_margin_and_rounds_round_trip_and_old_results_still_load():
+    p = TunePoint(AXIS.at(BASE, 3), True, decode_tok_s=9.5, free_after=300 * MIB,
+                  margin=256 * MIB, final_round=2)  # fmt: skip
+    result = TuneResult(points=(p,), pick=p.config, reason="r", seconds=1.0, margin=256 * MIB)
+    assert TuneResult.from_json(result.to_json()) == result
+    old = result.to_json()
+    old.pop("margin")
+    for key in ("free_after", "margin", "error_kind", "final_round"):
+        old["points"][0].pop(key)
+    again = TuneResult.from_json(old)
+    assert again.margin == 0 and again.points[0].free_after is None
+    assert not again.points[0].under_margin
