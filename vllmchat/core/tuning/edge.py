@@ -91,12 +91,20 @@ def edge_of(points: list[TunePoint], value: Callable[[TuneConfig], int],
 
 def interleaved(sweep: Sweep, configs: list[TuneConfig], rounds: int) -> Iterator[TunePoint]:
     """Each of ``configs`` measured once per round, in turn (A B C A B C ...), so that
-    a busy CPU slows all alike; stops with the budget or at the first failure of one
-    (that one is dropped: it does not fit)."""
+    a busy CPU slows all alike; then up to two more rounds of the two fastest while
+    their medians stay within ``plan.SETTLE``. A round starts only when all of it fits
+    in the budget; a finalist that fails a round is dropped (it does not fit)."""
     alive = list(configs)
-    for r in range(1, rounds + 1):
+    r = 0
+    while len(alive) > 1:
+        if r >= rounds:
+            medians = plan.final_medians([p for p in sweep.points if p.config in alive])
+            alive = plan.unsettled(medians) if r < rounds + 2 else []
+            if not alive:
+                return
         if not sweep.has_time(reserve_points=len(alive) - 1):
-            return  # a round is started only when all of it fits in the budget
+            return
+        r += 1
         for c in list(alive):
             point = sweep.run(c, final_round=r)
             if point is None:
@@ -104,5 +112,3 @@ def interleaved(sweep: Sweep, configs: list[TuneConfig], rounds: int) -> Iterato
             yield point
             if not point.fits:
                 alive.remove(c)
-        if len(alive) < 2:
-            return

@@ -15,6 +15,7 @@ REFINE_STEP = 0.10  # refine between neighbours whose decode differs more than t
 MARGIN_SHARE = 0.03  # device memory kept free: this share of what is available, at least
 FINALIST_SPAN = 0.90  # placements within 10% of the best decode are re-measured
 FINALISTS = 3  # at most this many
+SETTLE = 0.05  # finalists whose medians are this close get up to two more rounds
 _MIB = 1 << 20
 _MEMORY_FAILURES = ("oom_load", "oom_generate", "engine_died")
 
@@ -122,20 +123,36 @@ def final_medians(points: Sequence[TunePoint]) -> dict[TuneConfig, tuple[float, 
     return {c: (statistics.median(v), len(v)) for c, v in runs.items() if c not in failed}
 
 
-def finalists(points: Sequence[TunePoint], limits: MemoryLimits) -> list[TuneConfig]:
-    """The best few placements (each at its fastest measured configuration) within
-    ``FINALIST_SPAN`` of the fastest decode; fewer than two: nothing to settle."""
+def finalists(
+    points: Sequence[TunePoint], limits: MemoryLimits, base: TuneConfig
+) -> list[TuneConfig]:
+    """The best few placements within ``FINALIST_SPAN`` of the fastest decode, each at
+    the base threads and ubatch where it was measured there (placements compared
+    alike); fewer than two: nothing to settle."""
     best: dict[tuple[tuple[int, int], str], TunePoint] = {}
+    alike: dict[tuple[tuple[int, int], str], TuneConfig] = {}
     for p in usable(points, limits):
         key = (p.config.placement, p.config.tensor_split)
         if key not in best or p.decode_tok_s > best[key].decode_tok_s:
             best[key] = p
-    ranked = sorted(best.values(), key=lambda p: p.decode_tok_s, reverse=True)
+        if (p.config.n_threads, p.config.n_ubatch) == (base.n_threads, base.n_ubatch):
+            alike[key] = p.config
+    ranked = sorted(best.items(), key=lambda kv: kv[1].decode_tok_s, reverse=True)
     if len(ranked) < 2:
         return []
-    top = ranked[0].decode_tok_s
-    chosen = [p.config for p in ranked[:FINALISTS] if p.decode_tok_s >= FINALIST_SPAN * top]
+    top = ranked[0][1].decode_tok_s
+    chosen = [alike.get(k, p.config) for k, p in ranked[:FINALISTS]
+              if p.decode_tok_s >= FINALIST_SPAN * top]  # fmt: skip
     return chosen if len(chosen) > 1 else []
+
+
+def unsettled(medians: dict[TuneConfig, tuple[float, int]]) -> list[TuneConfig]:
+    """The two fastest finalists when their medians are within ``SETTLE`` of each
+    other (more rounds may tell them apart), else none."""
+    ranked = sorted(medians, key=lambda c: medians[c][0], reverse=True)
+    if len(ranked) < 2 or medians[ranked[1]][0] < (1 - SETTLE) * medians[ranked[0]][0]:
+        return []
+    return ranked[:2]
 
 
 def choose(
@@ -175,9 +192,13 @@ def choose(
         fastest = max(baseline, key=lambda p: p.decode_tok_s)
         decode_c, speed, how = decode.config, decode.decode_tok_s, ""
         fastest_c, fastest_speed = fastest.config, fastest.decode_tok_s
+    # Threads and ubatch at that placement: from the sweep's own measurements there,
+    # taken one after another on one load (the rounds' medians compare placements).
     same = [p for p in fitting if (p.config.placement, p.config.tensor_split)
             == (decode_c.placement, decode_c.tensor_split)]  # fmt: skip
-    prefill = max(same, key=lambda p: p.prefill_tok_s)
+    own = [p for p in same if not p.final_round] or same
+    decode_c = max(own, key=lambda p: p.decode_tok_s).config
+    prefill = max(own, key=lambda p: p.prefill_tok_s)
     pick = replace(decode_c, n_threads_batch=prefill.config.n_threads_batch,
                    n_ubatch=prefill.config.n_ubatch)  # fmt: skip
     why = f"{speed:.1f} tok/s decode{how} with {pick.placement_label()}"

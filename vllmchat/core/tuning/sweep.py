@@ -44,6 +44,7 @@ class TuneRequest:
     # Device memory kept free: this many MiB or plan.MARGIN_SHARE of what is available.
     margin_mib: int = GPU_MARGIN_MIB
     final_rounds: int = 3  # interleaved re-measurements of the finalists (0: none)
+    final_decode_tokens: int = 128  # decoded per re-measurement (less noise than a sweep's)
 
 
 def free_on_cards(hw: HardwareInfo, tensor_split: str) -> int | None:
@@ -138,7 +139,8 @@ class Sweep:
             else:
                 self.engine.load(settings)
             loaded_free = self.free_memory(c)
-            sample = self.engine.measure(self.req.prompt_tokens, self.req.decode_tokens)
+            decode = self.req.final_decode_tokens if final_round else self.req.decode_tokens
+            sample = self.engine.measure(self.req.prompt_tokens, decode)
             mem = self.engine.memory()
             free = self.free_memory(c)
         except EngineError as exc:

@@ -151,7 +151,7 @@ def tune(
             for split in plan.split_plan(len(hw.gpus)):
                 yield from measured(sweep.run(replace(best, tensor_split=split)))
         sweep.reserve_points = 0
-        finals = plan.finalists(sweep.points, limits) if req.final_rounds > 0 else []
+        finals = plan.finalists(sweep.points, limits, base) if req.final_rounds > 0 else []
         planned += len(finals) * req.final_rounds
         for point in interleaved(sweep, finals, req.final_rounds):  # 8. medians decide
             yield from measured(point)
