@@ -5,7 +5,7 @@ Stages (each timed, progress on stderr): the tuner; its own walk from the
 estimate's bound one placement at a time up to the most-on-GPU placement that
 fits (loads, decodes and leaves the tuner's margin free), the next one measured
 as not fitting, and four placements below it; the pick and the walk's two best
-re-measured in alternation, whose medians give ``pick_vs_best_ratio``. Optional:
+re-measured in alternation (four rounds), whose medians give ``pick_vs_best_ratio``. Optional:
 llama.cpp's own choice (``--fit-args``) and the best whole-layer placement
 (``--full``).
 """
@@ -39,7 +39,7 @@ from vllmchat.core.tuning.tuner import (
 )
 
 BELOW_EDGE = 4  # placements measured below the edge
-DECODE_TOKENS = 96
+DECODE_TOKENS = 128  # as the tuner's finalists decode
 
 
 def log(**fields: Any) -> None:
@@ -174,7 +174,7 @@ def gpu_figures(
     if pick is not None and best:
         with stages.stage("interleaved"):
             configs = list(dict.fromkeys([pick, *best]))
-            runs = _interleaved(sweep, configs, 2 if quick else 3)
+            runs = _interleaved(sweep, configs, 2 if quick else 4)
         med = {c: statistics.median(v) for c, v in runs.items() if v}
         top = max((c for c in best if c in med), key=lambda c: med[c], default=None)
         if pick in med and top is not None:
