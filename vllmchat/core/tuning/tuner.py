@@ -46,7 +46,7 @@ MARGIN_MIN = 128 << 20
 class TuneRequest:
     """What to tune and how long; explicit point lists replace the planned ones."""
 
-    base: LoadSettings
+    base: LoadSettings  # what a loaded engine holds (the caller's settings)
     budget_s: float = 60.0
     prompt_tokens: int = 512
     decode_tokens: int = 64
@@ -84,6 +84,7 @@ class Sweep:
         self.stopped = False
         self.on_gpu = hw.gpu_offload
         self.overhead = learned_overhead(hw)
+        self.loaded: LoadSettings | None = None  # what this sweep last loaded (threads live)
 
     @property
     def elapsed(self) -> float:
@@ -116,14 +117,16 @@ class Sweep:
         settings = settings_for(self.req.base, c)
         est = self.estimate_vram(c)
         try:
-            current = self.engine.settings if self.engine.alive and self.engine.info else None
+            current = self.loaded if self.engine.alive and self.engine.info else None
             live = current is not None and settings == current.with_changes(
                 n_threads=c.n_threads, n_threads_batch=c.n_threads_batch
             )
+            self.loaded = None  # until the engine says it holds them
             if live:
                 self.engine.set_threads(c.n_threads, c.n_threads_batch)
             else:
                 self.engine.load(settings)
+            self.loaded = settings
             sample = self.engine.measure(self.req.prompt_tokens, self.req.decode_tokens)
             mem = self.engine.memory()
         except EngineError as exc:
@@ -132,7 +135,6 @@ class Sweep:
             if exc.kind in _OOM or not self.engine.alive:
                 # A fresh process: a failed allocation can leave device memory held.
                 self.engine.close()
-                self.engine.settings = self.engine.info = None
                 with contextlib.suppress(EngineError):
                     self.engine.start()
             if self.stopped:
@@ -206,8 +208,8 @@ def tune(
     restore: bool = True,
 ) -> Iterator[TuneEvent]:
     """Sweep, yield each measured point, finish with the result; with ``restore``
-    the engine gets its previous settings and KV state back (also when stopped)."""
-    previous = engine.settings if engine.alive and engine.info is not None else None
+    a loaded engine gets ``req.base`` and its KV state back (also when stopped)."""
+    previous = req.base if engine.alive and engine.info is not None else None  # the caller's
     state_dir = tempfile.mkdtemp(prefix="vllmchat-tune-")
     state_path = os.path.join(state_dir, "state.kv")
     saved = False
@@ -217,6 +219,7 @@ def tune(
     limits = memory_limits(engine, hw)
     avail_vram, _ = available(engine, hw)
     sweep = Sweep(engine, req, hw, desc, should_stop)
+    sweep.loaded = previous  # its first point changes threads live where it can
     base = config_of(req.base)
     axis, values = _axis_plan(req, hw, desc, sweep.overhead, avail_vram)
     threads = list(req.threads) if req.threads is not None else plan.thread_plan(base.n_threads)
