@@ -217,29 +217,29 @@ class EngineClient:
             raise TypeError(f"{type(request).__name__} streams events: use chat()")
         if request.starts:
             self.start()
-        if request.changes_model:
-            self._held = None  # the engine lets its model go first
-        reply: ReplyT = self._call(request)
-        self._held = request.held(self._held, reply)
-        return reply
-
-    def _call(self, request: rq.Request[Any]) -> Any:
-        with self._request_lock:
+        with self._request_lock:  # calls from several threads queue here
             self._require_alive()
-            rid = next(self._ids)
+            if request.changes_model:
+                self._held = None  # the engine lets its model go first
+            reply: ReplyT = self._answer(request)
+            self._held = request.held(self._held, reply)
+            return reply
+
+    def _answer(self, request: rq.Request[Any]) -> Any:
+        rid = next(self._ids)
+        if request.stoppable:
+            self._current = rid
+        try:
+            self._send(rq.Call(rid, request))
+            while True:
+                message = self._recv()
+                if isinstance(message, rq.Failure) and message.rid in (rid, rq.UNREAD):
+                    raise message.error
+                if isinstance(message, rq.Reply) and message.rid == rid:
+                    return message.value
+        finally:
             if request.stoppable:
-                self._current = rid
-            try:
-                self._send(rq.Call(rid, request))
-                while True:
-                    message = self._recv()
-                    if isinstance(message, rq.Failure) and message.rid in (rid, rq.UNREAD):
-                        raise message.error
-                    if isinstance(message, rq.Reply) and message.rid == rid:
-                        return message.value
-            finally:
-                if request.stoppable:
-                    self._current = None
+                self._current = None
 
     # -- requests ---------------------------------------------------------------
     def load(self, settings: LoadSettings) -> ModelInfo:
