@@ -10,6 +10,14 @@ from vllmchat.core.engine import EngineError, ErrorKind
 from vllmchat.core.settings import LoadSettings
 
 
+@pytest.fixture
+def gemma_settings(gemma_client, gemma_model) -> LoadSettings:
+    """The settings ``gemma_client`` was loaded with (its caller keeps them, not the client)."""
+    settings = LoadSettings(model_path=str(gemma_model), n_ctx=2048, n_threads=2)
+    assert gemma_client.info.n_ctx == settings.n_ctx
+    return settings
+
+
 def _chat(client, turns: int) -> list[dict[str, str]]:
     messages = [{"role": "system", "content": "You answer in one sentence."}]
     for i in range(turns):
@@ -20,14 +28,14 @@ def _chat(client, turns: int) -> list[dict[str, str]]:
     return messages
 
 
-def test_live_reload_keeps_the_kv_cache(gemma_client, gemma_model):
+def test_live_reload_keeps_the_kv_cache(gemma_client, gemma_settings):
     messages = _chat(gemma_client, 3)
     kv_before = gemma_client.kv().kv_tokens
-    settings = gemma_client.settings.with_changes(n_gpu_layers=1, n_threads=1)
+    settings = gemma_settings.with_changes(n_gpu_layers=1, n_threads=1)
     result = gemma_client.reload(settings)
     assert result.restored, result.reason
     assert result.tokens == kv_before
-    assert gemma_client.settings.n_gpu_layers == 1
+    assert gemma_client.info == result.info
     messages.append({"role": "user", "content": "One more."})
     _, events = run_turn(gemma_client, messages)
     stats = stats_of(events)
@@ -35,13 +43,13 @@ def test_live_reload_keeps_the_kv_cache(gemma_client, gemma_model):
     assert stats.tokens_prefilled == stats.tokens_new < 20
 
 
-def test_reload_to_a_smaller_context_reprefills_and_says_why(gemma_client):
+def test_reload_to_a_smaller_context_reprefills_and_says_why(gemma_client, gemma_settings):
     messages = _chat(gemma_client, 2)
     used = gemma_client.kv().kv_tokens
-    result = gemma_client.reload(gemma_client.settings.with_changes(n_ctx=64))
+    result = gemma_client.reload(gemma_settings.with_changes(n_ctx=64))
     assert not result.restored
     assert "smaller" in result.reason and str(used) in result.reason
-    result = gemma_client.reload(gemma_client.settings.with_changes(n_ctx=1024))
+    result = gemma_client.reload(gemma_settings.with_changes(n_ctx=1024))
     assert result.restored and result.tokens == 0
     messages.append({"role": "user", "content": "Go on."})
     _, events = run_turn(gemma_client, messages)
@@ -49,15 +57,15 @@ def test_reload_to_a_smaller_context_reprefills_and_says_why(gemma_client):
     assert stats.tokens_reused == 0 and stats.tokens_prefilled == stats.prompt_tokens
 
 
-def test_reload_with_another_kv_type_reprefills_and_says_why(gemma_client):
+def test_reload_with_another_kv_type_reprefills_and_says_why(gemma_client, gemma_settings):
     _chat(gemma_client, 1)
-    result = gemma_client.reload(gemma_client.settings.with_changes(type_k="q8_0"))
+    result = gemma_client.reload(gemma_settings.with_changes(type_k="q8_0"))
     assert not result.restored
     assert "KV cache type" in result.reason
 
 
 def test_exported_state_restores_and_is_bound_to_model_and_settings(
-    make_client, gemma_client, tiny_models, tmp_path
+    make_client, gemma_client, gemma_settings, tiny_models, tmp_path
 ):
     messages = _chat(gemma_client, 2)
     path = tmp_path / "conv.kv"
@@ -65,7 +73,7 @@ def test_exported_state_restores_and_is_bound_to_model_and_settings(
     assert exported.tokens > 50 and path.stat().st_size == exported.bytes
 
     fresh = make_client()
-    fresh.load(gemma_client.settings.with_changes(n_threads=1))
+    fresh.load(gemma_settings.with_changes(n_threads=1))
     assert fresh.import_state(str(path)).tokens == exported.tokens
     messages.append({"role": "user", "content": "Thanks."})
     _, events = run_turn(fresh, messages)
@@ -73,7 +81,7 @@ def test_exported_state_restores_and_is_bound_to_model_and_settings(
     assert stats.tokens_reused == exported.tokens
 
     other_settings = make_client()
-    other_settings.load(gemma_client.settings.with_changes(type_k="q8_0"))
+    other_settings.load(gemma_settings.with_changes(type_k="q8_0"))
     with pytest.raises(EngineError) as info:
         other_settings.import_state(str(path))
     assert info.value.kind == ErrorKind.STATE_MISMATCH and "type_k" in info.value.message
@@ -117,7 +125,9 @@ def test_restored_state_gives_bit_identical_logits_on_a_llama_model(tiny_models,
     assert np.array_equal(got, expected)
 
 
-def test_greedy_reply_after_restore_matches_on_the_demo_model(gemma_client, make_client, tmp_path):
+def test_greedy_reply_after_restore_matches_on_the_demo_model(
+    gemma_client, gemma_settings, make_client, tmp_path
+):
     """Gemma's sliding-window cache restores with the same argmax (docs/internals.md)."""
     messages = _chat(gemma_client, 2)
     path = tmp_path / "s.kv"
@@ -125,7 +135,7 @@ def test_greedy_reply_after_restore_matches_on_the_demo_model(gemma_client, make
     messages.append({"role": "user", "content": "And the longest river?"})
     expected, _ = run_turn(gemma_client, messages, GREEDY)
     fresh = make_client()
-    fresh.load(gemma_client.settings)
+    fresh.load(gemma_settings)
     fresh.import_state(str(path))
     got, _ = run_turn(fresh, messages, GREEDY)
     assert got == expected

@@ -99,13 +99,13 @@ class ChatApp:
         engine = measured(self.engine)
         if engine is None or not hw.gpu_offload:
             return
-        if desc is None or engine.settings is None or engine.settings.n_gpu_layers < 1:
+        if desc is None or self.settings.load.n_gpu_layers < 1:  # the settings just loaded
             return
         with contextlib.suppress(EngineError):
             vram = engine.memory().vram
             if vram is not None:
                 overhead = learned_overhead(hw)
-                fit = FitSettings.of(engine.settings, overhead=overhead)
+                fit = FitSettings.of(self.settings.load, overhead=overhead)
                 learn_overhead(hw, vram, estimate(desc, fit).vram, overhead)
 
     def restart(self, *, fewer_layers: bool = False) -> Iterator[AppEvent]:

@@ -373,7 +373,8 @@ class ChatSession:
             return self.client, ""
         if other.info is None:
             try:
-                other.load(self.client.settings or LoadSettings(model_path=""))
+                n_ctx = self.client.info.n_ctx if self.client.info else 4096
+                other.load(LoadSettings(model_path="", n_ctx=n_ctx))
             except EngineError as exc:
                 failed = f"The summary server failed ({exc.message});"
                 return self.client, f"{failed} the loaded model wrote it."

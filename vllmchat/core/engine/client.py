@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from vllmchat.core.engine import requests as rq
 from vllmchat.core.engine.events import (
@@ -43,6 +43,15 @@ from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 
 _POLL_S = 0.05
+ReplyT = TypeVar("ReplyT")
+
+
+_SIGNALS = {  # by name: Windows has neither SIGKILL nor SIGBUS
+    "SIGKILL": "it was killed (SIGKILL; the system may have run out of memory)",
+    "SIGSEGV": "it crashed (segmentation fault)",
+    "SIGABRT": "it aborted (llama.cpp assertion or out of memory)",
+    "SIGBUS": "it crashed (bus error: was the model file changed or removed?)",
+}
 
 
 def describe_exit(exitcode: int | None) -> str:
@@ -52,26 +61,25 @@ def describe_exit(exitcode: int | None) -> str:
     if exitcode < 0:
         sig = -exitcode
         name = signal.Signals(sig).name if sig in signal.valid_signals() else f"signal {sig}"
-        why = (
-            {
-                signal.SIGKILL: "it was killed (SIGKILL; the system may have run out of memory)",
-                signal.SIGSEGV: "it crashed (segmentation fault)",
-                signal.SIGABRT: "it aborted (llama.cpp assertion or out of memory)",
-                signal.SIGBUS: "it crashed (bus error: was the model file changed or removed?)",
-            }.get(signal.Signals(sig), f"it got {name}")
-            if sig in signal.valid_signals()
-            else (f"it got {name}")
-        )
-        return f"The engine process ended: {why}."
+        return f"The engine process ended: {_SIGNALS.get(name, f'it got {name}')}."
     return f"The engine process exited with code {exitcode}."
 
 
 class EngineClient:
-    """Start, load, chat with, reload and restart the engine process."""
+    """Start, load, chat with, reload and restart the engine process.
 
-    def __init__(self, *, memory_limit: int | None = None) -> None:
-        """``memory_limit``: cap on the engine process's address space, in bytes."""
+    Every operation is a typed request (``requests``) sent with ``call``; the
+    methods below are the ones callers name, each one line over ``call``.
+    """
+
+    def __init__(
+        self, *, memory_limit: int | None = None, handler_modules: Sequence[str] = ()
+    ) -> None:
+        """``memory_limit``: cap on the engine process's address space, in bytes (where
+        the system has one); ``handler_modules``: modules the engine process imports
+        for the operations they register (``@handles``)."""
         self.memory_limit = memory_limit
+        self.handler_modules = tuple(handler_modules)
         self._ctx = mp.get_context("spawn")
         self._proc: Any = None
         self._conn: Any = None
@@ -79,10 +87,14 @@ class EngineClient:
         self._request_lock = threading.Lock()
         self._send_lock = threading.Lock()
         self._current: int | None = None
-        self.settings: LoadSettings | None = None
-        self.info: ModelInfo | None = None
+        self._held: rq.LoadedModel | None = None  # the model loaded, and its settings
         self.capabilities = LOCAL
         self.last_error: EngineError | None = None
+
+    @property
+    def info(self) -> ModelInfo | None:
+        """The model the engine holds (None before a load, after a failed one, after close)."""
+        return self._held.info if self._held is not None else None
 
     # -- process ------------------------------------------------------------
     @property
@@ -109,7 +121,7 @@ class EngineClient:
         parent, child = self._ctx.Pipe(duplex=True)
         proc = self._ctx.Process(
             target=engine_main,
-            args=(child, self.memory_limit),
+            args=(child, self.memory_limit, self.handler_modules),
             daemon=True,
             name="vllmchat-engine",
         )
@@ -127,7 +139,7 @@ class EngineClient:
         self._proc = self._conn = None
 
     def close(self) -> None:
-        """End the engine process."""
+        """End the engine process (its model is gone: ``info`` is None)."""
         if self.alive:
             try:
                 self._send(rq.Exit())
@@ -135,14 +147,17 @@ class EngineClient:
             except (OSError, EngineError):
                 pass
         self._discard_process()
+        self._held = None
 
     def restart(self) -> ModelInfo | None:
-        """A fresh engine process, loaded with the last settings (if any)."""
+        """A fresh engine process, loaded with the settings of the model it held (if any:
+        after a crash or kill, not after ``close``)."""
+        held = self._held
         with self._request_lock:
             self._discard_process()
         self.start()
-        if self.settings is not None:
-            return self.load(self.settings)
+        if held is not None:
+            return self.load(held.settings)
         return None
 
     def kill(self) -> None:
@@ -187,130 +202,115 @@ class EngineClient:
                     pass
                 raise self._died()
 
-    def _call(self, request: rq.Request) -> Any:
-        with self._request_lock:
-            if not self.alive:
-                raise (
-                    self._died()
-                    if self._proc is not None
-                    else EngineError(ErrorKind.ENGINE_DIED, "The engine is not running.")
-                )
-            rid = next(self._ids)
+    def _require_alive(self) -> None:
+        if not self.alive:
+            raise (
+                self._died()
+                if self._proc is not None
+                else EngineError(ErrorKind.ENGINE_DIED, "The engine is not running.")
+            )
+
+    def call(self, request: rq.Request[ReplyT]) -> ReplyT:
+        """Send ``request`` to the engine process and return its reply (the type the
+        request declares); a failure there raises its ``EngineError`` here."""
+        if request.streams:
+            raise TypeError(f"{type(request).__name__} streams events: use chat()")
+        if request.starts:
+            self.start()
+        with self._request_lock:  # calls from several threads queue here
+            self._require_alive()
+            if request.changes_model:
+                self._held = None  # the engine lets its model go first
+            reply: ReplyT = self._answer(request)
+            self._held = request.held(self._held, reply)
+            return reply
+
+    def _answer(self, request: rq.Request[Any]) -> Any:
+        rid = next(self._ids)
+        if request.stoppable:
+            self._current = rid
+        try:
+            self._send(rq.Call(rid, request))
+            while True:
+                message = self._recv()
+                if isinstance(message, rq.Failure) and message.rid in (rid, rq.UNREAD):
+                    raise message.error
+                if isinstance(message, rq.Reply) and message.rid == rid:
+                    return message.value
+        finally:
             if request.stoppable:
-                self._current = rid
-            try:
-                self._send(rq.Call(rid, request))
-                while True:
-                    message = self._recv()
-                    if isinstance(message, rq.Failure) and message.rid == rid:
-                        raise message.error
-                    if isinstance(message, rq.Reply) and message.rid == rid:
-                        return message.value
-            finally:
-                if request.stoppable:
-                    self._current = None
+                self._current = None
 
     # -- requests ---------------------------------------------------------------
     def load(self, settings: LoadSettings) -> ModelInfo:
         """Load a model (starting the process if needed)."""
-        self.start()
-        self.settings = settings
-        try:
-            info: ModelInfo = self._call(rq.Load(settings))
-        except EngineError:
-            self.info = None  # the engine unloaded the old model before failing
-            raise
-        self.info = info
-        return info
+        return self.call(rq.Load(settings))
 
     def reload(self, settings: LoadSettings) -> ReloadResult:
         """Load with new settings, keeping the conversation's KV state where possible."""
-        result: ReloadResult = self._call(rq.Reload(settings))
-        self.settings = settings
-        self.info = result.info
-        return result
+        return self.call(rq.Reload(settings))
 
     def export_state(self, path: str) -> StateTransfer:
         """Write the KV state (llama.cpp's bytes and the token ids) to ``path``."""
-        transfer: StateTransfer = self._call(rq.ExportState(str(path)))
-        return transfer
+        return self.call(rq.ExportState(str(path)))
 
     def checkpoint(self, path: str) -> StateTransfer:
         """Like ``export_state``, but the file is written while the engine goes on."""
-        transfer: StateTransfer = self._call(rq.Checkpoint(str(path)))
-        return transfer
+        return self.call(rq.Checkpoint(str(path)))
 
     def import_state(self, path: str) -> StateTransfer:
         """Restore a KV state written by ``export_state`` (refused when it does not match)."""
-        transfer: StateTransfer = self._call(rq.ImportState(str(path)))
-        return transfer
+        return self.call(rq.ImportState(str(path)))
 
     def remember_replies(self, replies: Sequence[tuple[str, Sequence[int]]]) -> None:
         """Tell the engine the sampled ids of earlier replies (after a restart or reopen)."""
         pairs = [(text, list(ids)) for text, ids in replies if ids]
         if pairs:
-            self._call(rq.RememberReplies(pairs))
+            self.call(rq.RememberReplies(pairs))
 
     def probe(self) -> HardwareInfo:
         """RAM, GPUs and backends as the engine process sees them (no GPU code loads here)."""
-        self.start()
-        hw: HardwareInfo = self._call(rq.Probe())
-        return hw
+        return self.call(rq.Probe())
 
     def memory(self) -> ProcessMemory:
         """The engine process's RSS and device memory, with llama.cpp's buffer sums."""
-        mem: ProcessMemory = self._call(rq.Memory())
-        return mem
+        return self.call(rq.Memory())
 
     def set_threads(self, n_threads: int, n_threads_batch: int) -> None:
-        """Change the CPU threads live (no reload); the settings follow."""
-        self._call(rq.SetThreads(n_threads, n_threads_batch))
-        if self.settings is not None:
-            self.settings = self.settings.with_changes(
-                n_threads=n_threads, n_threads_batch=n_threads_batch
-            )
+        """Change the CPU threads live (no reload)."""
+        self.call(rq.SetThreads(n_threads, n_threads_batch))
 
     def measure(self, prompt_tokens: int = 512, decode_tokens: int = 64) -> SpeedSample:
         """Prefill and decode speed on a fixed workload; empties the KV cache.
         ``stop()`` ends it within a token (EngineError "aborted")."""
-        sample: SpeedSample = self._call(rq.Measure(prompt_tokens, decode_tokens))
-        return sample
+        return self.call(rq.Measure(prompt_tokens, decode_tokens))
 
     def score(self, request: ScoreRequest) -> TextScore:
         """Perplexity / KLD of a model file on fixed tokens (unloads the chat model)."""
-        self.start()
-        self.settings = self.info = None
-        score: TextScore = self._call(rq.Score(request))
-        return score
+        return self.call(rq.Score(request))
 
     def quantize(self, source: str, target: str, ftype: str, n_threads: int = 2) -> int:
         """Make ``target`` from ``source`` with llama.cpp's quantizer (bytes written)."""
-        self.start()
-        size: int = self._call(rq.Quantize(str(source), str(target), ftype, n_threads))
-        return size
+        return self.call(rq.Quantize(str(source), str(target), ftype, n_threads))
 
     def kv(self) -> KvUsage:
-        usage: KvUsage = self._call(rq.Kv())
-        return usage
+        return self.call(rq.Kv())
 
     def render(self, messages: Sequence[Mapping[str, str]]) -> list[int]:
         """Prompt token ids for these messages (what the next turn would prefill)."""
-        ids: list[int] = self._call(rq.Render([dict(m) for m in messages]))
-        return ids
+        return self.call(rq.Render([dict(m) for m in messages]))
 
     def control_tokens(self, ids: Sequence[int]) -> list[int]:
         """The ids among ``ids`` that are control tokens, in order."""
-        control: list[int] = self._call(rq.ControlTokens(list(ids)))
-        return control
+        return self.call(rq.ControlTokens(list(ids)))
 
     def tokenize(self, text: str) -> list[int]:
-        ids: list[int] = self._call(rq.Tokenize(text))
-        return ids
+        return self.call(rq.Tokenize(text))
 
     def crash(self, how: str = "segfault") -> None:
         """Make the engine die (for tests)."""
         with contextlib.suppress(EngineError):
-            self._call(rq.Crash(how))
+            self.call(rq.Crash(how))
 
     def stop(self) -> None:
         """Stop the turn in progress (any thread); it ends within one token."""
@@ -339,26 +339,22 @@ class EngineClient:
         t_first = t_last = 0.0
         finished = False
         try:
-            if not self.alive:
-                raise (
-                    self._died()
-                    if self._proc is not None
-                    else EngineError(ErrorKind.ENGINE_DIED, "The engine is not running.")
-                )
+            self._require_alive()
             self._current = rid
             self._send(rq.Call(rid, rq.Chat(payload, sampling)))
             while True:
                 message = self._recv()
-                if isinstance(message, rq.TurnEvent):
-                    if message.rid != rid:
+                if type(message) is tuple:  # tokens, the hot path
+                    if message[1] != rid:
                         continue
-                    events: tuple[Event, ...] = (message.event,)
-                elif not isinstance(message, tuple) or message[1] != rid:  # tokens: tuples
-                    continue
-                elif message[0] == "tok":
-                    events = (TokenEvent(message[2], message[3]),)
-                elif message[0] == "toks":  # tokens sent together while this reader lagged
-                    events = tuple(TokenEvent(text, token) for text, token in message[2])
+                    if message[0] == "tok":
+                        events: tuple[Event, ...] = (TokenEvent(message[2], message[3]),)
+                    else:  # "toks": tokens sent together while this reader lagged
+                        events = tuple(TokenEvent(text, token) for text, token in message[2])
+                elif isinstance(message, rq.TurnEvent) and message.rid == rid:
+                    events = (message.event,)
+                elif isinstance(message, rq.Failure) and message.rid == rq.UNREAD:
+                    raise message.error
                 else:
                     continue
                 for event in events:

@@ -39,9 +39,13 @@ LOCAL = Capabilities(local_memory=True, offload=True, tuning=True, kv_files=True
 class Engine(Protocol):
     """Load a model, stream replies, move its KV state, survive and report its death."""
 
-    settings: LoadSettings | None
-    info: ModelInfo | None
     capabilities: Capabilities
+
+    @property
+    def info(self) -> ModelInfo | None:
+        """The model loaded (None before a load and after a failed one). The settings it
+        was loaded with belong to the caller (the application layer owns them)."""
+        ...
 
     @property
     def pid(self) -> int | None:

@@ -84,7 +84,7 @@ class RemoteEngine:
         self.url = _api_root(url)
         self.model = model
         self.n_ctx_setting = n_ctx
-        self.settings: LoadSettings | None = None
+        self._last_loaded: LoadSettings | None = None  # what restart() loads again
         self.capabilities = Capabilities()  # the server owns memory, placement and its cache
         self.info: ModelInfo | None = None
         self._client = openai.OpenAI(
@@ -124,8 +124,8 @@ class RemoteEngine:
         if self.n_ctx_setting:
             return self.n_ctx_setting
         if isinstance(trained, int) and trained > 0:
-            return min(trained, self.settings.n_ctx if self.settings else trained)
-        return self.settings.n_ctx if self.settings else 4096
+            return min(trained, self._last_loaded.n_ctx if self._last_loaded else trained)
+        return self._last_loaded.n_ctx if self._last_loaded else 4096
 
     def models(self) -> list[str]:
         """The model names the server lists (``/v1/models``); raises ``EngineError``."""
@@ -135,8 +135,9 @@ class RemoteEngine:
             raise _error(exc, self.url) from exc
 
     def load(self, settings: LoadSettings) -> ModelInfo:
-        """Connect: list the server's models, pick ours, learn the context length."""
-        self.settings = settings
+        """Connect: list the server's models, pick ours, learn the context length
+        (``settings.n_ctx`` where the server does not tell it)."""
+        self._last_loaded = settings
         t0 = time.perf_counter()
         try:
             models = list(self._client.models.list())
@@ -179,7 +180,7 @@ class RemoteEngine:
         return ReloadResult(info, True, 0, reason, time.perf_counter() - t0)
 
     def restart(self) -> ModelInfo | None:
-        return self.load(self.settings) if self.settings is not None else None
+        return self.load(self._last_loaded) if self._last_loaded is not None else None
 
     def close(self) -> None:
         self.info = None

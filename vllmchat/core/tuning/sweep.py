@@ -78,6 +78,7 @@ class Sweep:
         self.stopped = False
         self.on_gpu = hw.gpu_offload
         self.overhead = learned_overhead(hw)
+        self.loaded: LoadSettings | None = None  # what this sweep last loaded (threads live)
         self.reserve_points = 0  # points kept back from the budget (the finalists' rounds)
 
     @property
@@ -130,14 +131,16 @@ class Sweep:
         margin = self.limits.margin
         loaded_free: int | None = None
         try:
-            current = self.engine.settings if self.engine.alive and self.engine.info else None
+            current = self.loaded if self.engine.alive and self.engine.info else None
             live = current is not None and settings == current.with_changes(
                 n_threads=c.n_threads, n_threads_batch=c.n_threads_batch
             )
+            self.loaded = None  # until the engine says it holds them
             if live:
                 self.engine.set_threads(c.n_threads, c.n_threads_batch)
             else:
                 self.engine.load(settings)
+            self.loaded = settings
             loaded_free = self.free_memory(c)
             decode = self.req.final_decode_tokens if final_round else self.req.decode_tokens
             sample = self.engine.measure(self.req.prompt_tokens, decode)
@@ -182,7 +185,6 @@ class Sweep:
             self.stopped = True
         if exc.kind in _OOM or not self.engine.alive:
             self.engine.close()
-            self.engine.settings = self.engine.info = None
             with contextlib.suppress(EngineError):
                 self.engine.start()
         if self.stopped:

@@ -69,8 +69,8 @@ def tune(
     restore: bool = True,
 ) -> Iterator[TuneEvent]:
     """Sweep, yield each measured point, finish with the result; with ``restore``
-    the engine gets its previous settings and KV state back (also when stopped)."""
-    previous = engine.settings if engine.alive and engine.info is not None else None
+    a loaded engine gets ``req.base`` and its KV state back (also when stopped)."""
+    previous = req.base if engine.alive and engine.info is not None else None  # the caller's
     state_dir = tempfile.mkdtemp(prefix="vllmchat-tune-")
     state_path = os.path.join(state_dir, "state.kv")
     saved = False
@@ -80,6 +80,7 @@ def tune(
     limits = memory_limits(engine, hw, req.margin_mib)
     avail_vram, _ = available(engine, hw)
     sweep = Sweep(engine, req, hw, desc, should_stop, limits=limits)
+    sweep.loaded = previous  # its first point changes threads live where it can
     base = config_of(req.base)
     axis, values = _axis_plan(req, hw, desc, sweep.overhead, avail_vram)
     threads = list(req.threads) if req.threads is not None else plan.thread_plan(base.n_threads)

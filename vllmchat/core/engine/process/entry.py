@@ -6,19 +6,34 @@ the child imports the worker and llama.cpp.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from multiprocessing.connection import Connection
 
+try:
+    import resource
+except ImportError:  # Windows has no rlimits: the engine runs uncapped there
+    resource = None  # type: ignore[assignment]
 
-def engine_main(conn: Connection, memory_limit: int | None = None) -> None:
-    """Run the engine; ``memory_limit`` caps its address space (bytes), so that
-    llama.cpp reports out-of-memory instead of the system swapping or killing."""
-    if memory_limit:
-        import resource
 
-        resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
+def cap_address_space(memory_limit: int | None) -> bool:
+    """Cap this process's address space at ``memory_limit`` bytes, so that llama.cpp
+    reports out-of-memory instead of the system swapping or killing; False where
+    the system has no such limit (Windows) or none was asked."""
+    if not memory_limit or resource is None:
+        return False
+    resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
+    return True
+
+
+def engine_main(
+    conn: Connection, memory_limit: int | None = None, handler_modules: Sequence[str] = ()
+) -> None:
+    """Run the engine; ``memory_limit`` caps its address space (bytes, where the
+    system can); ``handler_modules`` are imported for the operations they add."""
+    cap_address_space(memory_limit)
     from vllmchat.core.machine import nvml
 
     start_free = nvml.free_bytes()  # before llama.cpp creates any device context
     from vllmchat.core.engine.process.worker import worker_main
 
-    worker_main(conn, start_free)
+    worker_main(conn, start_free, handler_modules)
