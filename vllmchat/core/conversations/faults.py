@@ -54,7 +54,7 @@ class StoreBusy:
 
     @property
     def message(self) -> str:
-        return f"{self.reason}; waiting up to {self.limit_s:.0f} s…"
+        return f"{self.reason}; waiting up to {self.limit_s:g} s…"
 
 
 @dataclass(frozen=True)
@@ -151,7 +151,7 @@ class LockWaits:
         if waited >= self.limit_s:
             raise StoreLocked(
                 f"{reason[:1].upper()}{reason[1:]} ({self.file}); gave up after "
-                f"{self.limit_s:.0f} s and changed nothing. Close the other vllmchat or "
+                f"{self.limit_s:g} s and changed nothing. Close the other vllmchat or "
                 "program, or let it finish, and try again."
             )
         if told != reason:
