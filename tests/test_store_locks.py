@@ -79,7 +79,7 @@ def test_a_lock_held_past_the_limit_is_a_clear_typed_error(tmp_path):
     holder = _hold(path, 8)
     try:
         started = time.monotonic()
-        with pytest.raises(StoreLocked, match="Another vllmchat .* is writing") as caught:
+        with pytest.raises(StoreLocked, match=r"Another vllmchat .* is writing") as caught:
             store.add_message(1, "user", "never written")
         assert 1.4 < time.monotonic() - started < 6
         assert "gave up after 1.5 s" in str(caught.value) and str(path) in str(caught.value)

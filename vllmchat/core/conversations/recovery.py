@@ -1,12 +1,13 @@
 """Opening the conversation database: a lock is waited out, damage is moved aside.
 
 The start costs the same whatever the history's size: SQLite reads the header
-and the schema, and ``quick_check`` runs within a fixed budget (a small store is
-checked whole). Damage met later marks the file, and the next start checks it
-whole. A damaged file is renamed to a name of its own, never deleted or written
-to, and only once no other process has it open; what can be read is copied into
-a fresh database. Only the salvage copies the file, to the temp folder, else
-beside the database, else it reads the damaged file in place.
+(a file that is no database, or cut short, fails there) and the schema, and the
+newest rows are read; ``quick_check`` runs on the whole file only while it is
+small. Damage met later marks the file, and the next start checks it whole. A
+damaged file is renamed to a name of its own, never deleted or written to, and
+only once no other process has it open; what can be read is copied into a fresh
+database. Only the salvage copies the file, to the temp folder, else beside the
+database, else it reads the damaged file in place.
 """
 
 from __future__ import annotations
@@ -30,13 +31,17 @@ from vllmchat.core.conversations.faults import (
     StoreDamaged,
     StoreUnavailable,
     is_corrupt,
-    is_locked,
 )
 from vllmchat.core.conversations.store import ConversationStore
 
 TABLES = ("conversations", "messages", "summaries")  # in the order rows refer to each other
 JSON_DEFAULTS = {"settings": "{}", "stats": "{}", "token_ids": None}
-START_CHECK_STEPS = 12_000_000  # SQLite VM steps of quick_check at a start: ~1 MB, ~10 ms
+WHOLE_CHECK_BYTES = 512 * 1024  # a store up to this size is checked whole at a start (~1 ms)
+NEWEST = (  # what a start reads of a larger one: what the user is shown first
+    "SELECT * FROM conversations ORDER BY id DESC LIMIT 20",
+    "SELECT * FROM messages ORDER BY id DESC LIMIT 40",
+    "SELECT * FROM summaries ORDER BY id DESC LIMIT 10",
+)
 
 
 @dataclass(frozen=True)
@@ -63,26 +68,18 @@ class Recovery:
 
 
 def check(db: sqlite3.Connection, *, whole: bool = True) -> str:
-    """What ``quick_check`` finds wrong ("" when nothing); ``whole=False`` stops after
-    ``START_CHECK_STEPS`` (what was not reached counts as fine)."""
-    budget = [START_CHECK_STEPS // 1000]
-
-    def spent() -> bool:
-        budget[0] -= 1
-        return budget[0] < 0
-
-    if not whole:
-        db.set_progress_handler(spent, 1000)
+    """What ``quick_check`` finds wrong ("" when nothing); ``whole=False`` reads only
+    the header, the schema and the newest rows, at a cost that does not grow."""
     try:
+        if not whole:
+            for sql in NEWEST:
+                db.execute(sql).fetchall()
+            return ""
         rows = db.execute("PRAGMA quick_check").fetchall()
     except sqlite3.DatabaseError as exc:
         if is_corrupt(exc):
             return str(exc)
-        if not whole and budget[0] < 0 and not is_locked(exc):
-            return ""  # interrupted: the budget is spent
         raise
-    finally:
-        db.set_progress_handler(None, 0)
     problems = [str(r[0]) for r in rows if r[0] != "ok"]
     if not problems:
         return ""
@@ -140,13 +137,13 @@ def _open_checked(path: Path, waits: LockWaits) -> tuple[ConversationStore | Non
         raise StoreUnavailable(
             f"The conversation database {path} cannot be opened: {exc}."
         ) from exc
-    whole = marker.exists()  # damage was met in use: check it whole
+    # whole when small, or when damage was met in use
+    whole = marker.exists() or path.stat().st_size <= WHOLE_CHECK_BYTES
     reason = store.waits.call(partial(check, store.db, whole=whole))
     if reason:
         store.close()
         return None, reason
-    if whole:
-        marker.unlink(missing_ok=True)
+    marker.unlink(missing_ok=True)
     return store, ""
 
 
