@@ -198,3 +198,26 @@ def test_sqlite_error_codes_tell_a_lock_from_damage(tmp_path, monkeypatch):
     assert lock_wait_s() == 2.5
     monkeypatch.setenv("VLLMCHAT_LOCK_WAIT_S", "soon")
     assert lock_wait_s() == 30.0
+
+
+def test_the_window_shows_a_lock_wait_in_its_status_bar_from_any_thread(qtbot, tmp_path):
+    import threading
+
+    from vllmchat.core.app_settings import AppSettings
+    from vllmchat.core.conversations.kv_cache import KVStateCache
+    from vllmchat.ui.window.app import lock_messages_in_status
+    from vllmchat.ui.window.main_window import MainWindow
+
+    store = ConversationStore(tmp_path / "c.sqlite3")
+    window = MainWindow(store, AppSettings(), KVStateCache(tmp_path / "kv"), save_settings=False)
+    qtbot.addWidget(window)
+    window.show()
+    store.on_lock = lock_messages_in_status(window)
+    store.on_lock(StoreBusy(store.file, 30))  # the GUI thread's own write: shown at once
+    assert "is writing to the conversation database" in window.statusBar().currentMessage()
+    worker = threading.Thread(target=store.on_lock, args=(StoreFree(store.file, 3.0),))
+    worker.start()  # a worker's write: shown through the event loop
+    worker.join()
+    qtbot.waitUntil(lambda: "free again" in window.statusBar().currentMessage())
+    window.close()
+    store.close()

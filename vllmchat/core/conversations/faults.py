@@ -150,9 +150,9 @@ class LockWaits:
         waited = time.monotonic() - first
         if waited >= self.limit_s:
             raise StoreLocked(
-                f"{reason[:1].upper()}{reason[1:]} ({self.file}); gave up after "
-                f"{self.limit_s:g} s and changed nothing. Close the other vllmchat or "
-                "program, or let it finish, and try again."
+                f"{reason[:1].upper()}{reason[1:]}: gave up after {self.limit_s:g} s and "
+                "changed nothing. Close the other vllmchat or program, or let it finish, "
+                f"and try again ({self.file})."
             )
         if told != reason:
             self._say(StoreBusy(self.file, self.limit_s, reason))
