@@ -312,6 +312,29 @@ def test_the_terminal_starts_when_no_file_can_grow(tmp_path):
     assert proc.stdout.count("40 messages") == 6 and "Traceback" not in proc.stderr
 
 
+def test_a_full_temp_folder_on_a_real_filesystem(tmp_path):
+    """TMPDIR on a filled tmpfs of 256 KiB: the start, and a recovery, go on."""
+    from tests.test_disk_full import _fill, small_filesystem
+
+    data = tmp_path / "data"
+    data.mkdir()
+    path = data / "conversations.sqlite3"
+    _filled(path, conversations=8, messages=40)
+    assert path.stat().st_size > 256 * 1024
+    with small_filesystem(tmp_path / "tmp", "256k") as tmp:
+        _fill(tmp)
+        env = {**os.environ, "VLLMCHAT_DATA_DIR": str(data), "TMPDIR": str(tmp)}
+        command = [sys.executable, "-m", "vllmchat", "conversations"]
+        healthy = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+        _damage(path, "garbage pages")
+        damaged = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    assert healthy.returncode == 0 and healthy.stdout.count("40 messages") == 8, healthy.stderr
+    assert damaged.returncode == 0, damaged.stderr
+    assert "The conversation database was damaged" in damaged.stderr
+    assert "Traceback" not in damaged.stderr and "Chat " in damaged.stdout
+    assert not [p for p in data.iterdir() if "salvage" in p.name]  # the copy beside is gone
+
+
 HOLD_OPEN = """
 import sqlite3, sys, time
 if sys.argv[2] == "sqlite":
