@@ -41,7 +41,8 @@ def _openers(files: list[Path]) -> list[str]:
                     st = fd.stat()
                     if (st.st_dev, st.st_ino) in wanted:
                         name = (pid / "comm").read_text().strip()
-                        found.append(f"process {pid.name}, {name}")
+                        mine = pid.name == str(os.getpid())
+                        found.append(f"process {pid.name}, {name}" + (", this one" if mine else ""))
                         break
     return found
 

@@ -8,7 +8,6 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,63 +18,26 @@ from vllmchat.core.conversations.faults import (
     StoreError,
     is_corrupt,
 )
+from vllmchat.core.conversations.records import (
+    ROOT,
+    Conversation,
+    Message,
+    Summary,
+    message_from_row,
+    summary_from_row,
+    title_from,
+)
 from vllmchat.core.conversations.schema import migrate
 
-__all__ = ["ROOT", "Conversation", "ConversationStore", "Message", "StoreError", "Summary"]
-
-
-@dataclass(frozen=True)
-class Message:
-    """One message; ``parent_id`` links the branch it belongs to."""
-
-    id: int
-    conversation_id: int
-    parent_id: int | None
-    role: str
-    content: str
-    created: float
-    tokens: int = 0
-    token_ids: tuple[int, ...] = ()
-    model: str = ""
-    settings: dict[str, Any] = field(default_factory=dict)
-    stats: dict[str, Any] = field(default_factory=dict)
-    partial: bool = False
-    pinned: bool = False  # kept verbatim in every prompt, never summarized
-    thinking: str = ""  # a reasoning model's thinking before ``content`` (shown folded)
-
-
-@dataclass(frozen=True)
-class Summary:
-    """A summary of the messages from ``first_message_id`` to ``last_message_id``."""
-
-    id: int
-    conversation_id: int
-    content: str
-    first_message_id: int
-    last_message_id: int
-    created: float
-    tokens: int = 0
-    edited: bool = False
-
-
-@dataclass(frozen=True)
-class Conversation:
-    id: int
-    title: str
-    system_prompt: str
-    created: float
-    updated: float
-    leaf_id: int | None
-
-
-ROOT = 0  # parent_id meaning "no parent" (a new first message)
-
-
-def title_from(text: str, words: int = 7) -> str:
-    """A title from the first words of a message."""
-    parts = text.split()
-    title = " ".join(parts[:words])
-    return (title[:60] + ("…" if len(parts) > words or len(title) > 60 else "")) or "New chat"
+__all__ = [
+    "ROOT",
+    "Conversation",
+    "ConversationStore",
+    "Message",
+    "StoreError",
+    "Summary",
+    "title_from",
+]
 
 
 class ConversationStore:
@@ -284,7 +246,7 @@ class ConversationStore:
         row = self._row("SELECT * FROM messages WHERE id=?", (message_id,))
         if row is None:
             raise StoreError(f"There is no message {message_id}.")
-        return _message(row)
+        return message_from_row(row)
 
     def path(self, conversation_id: int, leaf_id: int | None = None) -> list[Message]:
         """The messages of one branch, oldest first (default: the current branch)."""
@@ -292,7 +254,7 @@ class ConversationStore:
             leaf_id = self.conversation(conversation_id).leaf_id
         if leaf_id is None:
             return []
-        return [_message(r) for r in self._branch(leaf_id, "m.*")]
+        return [message_from_row(r) for r in self._branch(leaf_id, "m.*")]
 
     def _branch(self, leaf_id: int, columns: str) -> list[sqlite3.Row]:
         """``columns`` of the messages from the root to ``leaf_id``, oldest first."""
@@ -328,13 +290,13 @@ class ConversationStore:
             "SELECT * FROM messages WHERE conversation_id=? AND parent_id IS ? ORDER BY id",
             (m.conversation_id, m.parent_id),
         )
-        return [_message(r) for r in rows]
+        return [message_from_row(r) for r in rows]
 
     def all_messages(self, conversation_id: int) -> list[Message]:
         rows = self._rows(
             "SELECT * FROM messages WHERE conversation_id=? ORDER BY id", (conversation_id,)
         )
-        return [_message(r) for r in rows]
+        return [message_from_row(r) for r in rows]
 
     # -- summaries ---------------------------------------------------------------
     def add_summary(
@@ -360,13 +322,13 @@ class ConversationStore:
         row = self._row("SELECT * FROM summaries WHERE id=?", (summary_id,))
         if row is None:
             raise StoreError(f"There is no summary {summary_id}.")
-        return _summary(row)
+        return summary_from_row(row)
 
     def summaries(self, conversation_id: int) -> list[Summary]:
         rows = self._rows(
             "SELECT * FROM summaries WHERE conversation_id=? ORDER BY id", (conversation_id,)
         )
-        return [_summary(r) for r in rows]
+        return [summary_from_row(r) for r in rows]
 
     def summary_for(self, conversation_id: int, path: list[Message]) -> Summary | None:
         """The newest summary that covers a prefix of this branch."""
@@ -388,42 +350,12 @@ class ConversationStore:
             "WHERE messages_fts MATCH ? ORDER BY rank LIMIT ?",
             (query, limit),
         )
-        return [(self.conversation(r["conversation_id"]), _message(r), r["snip"]) for r in rows]
+        return [
+            (self.conversation(r["conversation_id"]), message_from_row(r), r["snip"]) for r in rows
+        ]
 
     def integrity_check(self) -> str:
         return str(self._rows("PRAGMA integrity_check")[0][0])
-
-
-def _message(row: sqlite3.Row) -> Message:
-    return Message(
-        row["id"],
-        row["conversation_id"],
-        row["parent_id"],
-        row["role"],
-        row["content"],
-        row["created"],
-        row["tokens"],
-        tuple(json.loads(row["token_ids"])) if row["token_ids"] else (),
-        row["model"],
-        json.loads(row["settings"]),
-        json.loads(row["stats"]),
-        bool(row["partial"]),
-        bool(row["pinned"]),
-        row["thinking"],
-    )
-
-
-def _summary(row: sqlite3.Row) -> Summary:
-    return Summary(
-        row["id"],
-        row["conversation_id"],
-        row["content"],
-        row["first_message_id"],
-        row["last_message_id"],
-        row["created"],
-        row["tokens"],
-        bool(row["edited"]),
-    )
 
 
 def _rowid(cursor: sqlite3.Cursor) -> int:
