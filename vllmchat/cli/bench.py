@@ -21,6 +21,7 @@ def register(sub: Any) -> None:
             "moe",
             "summary",
             "speculative",
+            "store",
         ],
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -126,6 +127,10 @@ def run(args: argparse.Namespace) -> int:
         except HoldError as exc:
             print(f"vllmchat bench moe: {exc}")
             return 2
+    elif args.name == "store":
+        from vllmchat.bench import store_bench
+
+        result = store_bench.run(quick=args.quick)
     elif args.name == "estimate":
         from vllmchat.bench import estimate_bench
 

@@ -13,6 +13,7 @@ from typing import Any
 from vllmchat.cli.options import add_options, given
 from vllmchat.core.app import ChatApp, EngineDied, Loaded, LoadFailed, StorageWarning
 from vllmchat.core.app_settings import AppSettings
+from vllmchat.core.conversations.faults import LockEvent
 from vllmchat.core.conversations.kv_cache import KVStateCache
 from vllmchat.core.conversations.policy import ContextPolicy, PromptPlanEvent, SummaryEvent
 from vllmchat.core.conversations.recovery import open_default_store
@@ -72,11 +73,17 @@ def register(sub: Any) -> None:
     c.set_defaults(func=run_conversations)
 
 
+def _say_lock(event: LockEvent) -> None:
+    """A wait for another process's lock on the database, told on its own line."""
+    print(f"note: {event.message}", file=sys.stderr, flush=True)
+
+
 def _open_store() -> Any:
-    """The user's conversations; a damaged database is recovered and said so, once."""
+    """The user's conversations; a damaged database is recovered and said so, once;
+    another process's lock is waited out, then a one-line error."""
     try:
-        store, recovery = open_default_store()
-    except (NewerStoreError, OSError) as exc:
+        store, recovery = open_default_store(on_lock=_say_lock)
+    except (NewerStoreError, StoreError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from exc
     if recovery is not None:
@@ -86,14 +93,19 @@ def _open_store() -> Any:
 
 def run_conversations(args: argparse.Namespace) -> int:
     store = _open_store()
-    if args.search:
-        for conv, msg, snippet in store.search(args.search):
-            print(f"{conv.id:5}  {conv.title[:40]:40}  {msg.role:9} {snippet}")
-    else:
-        for conv in store.conversations():
-            n = len(store.path(conv.id))
-            print(f"{conv.id:5}  {conv.title[:50]:50}  {n} messages")
-    store.close()
+    try:
+        if args.search:
+            for conv, msg, snippet in store.search(args.search):
+                print(f"{conv.id:5}  {conv.title[:40]:40}  {msg.role:9} {snippet}")
+        else:
+            for conv in store.conversations():
+                n = len(store.path(conv.id))
+                print(f"{conv.id:5}  {conv.title[:50]:50}  {n} messages")
+    except StoreError as exc:  # damage met while reading
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        store.close()
     return 0
 
 
@@ -205,6 +217,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     except _Quit:
         return 0
+    except StoreError as exc:  # the lock was held past the wait, or damage met in use
+        print(f"\nerror: {exc}", file=sys.stderr)
+        return 2
     finally:
         ahead.finish()
         signal.signal(signal.SIGTERM, signal.SIG_DFL)

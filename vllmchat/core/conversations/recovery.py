@@ -1,25 +1,47 @@
-"""Opening the conversation database when it is damaged: move it aside, copy out
-what can be read, start on a fresh one, and say what happened.
+"""Opening the conversation database: a lock is waited out, damage is moved aside.
 
-The check and the salvage read a copy of the file (and of its ``-wal``), so the
-damaged file itself is never written to; it is renamed, never deleted.
+The start costs the same whatever the history's size: SQLite reads the header
+(a file that is no database, or cut short, fails there) and the schema, and the
+newest rows are read; ``quick_check`` runs on the whole file only while it is
+small. Damage met later marks the file, and the next start checks it whole. A
+damaged file is renamed to a name of its own, never deleted or written to, and
+only once no other process has it open; what can be read is copied into a fresh
+database. Only the salvage copies the file, to the temp folder, else beside the
+database, else it reads the damaged file in place.
 """
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import sqlite3
 import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from urllib.parse import quote
 
+from vllmchat.core.conversations.aside import family, identity, move_aside
+from vllmchat.core.conversations.faults import (
+    NEEDS_CHECK,
+    LockListener,
+    LockWaits,
+    StoreDamaged,
+    StoreUnavailable,
+    is_corrupt,
+)
 from vllmchat.core.conversations.store import ConversationStore
 
-SIDE_FILES = ("-wal", "-shm")
 TABLES = ("conversations", "messages", "summaries")  # in the order rows refer to each other
 JSON_DEFAULTS = {"settings": "{}", "stats": "{}", "token_ids": None}
+WHOLE_CHECK_BYTES = 512 * 1024  # a store up to this size is checked whole at a start (~1 ms)
+NEWEST = (  # what a start reads of a larger one: what the user is shown first
+    "SELECT * FROM conversations ORDER BY id DESC LIMIT 20",
+    "SELECT * FROM messages ORDER BY id DESC LIMIT 40",
+    "SELECT * FROM summaries ORDER BY id DESC LIMIT 10",
+)
 
 
 @dataclass(frozen=True)
@@ -45,20 +67,19 @@ class Recovery:
         )
 
 
-def damage(path: Path) -> str:
-    """Why the database at ``path`` cannot be used ("" when it can, or is absent)."""
-    if not path.exists() or path.stat().st_size == 0:
-        return ""  # nothing yet: SQLite starts a new database
-    with tempfile.TemporaryDirectory() as tmp:
-        copy = _copy(path, Path(tmp))
-        try:
-            db = sqlite3.connect(copy)
-            try:
-                rows = db.execute("PRAGMA quick_check").fetchall()
-            finally:
-                db.close()
-        except sqlite3.DatabaseError as exc:
+def check(db: sqlite3.Connection, *, whole: bool = True) -> str:
+    """What ``quick_check`` finds wrong ("" when nothing); ``whole=False`` reads only
+    the header, the schema and the newest rows, at a cost that does not grow."""
+    try:
+        if not whole:
+            for sql in NEWEST:
+                db.execute(sql).fetchall()
+            return ""
+        rows = db.execute("PRAGMA quick_check").fetchall()
+    except sqlite3.DatabaseError as exc:
+        if is_corrupt(exc):
             return str(exc)
+        raise
     problems = [str(r[0]) for r in rows if r[0] != "ok"]
     if not problems:
         return ""
@@ -66,24 +87,79 @@ def damage(path: Path) -> str:
     return problems[0] + more
 
 
-def open_store(path: str | Path) -> tuple[ConversationStore, Recovery | None]:
-    """The store at ``path``; a damaged one is moved aside and salvaged first."""
+def damage(path: Path) -> str:
+    """Why the database at ``path`` cannot be used ("" when it can, or is absent),
+    from a whole check on a read-only connection (the file is not written to)."""
+    if not path.exists() or path.stat().st_size == 0:
+        return ""  # nothing yet: SQLite starts a new database
+    try:
+        with _read_only(path) as db:
+            return check(db)
+    except sqlite3.DatabaseError as exc:
+        if is_corrupt(exc):
+            return str(exc)
+        raise
+
+
+def open_store(
+    path: str | Path, *, on_lock: LockListener | None = None, lock_wait_s: float | None = None
+) -> tuple[ConversationStore, Recovery | None]:
+    """The store at ``path``; a damaged one is moved aside and salvaged first.
+
+    Another process's write lock is waited out (``on_lock`` hears of it) for
+    ``lock_wait_s``, then ``StoreLocked``; a damaged file another process has open
+    is waited for likewise, never moved. Other failures are ``StoreUnavailable``.
+    """
     path = Path(path)
-    reason = damage(path)
-    if not reason:
-        try:
-            return ConversationStore(path), None
-        except sqlite3.DatabaseError as exc:  # damaged in a way the check did not read
-            reason = str(exc)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    damaged = path.with_name(f"{path.name}.damaged-{stamp}")
-    for side in ("", *SIDE_FILES):
-        source = Path(str(path) + side)
-        if source.exists():
-            source.rename(Path(str(damaged) + side))
-    store = ConversationStore(path)
+    waits = LockWaits(path, limit_s=lock_wait_s, on_lock=on_lock)
+    while True:
+        checked = identity(path)
+        store, reason = _open_checked(path, waits)
+        if store is not None:
+            return store, None
+        damaged = waits.call(partial(move_aside, path, checked))
+        if damaged is not None:
+            break  # else another vllmchat replaced the file meanwhile: open that one
+    store = ConversationStore(path, on_lock=on_lock, lock_wait_s=waits.limit_s)
     counts = _salvage(damaged, store)
+    Path(str(path) + NEEDS_CHECK).unlink(missing_ok=True)
     return store, Recovery(reason, damaged, *counts)
+
+
+def _open_checked(path: Path, waits: LockWaits) -> tuple[ConversationStore | None, str]:
+    """The store when it passes the check, else None and what is wrong (it is closed)."""
+    marker = Path(str(path) + NEEDS_CHECK)
+    try:
+        store = ConversationStore(path, on_lock=waits.on_lock, lock_wait_s=waits.limit_s)
+    except StoreDamaged as exc:
+        return None, str(exc.__cause__ or exc)
+    except sqlite3.DatabaseError as exc:
+        raise StoreUnavailable(
+            f"The conversation database {path} cannot be opened: {exc}."
+        ) from exc
+    # whole when small, or when damage was met in use
+    whole = marker.exists() or path.stat().st_size <= WHOLE_CHECK_BYTES
+    reason = store.waits.call(partial(check, store.db, whole=whole))
+    if reason:
+        store.close()
+        return None, reason
+    marker.unlink(missing_ok=True)
+    return store, ""
+
+
+@contextlib.contextmanager
+def _read_only(path: Path) -> Iterator[sqlite3.Connection]:
+    """A read-only connection; the side files it had to create are removed after."""
+    existed = [p.exists() for p in family(path)]
+    db = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True)
+    try:
+        yield db
+    finally:
+        db.close()
+        for side, was in zip(family(path), existed, strict=True):
+            if not was:
+                with contextlib.suppress(OSError):
+                    side.unlink()
 
 
 def _copy(path: Path, folder: Path, *, pad: bool = False) -> Path:
@@ -105,6 +181,32 @@ def _copy(path: Path, folder: Path, *, pad: bool = False) -> Path:
     if wal.exists():
         shutil.copyfile(wal, Path(str(copy) + "-wal"))
     return copy
+
+
+@contextlib.contextmanager
+def _salvage_source(damaged: Path) -> Iterator[sqlite3.Connection]:
+    """The damaged file to read from: a padded copy in the temp folder, else beside
+    the database (a full temp folder), else the file itself, read-only."""
+    for folder in (None, damaged.parent):
+        try:
+            scratch = tempfile.mkdtemp(prefix="vllmchat-salvage-", dir=folder)
+        except OSError:
+            continue
+        try:
+            try:
+                copy = _copy(damaged, Path(scratch), pad=True)
+            except OSError:
+                continue  # no room there
+            db = sqlite3.connect(copy)
+            try:
+                yield db
+            finally:
+                db.close()
+            return
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    with _read_only(damaged) as db:
+        yield db
 
 
 def _rows(db: sqlite3.Connection, table: str) -> Iterator[sqlite3.Row]:
@@ -136,42 +238,43 @@ def _rows(db: sqlite3.Connection, table: str) -> Iterator[sqlite3.Row]:
 def _salvage(damaged: Path, store: ConversationStore) -> tuple[int, int, int]:
     """Copy every readable conversation, message and summary into ``store``."""
     counts = {t: 0 for t in TABLES}
-    with tempfile.TemporaryDirectory() as tmp:
-        copy = _copy(damaged, Path(tmp), pad=True)
-        try:
-            src = sqlite3.connect(copy)
+    try:
+        with _salvage_source(damaged) as src:
             src.row_factory = sqlite3.Row
-        except sqlite3.DatabaseError:
-            return 0, 0, 0
-        db = store.db
-        try:
-            db.execute("PRAGMA foreign_keys=OFF")
-            db.execute("BEGIN IMMEDIATE")
-            for table in TABLES:
-                known = {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
-                try:
-                    for row in _rows(src, table):
-                        values = _clean(dict(zip(row.keys(), row, strict=True)))
-                        # the columns both have (an older file lacks newer ones)
-                        columns = [c for c in values if c in known]
-                        marks = ",".join("?" * len(columns))
-                        db.execute(
-                            f"INSERT OR IGNORE INTO {table}({','.join(columns)}) VALUES ({marks})",
-                            [values[c] for c in columns],
-                        )
-                        counts[table] += 1
-                except sqlite3.DatabaseError:
-                    continue  # the table itself cannot be read
-            _repair(db)
-            db.execute("COMMIT")
-        except BaseException:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            raise
-        finally:
-            db.execute("PRAGMA foreign_keys=ON")
-            src.close()
+            _copy_rows(src, store, counts)
+    except sqlite3.DatabaseError:
+        pass  # nothing more can be read
     return counts["conversations"], counts["messages"], counts["summaries"]
+
+
+def _copy_rows(src: sqlite3.Connection, store: ConversationStore, counts: dict[str, int]) -> None:
+    db = store.db
+    try:
+        db.execute("PRAGMA foreign_keys=OFF")
+        store.waits.call(lambda: db.execute("BEGIN IMMEDIATE"))
+        for table in TABLES:
+            known = {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
+            try:
+                for row in _rows(src, table):
+                    values = _clean(dict(zip(row.keys(), row, strict=True)))
+                    # the columns both have (an older file lacks newer ones)
+                    columns = [c for c in values if c in known]
+                    marks = ",".join("?" * len(columns))
+                    db.execute(
+                        f"INSERT OR IGNORE INTO {table}({','.join(columns)}) VALUES ({marks})",
+                        [values[c] for c in columns],
+                    )
+                    counts[table] += 1
+            except sqlite3.DatabaseError:
+                continue  # the table itself cannot be read
+        _repair(db)
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+    finally:
+        db.execute("PRAGMA foreign_keys=ON")
 
 
 def _clean(values: dict[str, object]) -> dict[str, object]:
@@ -211,8 +314,12 @@ def _repair(db: sqlite3.Connection) -> None:
     db.execute("DELETE FROM summaries WHERE conversation_id NOT IN (SELECT id FROM conversations)")
 
 
-def open_default_store() -> tuple[ConversationStore, Recovery | None]:
+def open_default_store(
+    *, on_lock: LockListener | None = None, lock_wait_s: float | None = None
+) -> tuple[ConversationStore, Recovery | None]:
     """The user's store in the data folder (recovered first when damaged)."""
     from vllmchat.core.paths import data_dir
 
-    return open_store(data_dir() / "conversations.sqlite3")
+    return open_store(
+        data_dir() / "conversations.sqlite3", on_lock=on_lock, lock_wait_s=lock_wait_s
+    )

@@ -74,16 +74,48 @@ class NewerStoreError(RuntimeError):
 
 
 def migrate(db: sqlite3.Connection) -> int:
-    """Bring the database to the newest schema; returns the version."""
-    version = db.execute("PRAGMA user_version").fetchone()[0]
+    """Bring the database to the newest schema; returns the version.
+
+    The version is read again under the write lock, so two vllmchats starting at
+    once migrate once; a busy lock is left to the caller to wait out.
+    """
+    if _check(_version(db)) == len(MIGRATIONS):
+        return len(MIGRATIONS)  # no write, so no lock to wait for
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        version = _check(_version(db))  # another vllmchat may have migrated meanwhile
+        for number in range(version + 1, len(MIGRATIONS) + 1):
+            for statement in _statements(MIGRATIONS[number - 1]):
+                db.execute(statement)
+            db.execute(f"PRAGMA user_version={number}")
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+    return len(MIGRATIONS)
+
+
+def _version(db: sqlite3.Connection) -> int:
+    return int(db.execute("PRAGMA user_version").fetchone()[0])
+
+
+def _check(version: int) -> int:
     if version > len(MIGRATIONS):
         raise NewerStoreError(
             f"The conversation store is version {version}, newer than this vllmchat "
             f"({len(MIGRATIONS)}); update vllmchat."
         )
-    for number in range(version + 1, len(MIGRATIONS) + 1):
-        with db:
-            db.executescript(
-                "BEGIN;" + MIGRATIONS[number - 1] + f"PRAGMA user_version={number};COMMIT;"
-            )
-    return len(MIGRATIONS)
+    return version
+
+
+def _statements(script: str) -> list[str]:
+    """The statements of a migration, one by one (a trigger's body stays whole)."""
+    statements, pending = [], ""
+    for part in script.split(";"):
+        pending += part + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \n;"):
+                statements.append(pending.strip())
+            pending = ""
+    return statements

@@ -6,101 +6,109 @@ import json
 import sqlite3
 import threading
 import time
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from vllmchat.core.conversations.faults import (
+    QUIET_MS,
+    LockListener,
+    LockWaits,
+    StoreError,
+    is_corrupt,
+)
+from vllmchat.core.conversations.records import (
+    ROOT,
+    Conversation,
+    Message,
+    Summary,
+    message_from_row,
+    summary_from_row,
+    title_from,
+)
 from vllmchat.core.conversations.schema import migrate
 
-
-@dataclass(frozen=True)
-class Message:
-    """One message; ``parent_id`` links the branch it belongs to."""
-
-    id: int
-    conversation_id: int
-    parent_id: int | None
-    role: str
-    content: str
-    created: float
-    tokens: int = 0
-    token_ids: tuple[int, ...] = ()
-    model: str = ""
-    settings: dict[str, Any] = field(default_factory=dict)
-    stats: dict[str, Any] = field(default_factory=dict)
-    partial: bool = False
-    pinned: bool = False  # kept verbatim in every prompt, never summarized
-    thinking: str = ""  # a reasoning model's thinking before ``content`` (shown folded)
-
-
-@dataclass(frozen=True)
-class Summary:
-    """A summary of the messages from ``first_message_id`` to ``last_message_id``."""
-
-    id: int
-    conversation_id: int
-    content: str
-    first_message_id: int
-    last_message_id: int
-    created: float
-    tokens: int = 0
-    edited: bool = False
-
-
-@dataclass(frozen=True)
-class Conversation:
-    id: int
-    title: str
-    system_prompt: str
-    created: float
-    updated: float
-    leaf_id: int | None
-
-
-ROOT = 0  # parent_id meaning "no parent" (a new first message)
-
-
-class StoreError(ValueError):
-    """A request the store cannot honour; the message says why."""
-
-
-def title_from(text: str, words: int = 7) -> str:
-    """A title from the first words of a message."""
-    parts = text.split()
-    title = " ".join(parts[:words])
-    return (title[:60] + ("…" if len(parts) > words or len(title) > 60 else "")) or "New chat"
+__all__ = [
+    "ROOT",
+    "Conversation",
+    "ConversationStore",
+    "Message",
+    "StoreError",
+    "Summary",
+    "title_from",
+]
 
 
 class ConversationStore:
     """All conversations of a user. Safe to use from several threads."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        on_lock: LockListener | None = None,
+        lock_wait_s: float | None = None,
+    ) -> None:
+        """Open (or create) the store; another process's write lock is waited out for
+        ``lock_wait_s`` (default 30 s) and each wait told to ``on_lock``."""
         self.file = Path(path)
         self.file.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
-        self.db = sqlite3.connect(self.file, check_same_thread=False, isolation_level=None)
-        self.db.row_factory = sqlite3.Row
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        self.db.execute("PRAGMA foreign_keys=ON")
-        self.db.execute("PRAGMA busy_timeout=5000")
-        self.version = migrate(self.db)
+        self.waits = LockWaits(self.file, limit_s=lock_wait_s, on_lock=on_lock)
+        self.db = sqlite3.connect(
+            self.file, check_same_thread=False, isolation_level=None, timeout=QUIET_MS / 1000
+        )
+        try:
+            self.db.row_factory = sqlite3.Row
+            self.db.execute(f"PRAGMA busy_timeout={QUIET_MS}")
+            self.waits.call(lambda: self.db.execute("PRAGMA journal_mode=WAL"))
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.execute("PRAGMA foreign_keys=ON")
+            self.version = self.waits.call(lambda: migrate(self.db))
+        except BaseException:
+            self.db.close()  # a file this process holds open is never moved aside
+            raise
+
+    @property
+    def on_lock(self) -> LockListener | None:
+        """Hears when a wait for another process's lock starts and ends."""
+        return self.waits.on_lock
+
+    @on_lock.setter
+    def on_lock(self, listener: LockListener | None) -> None:
+        self.waits.on_lock = listener
 
     def close(self) -> None:
         with self._lock:
             self.db.close()
 
-    def _write(self, sql: str, args: tuple[Any, ...] = ()) -> sqlite3.Cursor:
+    def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        """The rows of a query (waiting out a lock; damage is ``StoreDamaged``)."""
+        return self.waits.call(lambda: self.db.execute(sql, args).fetchall())
+
+    def _row(self, sql: str, args: tuple[Any, ...] = ()) -> sqlite3.Row | None:
+        rows = self._rows(sql, args)
+        return rows[0] if rows else None
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """A write transaction, begun once no other process holds the write lock."""
         with self._lock:
-            self.db.execute("BEGIN IMMEDIATE")
+            self.waits.call(lambda: self.db.execute("BEGIN IMMEDIATE"))
             try:
-                cur = self.db.execute(sql, args)
+                yield
                 self.db.execute("COMMIT")
-            except BaseException:
+            except BaseException as exc:
                 if self.db.in_transaction:  # SQLite may have rolled back itself (disk full)
                     self.db.execute("ROLLBACK")
+                if is_corrupt(exc):
+                    raise self.waits.damaged(exc) from exc
                 raise
-            return cur
+
+    def _write(self, sql: str, args: tuple[Any, ...] = ()) -> sqlite3.Cursor:
+        with self._transaction():
+            return self.db.execute(sql, args)
 
     # -- conversations ---------------------------------------------------------
     def create(self, *, title: str = "", system_prompt: str = "") -> Conversation:
@@ -112,9 +120,7 @@ class ConversationStore:
         return self.conversation(_rowid(cur))
 
     def conversation(self, conversation_id: int) -> Conversation:
-        row = self.db.execute(
-            "SELECT * FROM conversations WHERE id=?", (conversation_id,)
-        ).fetchone()
+        row = self._row("SELECT * FROM conversations WHERE id=?", (conversation_id,))
         if row is None:
             raise StoreError(f"There is no conversation {conversation_id}.")
         return Conversation(
@@ -127,7 +133,7 @@ class ConversationStore:
         )
 
     def conversations(self) -> list[Conversation]:
-        rows = self.db.execute("SELECT * FROM conversations ORDER BY updated DESC").fetchall()
+        rows = self._rows("SELECT * FROM conversations ORDER BY updated DESC")
         return [
             Conversation(
                 r["id"], r["title"], r["system_prompt"], r["created"], r["updated"], r["leaf_id"]
@@ -175,41 +181,32 @@ class ConversationStore:
         if parent_id == ROOT:
             parent_id = None
         now = time.time()
-        with self._lock:
-            self.db.execute("BEGIN IMMEDIATE")
-            try:
-                cur = self.db.execute(
-                    "INSERT INTO messages(conversation_id, parent_id, role, content, created,"
-                    " tokens, token_ids, model, settings, stats, partial)"
-                    " VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                    (
-                        conversation_id,
-                        parent_id,
-                        role,
-                        content,
-                        now,
-                        tokens,
-                        json.dumps(list(token_ids)) if token_ids else None,
-                        model,
-                        json.dumps(settings or {}),
-                        json.dumps(stats or {}),
-                        int(partial),
-                    ),
-                )
-                mid = _rowid(cur)
-                sets = "updated=?" + (", leaf_id=?" if make_leaf else "")
-                args: tuple[Any, ...] = (now, mid) if make_leaf else (now,)
-                if not conv.title and role == "user":
-                    sets += ", title=?"
-                    args += (title_from(content),)
-                self.db.execute(
-                    f"UPDATE conversations SET {sets} WHERE id=?", (*args, conversation_id)
-                )
-                self.db.execute("COMMIT")
-            except BaseException:
-                if self.db.in_transaction:  # SQLite may have rolled back itself (disk full)
-                    self.db.execute("ROLLBACK")
-                raise
+        with self._transaction():
+            cur = self.db.execute(
+                "INSERT INTO messages(conversation_id, parent_id, role, content, created,"
+                " tokens, token_ids, model, settings, stats, partial)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    conversation_id,
+                    parent_id,
+                    role,
+                    content,
+                    now,
+                    tokens,
+                    json.dumps(list(token_ids)) if token_ids else None,
+                    model,
+                    json.dumps(settings or {}),
+                    json.dumps(stats or {}),
+                    int(partial),
+                ),
+            )
+            mid = _rowid(cur)
+            sets = "updated=?" + (", leaf_id=?" if make_leaf else "")
+            args: tuple[Any, ...] = (now, mid) if make_leaf else (now,)
+            if not conv.title and role == "user":
+                sets += ", title=?"
+                args += (title_from(content),)
+            self.db.execute(f"UPDATE conversations SET {sets} WHERE id=?", (*args, conversation_id))
         return self.message(mid)
 
     def update_message(
@@ -246,10 +243,10 @@ class ConversationStore:
         return self.message(message_id)
 
     def message(self, message_id: int) -> Message:
-        row = self.db.execute("SELECT * FROM messages WHERE id=?", (message_id,)).fetchone()
+        row = self._row("SELECT * FROM messages WHERE id=?", (message_id,))
         if row is None:
             raise StoreError(f"There is no message {message_id}.")
-        return _message(row)
+        return message_from_row(row)
 
     def path(self, conversation_id: int, leaf_id: int | None = None) -> list[Message]:
         """The messages of one branch, oldest first (default: the current branch)."""
@@ -257,17 +254,17 @@ class ConversationStore:
             leaf_id = self.conversation(conversation_id).leaf_id
         if leaf_id is None:
             return []
-        return [_message(r) for r in self._branch(leaf_id, "m.*")]
+        return [message_from_row(r) for r in self._branch(leaf_id, "m.*")]
 
     def _branch(self, leaf_id: int, columns: str) -> list[sqlite3.Row]:
         """``columns`` of the messages from the root to ``leaf_id``, oldest first."""
-        return self.db.execute(
+        return self._rows(
             "WITH RECURSIVE chain(id) AS (SELECT ? UNION ALL "
             "SELECT m.parent_id FROM messages m JOIN chain c ON m.id=c.id "
             "WHERE m.parent_id IS NOT NULL) "
             f"SELECT {columns} FROM messages m JOIN chain c ON m.id=c.id ORDER BY m.id",
             (leaf_id,),
-        ).fetchall()
+        )
 
     def path_to_show(self, conversation_id: int) -> list[Message]:
         """The current branch as a view shows it: texts, roles, flags (no token ids,
@@ -289,17 +286,17 @@ class ConversationStore:
     def siblings(self, message_id: int) -> list[Message]:
         """Alternatives of a message: the branches that start at its parent."""
         m = self.message(message_id)
-        rows = self.db.execute(
+        rows = self._rows(
             "SELECT * FROM messages WHERE conversation_id=? AND parent_id IS ? ORDER BY id",
             (m.conversation_id, m.parent_id),
-        ).fetchall()
-        return [_message(r) for r in rows]
+        )
+        return [message_from_row(r) for r in rows]
 
     def all_messages(self, conversation_id: int) -> list[Message]:
-        rows = self.db.execute(
+        rows = self._rows(
             "SELECT * FROM messages WHERE conversation_id=? ORDER BY id", (conversation_id,)
-        ).fetchall()
-        return [_message(r) for r in rows]
+        )
+        return [message_from_row(r) for r in rows]
 
     # -- summaries ---------------------------------------------------------------
     def add_summary(
@@ -322,16 +319,16 @@ class ConversationStore:
         self._write("UPDATE summaries SET content=?, edited=1 WHERE id=?", (content, summary_id))
 
     def summary(self, summary_id: int) -> Summary:
-        row = self.db.execute("SELECT * FROM summaries WHERE id=?", (summary_id,)).fetchone()
+        row = self._row("SELECT * FROM summaries WHERE id=?", (summary_id,))
         if row is None:
             raise StoreError(f"There is no summary {summary_id}.")
-        return _summary(row)
+        return summary_from_row(row)
 
     def summaries(self, conversation_id: int) -> list[Summary]:
-        rows = self.db.execute(
+        rows = self._rows(
             "SELECT * FROM summaries WHERE conversation_id=? ORDER BY id", (conversation_id,)
-        ).fetchall()
-        return [_summary(r) for r in rows]
+        )
+        return [summary_from_row(r) for r in rows]
 
     def summary_for(self, conversation_id: int, path: list[Message]) -> Summary | None:
         """The newest summary that covers a prefix of this branch."""
@@ -347,48 +344,18 @@ class ConversationStore:
         query = " ".join('"' + w.replace('"', '""') + '"' for w in text.split())
         if not query:
             return []
-        rows = self.db.execute(
+        rows = self._rows(
             "SELECT m.*, snippet(messages_fts, 0, '[', ']', '…', 12) AS snip "
             "FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid "
             "WHERE messages_fts MATCH ? ORDER BY rank LIMIT ?",
             (query, limit),
-        ).fetchall()
-        return [(self.conversation(r["conversation_id"]), _message(r), r["snip"]) for r in rows]
+        )
+        return [
+            (self.conversation(r["conversation_id"]), message_from_row(r), r["snip"]) for r in rows
+        ]
 
     def integrity_check(self) -> str:
-        return str(self.db.execute("PRAGMA integrity_check").fetchone()[0])
-
-
-def _message(row: sqlite3.Row) -> Message:
-    return Message(
-        row["id"],
-        row["conversation_id"],
-        row["parent_id"],
-        row["role"],
-        row["content"],
-        row["created"],
-        row["tokens"],
-        tuple(json.loads(row["token_ids"])) if row["token_ids"] else (),
-        row["model"],
-        json.loads(row["settings"]),
-        json.loads(row["stats"]),
-        bool(row["partial"]),
-        bool(row["pinned"]),
-        row["thinking"],
-    )
-
-
-def _summary(row: sqlite3.Row) -> Summary:
-    return Summary(
-        row["id"],
-        row["conversation_id"],
-        row["content"],
-        row["first_message_id"],
-        row["last_message_id"],
-        row["created"],
-        row["tokens"],
-        bool(row["edited"]),
-    )
+        return str(self._rows("PRAGMA integrity_check")[0][0])
 
 
 def _rowid(cursor: sqlite3.Cursor) -> int:

@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -50,6 +50,7 @@ def run_app(argv: Sequence[str]) -> int:
     from vllmchat.core.conversations.kv_cache import KVStateCache
     from vllmchat.core.conversations.recovery import open_default_store
     from vllmchat.core.conversations.schema import NewerStoreError
+    from vllmchat.core.conversations.store import StoreError
     from vllmchat.core.paths import kv_cache_dir
     from vllmchat.core.resources import resource_path
     from vllmchat.ui.window.main_window import MainWindow
@@ -67,8 +68,8 @@ def run_app(argv: Sequence[str]) -> int:
 
         settings = settings.with_changes(model_path=str(demo_model_path()), n_ctx=1024)
     try:
-        store, recovery = open_default_store()
-    except (NewerStoreError, OSError) as exc:  # a reason the window cannot fix
+        store, recovery = open_default_store(on_lock=_print_lock)
+    except (NewerStoreError, StoreError, OSError) as exc:  # a reason the window cannot fix
         print(f"error: {exc}", file=sys.stderr)
         if not args.self_test and not args.exit_after_show:
             QMessageBox.critical(None, "vllmchat cannot open its conversations", str(exc))
@@ -77,6 +78,7 @@ def run_app(argv: Sequence[str]) -> int:
         store, settings, KVStateCache(kv_cache_dir()), save_settings=not args.self_test
     )
     window.show()
+    store.on_lock = lock_messages_in_status(window)
     if recovery is not None:
         print(f"note: {recovery.message()}", file=sys.stderr)
         window.show_notice("Conversations recovered", recovery.message())
@@ -92,6 +94,29 @@ def run_app(argv: Sequence[str]) -> int:
     code = app.exec()
     store.close()
     return code
+
+
+def _print_lock(event: object) -> None:
+    """A wait for another process's lock while the window is not up yet."""
+    print(f"note: {getattr(event, 'message', event)}", file=sys.stderr, flush=True)
+
+
+def lock_messages_in_status(window: MainWindow) -> Callable[[object], None]:
+    """A listener for the store's lock waits that shows them in the window's status
+    bar, from any thread (painted at once, even while the GUI thread waits)."""
+    from PySide6.QtCore import QObject, Signal
+
+    class Relay(QObject):
+        said = Signal(str)
+
+    relay = Relay(window)
+
+    def show(text: str) -> None:
+        window.statusBar().showMessage(text, 15000)
+        window.statusBar().repaint()
+
+    relay.said.connect(show)
+    return lambda event: relay.said.emit(str(getattr(event, "message", event)))
 
 
 def quit_on_termination(window: object) -> object:
