@@ -8,6 +8,7 @@ progress sees it at its next token.
 
 from __future__ import annotations
 
+import logging
 import os
 import queue
 import threading
@@ -38,6 +39,8 @@ from vllmchat.core.engine.process.scoring import quantize, score_model
 from vllmchat.core.engine.process.state_file import KVState, read_state, write_state
 from vllmchat.core.engine.process.turn import run_turn
 from vllmchat.core.settings import LoadSettings
+
+_log = logging.getLogger(__name__)
 
 
 class Worker:
@@ -124,8 +127,10 @@ class Worker:
                     args.append(lambda rid=rid: rid in self.stopped)
                 value = handler(self, *args)
             except EngineError as exc:
+                log_failure(type(request).__name__, exc)
                 self.send(rq.Failure(rid, exc))
             except Exception as exc:  # report, never die on a bad request
+                log_failure(type(request).__name__, exc)
                 self.send(rq.Failure(rid, EngineError(ErrorKind.INTERNAL, repr(exc))))
             else:
                 self.send(rq.Reply(rid, value))
@@ -158,8 +163,10 @@ class Worker:
                 self.runtime, messages, sampling, should_stop=lambda: rid in self.stopped, emit=emit
             )
         except EngineError as exc:
+            log_failure("The turn", exc)
             emit(ErrorEvent(exc.kind, exc.message))
         except Exception as exc:
+            log_failure("The turn", exc)
             emit(ErrorEvent(ErrorKind.INTERNAL, repr(exc)))
         finally:
             self.stopped.discard(rid)
@@ -354,6 +361,14 @@ def worker_main(conn: Connection, start_free: int | None = None) -> None:
     """Entry point of the engine process."""
     llama_log.install()
     Worker(conn, start_free).serve()
+
+
+def log_failure(what: str, exc: Exception) -> None:
+    """Log a failure this process reports, with its traceback and llama.cpp's last lines."""
+    level = logging.WARNING if isinstance(exc, EngineError) else logging.ERROR
+    last = "".join(f"\n  {line}" for line in llama_log.lines_since()[-8:])
+    said = f"\nllama.cpp's last lines:{last}" if last else ""
+    _log.log(level, "%s failed: %s%s", what, exc, said, exc_info=exc)
 
 
 def _not_written(path: str, exc: OSError) -> EngineError:
