@@ -148,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             conv = store.conversation(int(args.conversation))
     except (StoreError, ValueError, EngineError) as exc:
-        log.error("The chat could not start: %s", exc, exc_info=exc)
+        log.warning("The chat could not start: %s", exc, exc_info=exc)
         print(f"error: {exc}", file=sys.stderr)
         store.close()
         return 2
@@ -355,6 +355,6 @@ def _command(text: str, app: ChatApp, state: dict[str, Any], out: Any) -> bool:
         else:
             out.write(f"unknown command {name}; /help lists them\n")
     except (EngineError, StoreError, ValueError, OSError) as exc:
-        log.error("%s failed: %s", name, exc, exc_info=exc)
+        log.warning("%s failed: %s", name, exc, exc_info=exc)
         out.write(f"error: {exc}\n")
     return False

@@ -85,7 +85,7 @@ class ChatApp:
                 restored = self._reprime()
             hardware = self.engine.probe()
         except EngineError as exc:
-            _log.error("Loading %s failed: %s", settings.load.model_path, exc, exc_info=exc)
+            _log.warning("Loading %s failed: %s", settings.load.model_path, exc, exc_info=exc)
             yield LoadFailed(exc.kind, exc.message, exc.fix)
             return
         self.settings = settings
@@ -187,7 +187,7 @@ class ChatApp:
                 took_points = took_points or isinstance(event, PointMeasured)
                 yield event
         except EngineError as exc:
-            _log.error("Tuning failed: %s", exc, exc_info=exc)
+            _log.warning("Tuning failed: %s", exc, exc_info=exc)
             yield ErrorEvent(exc.kind, exc.message)
         if took_points or engine.info is None:
             yield from self.load(self.settings)  # with the reply ids and the KV state
@@ -240,7 +240,7 @@ class ChatApp:
                     yield from self._died(event.message)
                 completed = completed or isinstance(event, DoneEvent)
         except EngineError as exc:
-            _log.error("The turn failed: %s", exc, exc_info=exc)
+            _log.warning("The turn failed: %s", exc, exc_info=exc)
             yield ErrorEvent(exc.kind, exc.message)
             if exc.kind == ErrorKind.ENGINE_DIED:
                 yield from self._died(exc.message)

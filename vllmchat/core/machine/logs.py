@@ -77,8 +77,9 @@ def configure(
 ) -> Path | None:
     """Send the package's records (INFO and above) to ``folder``/vllmchat.log, or to the
     file ``VLLMCHAT_LOG_FILE`` names when ``folder`` is None; the log file, or None
-    where there is none (the records go to stderr, after one warning). Once per process:
-    a later call returns the first call's answer.
+    where there is none: then errors (not the warnings the user was shown as messages)
+    go to stderr, after one line saying why. Once per process: a later call returns
+    the first call's answer.
 
     ``crash_tracebacks``: a crash (segfault, abort) writes every thread's Python
     traceback to the file too (the engine process, where llama.cpp runs)."""
@@ -96,14 +97,15 @@ def configure(
             path, maxBytes=MAX_BYTES, backupCount=BACKUPS, encoding="utf-8"
         )
     except OSError as exc:
-        _state.handler = logging.StreamHandler(stderr or sys.stderr)
+        stream = stderr or sys.stderr
+        _state.handler = logging.StreamHandler(stream)
         _state.handler.setFormatter(logging.Formatter("vllmchat: %(levelname)s: %(message)s"))
-        _state.handler.setLevel(logging.WARNING)
+        _state.handler.setLevel(logging.ERROR)  # what the user was already told stays out
         logger.addHandler(_state.handler)
         if path is not None:
             reason = exc.strerror or str(exc)
-            logger.warning("The log folder %s cannot be written (%s): logging to stderr only.",
-                           path.parent, reason)  # fmt: skip
+            stream.write(f"vllmchat: the log folder {path.parent} cannot be written ({reason}): "
+                         "errors go to stderr only.\n")  # fmt: skip
         return None
     handler.setFormatter(logging.Formatter(FORMAT))
     if crash_tracebacks:
