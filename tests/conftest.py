@@ -32,6 +32,7 @@ def _isolated_dirs(tmp_path_factory: pytest.TempPathFactory) -> None:
     os.environ["VLLMCHAT_MODELS_DIR"] = str(base / "models")
     os.environ["VLLMCHAT_KV_DIR"] = str(base / "kv")
     os.environ["VLLMCHAT_MEASUREMENTS_DIR"] = str(base / "measured")
+    os.environ["VLLMCHAT_LOG_DIR"] = str(base / "log")
 
 
 @pytest.fixture(scope="session")

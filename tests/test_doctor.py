@@ -71,6 +71,25 @@ def test_doctor_names_an_unwritable_model_folder(tmp_path):
     assert code == 0  # chat itself still works
 
 
+def test_doctor_names_the_log_file_and_a_log_folder_it_cannot_write(tmp_path):
+    code, report = _doctor("--no-load", VLLMCHAT_LOG_DIR=str(tmp_path / "log"))
+    found = _by_key(report)["log"]
+    path = tmp_path / "log" / "vllmchat.log"
+    assert found["status"] == "ok" and found["data"]["path"] == str(path) and path.is_file()
+    assert str(path) in found["detail"] and code == 0
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    done = subprocess.run(
+        [sys.executable, "-m", "vllmchat", "doctor", "--no-load"],
+        capture_output=True, text=True, timeout=180, check=False,
+        env={**os.environ, "VLLMCHAT_LOG_DIR": str(blocker / "log")},
+    )  # fmt: skip
+    assert done.returncode == 0  # the app runs on without its log file
+    assert done.stderr.count("cannot be written") == 1 and "Traceback" not in done.stderr
+    assert f"[WARN] Log file: {blocker / 'log'} cannot be written" in done.stdout
+    assert "fix: make it writable, or choose another: export VLLMCHAT_LOG_DIR=" in done.stdout
+
+
 def test_doctor_names_the_libraries_a_qt_plugin_lacks(broken_xcb_plugin):
     code, report = _doctor(
         "--no-load",

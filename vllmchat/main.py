@@ -2,6 +2,8 @@
 
 With no command the window opens; where it cannot (no display, or the window
 front end's libraries missing) the terminal chat starts instead, after saying why.
+Either way failures are logged, with their tracebacks, to the log file
+(``vllmchat doctor`` names it).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ def _wants_window(argv: list[str]) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     multiprocessing.freeze_support()
+    _start_log()
     args = sys.argv[1:] if argv is None else list(argv)
     if _wants_window(args):
         return _window(args)
@@ -26,6 +29,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     from vllmchat.cli import main as cli_main
 
     return cli_main(args)
+
+
+def _start_log() -> None:
+    """The rotating log file, for either front end and the engine processes they start."""
+    from vllmchat.core.machine import logs
+    from vllmchat.core.paths import log_dir
+
+    logs.configure(log_dir())
+    logs.log_uncaught()
 
 
 def _terminal_chat(args: list[str], why: str) -> int:

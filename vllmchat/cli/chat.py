@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import sys
@@ -37,6 +38,7 @@ from vllmchat.core.paths import kv_cache_dir
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 from vllmchat.core.thinking import ThinkingEvent, ThoughtFor
 
+log = logging.getLogger(__name__)
 HELP = """commands:
   /history        the messages the model is given, and the summary (numbered)
   /pin N          keep message N word for word in every prompt (/unpin N undoes it)
@@ -84,6 +86,7 @@ def _open_store() -> Any:
     try:
         store, recovery = open_default_store(on_lock=_say_lock)
     except (NewerStoreError, StoreError, OSError) as exc:
+        log.error("The conversations could not be opened: %s", exc, exc_info=exc)
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from exc
     if recovery is not None:
@@ -157,6 +160,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             conv = store.conversation(int(args.conversation))
     except (StoreError, ValueError, EngineError) as exc:
+        log.warning("The chat could not start: %s", exc, exc_info=exc)
         print(f"error: {exc}", file=sys.stderr)
         store.close()
         return 2
@@ -246,6 +250,7 @@ class WhileReading:
         try:
             self.events.extend(self.app.prepare_next(busy=self.typed.is_set))
         except Exception as exc:  # shown with the next turn, never a traceback
+            log.error("Summarizing ahead failed", exc_info=exc)
             self.events.append(ErrorEvent(ErrorKind.INTERNAL, f"Summarizing ahead failed: {exc!r}"))
 
     def finish(self) -> list[Any]:
@@ -365,5 +370,6 @@ def _command(text: str, app: ChatApp, state: dict[str, Any], out: Any) -> bool:
         else:
             out.write(f"unknown command {name}; /help lists them\n")
     except (EngineError, StoreError, ValueError, OSError) as exc:
+        log.warning("%s failed: %s", name, exc, exc_info=exc)
         out.write(f"error: {exc}\n")
     return False

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import threading
@@ -177,6 +178,7 @@ def cmd_download(args: argparse.Namespace) -> int:
         print("\ncancelled; run the same command again to resume", file=sys.stderr)
         return 130
     except (DownloadError, DownloadCancelled) as exc:
+        logging.getLogger(__name__).error("The download failed: %s", exc, exc_info=exc)
         print(f"\nerror: {exc}", file=sys.stderr)
         return 2
     print(f"\n{path}")

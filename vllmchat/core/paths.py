@@ -43,3 +43,8 @@ def kv_cache_dir() -> Path:
 def measurements_dir() -> Path:
     """What was measured on this machine: tuning results, quant quality, GPU overhead."""
     return _dir("VLLMCHAT_MEASUREMENTS_DIR", str(cache_dir() / "measured"))
+
+
+def log_dir() -> Path:
+    """The log file's folder; not made here (``machine.logs`` makes it, or falls back)."""
+    return Path(os.environ.get("VLLMCHAT_LOG_DIR") or platformdirs.user_log_dir(APP))

@@ -9,6 +9,7 @@ each into a signal; ``stop()`` may be called from any thread.
 from __future__ import annotations
 
 import contextlib
+import logging
 import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -42,6 +43,7 @@ from vllmchat.core.models.memory import FitSettings, estimate
 from vllmchat.core.models.overhead import learn_overhead, learned_overhead
 from vllmchat.core.tuning.results import PointMeasured, TuneConfig, TuneEvent
 
+_log = logging.getLogger(__name__)
 NOT_LOCAL = "Tuning does not apply to a model on a server: the server owns its memory and threads."
 
 
@@ -83,6 +85,7 @@ class ChatApp:
                 restored = self._reprime()
             hardware = self.engine.probe()
         except EngineError as exc:
+            _log.warning("Loading %s failed: %s", settings.load.model_path, exc, exc_info=exc)
             yield LoadFailed(exc.kind, exc.message, exc.fix)
             return
         self.settings = settings
@@ -185,6 +188,7 @@ class ChatApp:
                 took_points = took_points or isinstance(event, PointMeasured)
                 yield event
         except EngineError as exc:
+            _log.warning("Tuning failed: %s", exc, exc_info=exc)
             yield ErrorEvent(exc.kind, exc.message)
         if took_points or engine.info is None:
             yield from self.load(self.settings)  # with the reply ids and the KV state
@@ -231,18 +235,23 @@ class ChatApp:
         try:
             for event in start(session):
                 yield event
+                if isinstance(event, ErrorEvent):  # the engine process logged its traceback
+                    _log.warning("The turn failed: %s (%s)", event.message, event.kind.value)
                 if isinstance(event, ErrorEvent) and event.kind == ErrorKind.ENGINE_DIED:
                     yield from self._died(event.message)
                 completed = completed or isinstance(event, DoneEvent)
         except EngineError as exc:
+            _log.warning("The turn failed: %s", exc, exc_info=exc)
             yield ErrorEvent(exc.kind, exc.message)
             if exc.kind == ErrorKind.ENGINE_DIED:
                 yield from self._died(exc.message)
             return
         except (sqlite3.Error, StoreError, OSError) as exc:
+            _log.error("The conversation could not be stored: %s", exc, exc_info=exc)
             yield ErrorEvent(ErrorKind.STORAGE, f"The conversation could not be stored: {exc}.")
             return
         except Exception as exc:  # every turn ends with an event the front end shows
+            _log.error("The turn failed", exc_info=exc)
             yield ErrorEvent(ErrorKind.INTERNAL, f"The turn failed: {exc!r}")
             return
         if completed:
@@ -278,8 +287,10 @@ class ChatApp:
         try:
             yield from summarize_ahead(session, busy)
         except EngineError as exc:
+            _log.warning("Summarizing ahead failed: %s", exc, exc_info=exc)
             yield SummaryEvent("fallback", message=f"Summarizing ahead failed: {exc.message}")
         except (sqlite3.Error, StoreError, OSError) as exc:
+            _log.error("The summary could not be stored: %s", exc, exc_info=exc)
             yield StorageWarning(f"The summary could not be stored: {exc}.")
 
     def stop(self) -> None:
@@ -299,6 +310,7 @@ class ChatApp:
     def _died(self, reason: str) -> Iterator[EngineDied]:
         if not self._death_reported:
             self._death_reported = True
+            _log.error("%s", reason)
             yield EngineDied(reason)
 
     def watch(self) -> EngineDied | None:
@@ -309,6 +321,7 @@ class ChatApp:
         if reason is None:
             return None
         self._death_reported = True
+        _log.error("%s", reason)
         return EngineDied(reason)
 
     def shutdown(self) -> None:

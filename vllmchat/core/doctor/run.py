@@ -22,4 +22,5 @@ def run_doctor(*, load_model: bool = True, model_path: str | None = None) -> Rep
     found.append(system_checks.cpu(engine.hardware.system_info if engine.hardware else ""))
     found += [toolkit] if toolkit else []
     found += [system_checks.display(), *system_checks.models_folder(), demo]
+    found.append(system_checks.log_file())
     return Report(tuple(found))

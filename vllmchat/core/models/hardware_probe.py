@@ -8,11 +8,10 @@ a GPU backend would create a context).
 from __future__ import annotations
 
 import ctypes
-import os
-from pathlib import Path
 
 import psutil
 
+from vllmchat.core.machine.llama_libs import llama_library
 from vllmchat.core.models.hardware import BackendInfo, GpuInfo, HardwareInfo, nvml_devices
 
 _GPU, _IGPU = 1, 2  # ggml_backend_dev_type
@@ -20,11 +19,10 @@ _GPU, _IGPU = 1, 2  # ggml_backend_dev_type
 
 def _ggml() -> ctypes.CDLL | None:
     """llama.cpp's ggml library with the backend-registry functions typed."""
-    import llama_cpp
+    import llama_cpp  # noqa: F401  (its loader loads ggml first, with its search paths set)
 
-    lib_dir = Path(os.environ.get("LLAMA_CPP_LIB_PATH") or Path(llama_cpp.__file__).parent / "lib")
     try:
-        ggml = ctypes.CDLL(str(lib_dir / "libggml.so"))
+        ggml = ctypes.CDLL(str(llama_library("ggml")))
     except OSError:
         return None
     vp, size = ctypes.c_void_p, ctypes.c_size_t

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +22,7 @@ class _Call(QObject):
         try:
             result = self.fn()
         except Exception as exc:  # delivered to the GUI as a value
+            logging.getLogger(__name__).warning("A background call failed", exc_info=exc)
             self.failed.emit(exc)
         else:
             self.finished.emit(result)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import time
@@ -70,6 +71,7 @@ def run_app(argv: Sequence[str]) -> int:
     try:
         store, recovery = open_default_store(on_lock=_print_lock)
     except (NewerStoreError, StoreError, OSError) as exc:  # a reason the window cannot fix
+        logging.getLogger(__name__).error("The conversations could not be opened", exc_info=exc)
         print(f"error: {exc}", file=sys.stderr)
         if not args.self_test and not args.exit_after_show:
             QMessageBox.critical(None, "vllmchat cannot open its conversations", str(exc))

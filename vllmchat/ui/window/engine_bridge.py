@@ -10,6 +10,7 @@ thread: it sets the session's flag, checked per token in the engine process.
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -134,6 +135,7 @@ class AppEvents(QObject):
             for event in events:
                 self.publish(event)
         except Exception as exc:  # every job ends in an event the window shows
+            logging.getLogger(__name__).error("%s failed", _job_name(job), exc_info=exc)
             self.publish(ErrorEvent(ErrorKind.INTERNAL, f"{_job_name(job)} failed: {exc!r}"))
         finally:
             self.busy_changed.emit(0)

@@ -6,8 +6,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtCore import Qt, QTimer, QUrl
+from PySide6.QtGui import QAction, QCloseEvent, QDesktopServices, QKeySequence
 from PySide6.QtWidgets import (
     QInputDialog,
     QProgressBar,
@@ -32,6 +32,7 @@ from vllmchat.core.engine import ErrorEvent, ErrorKind
 from vllmchat.core.models.advisor import quant_label
 from vllmchat.core.models.memory import FitSettings
 from vllmchat.core.models.overhead import learned_overhead
+from vllmchat.core.paths import log_dir
 from vllmchat.core.tuning.cache import TuneCache
 from vllmchat.ui.chat.chat_input import ChatInput
 from vllmchat.ui.chat.chat_view import ChatView, HistoryItem
@@ -183,6 +184,11 @@ class MainWindow(WindowActions):
         self._action(conv, "Import…", self.import_conversation)
         help_menu = bar.addMenu("&Help")
         self._action(help_menu, "About and diagnostics…", self.show_diagnostics)
+        self._action(
+            help_menu,
+            "Open log folder",
+            lambda: QDesktopServices.openUrl(QUrl.fromLocalFile(str(log_dir()))),
+        )
 
     def _action(self, menu: Any, label: str, slot: Any, shortcut: str | None = None) -> QAction:
         action = QAction(label, self)

@@ -30,10 +30,15 @@ def engine_main(
 ) -> None:
     """Run the engine; ``memory_limit`` caps its address space (bytes, where the
     system can); ``handler_modules`` are imported for the operations they add."""
+    from vllmchat.core.machine import logs
+
+    logs.configure(crash_tracebacks=True)  # the parent's log file, if it has one
+    logs.log_uncaught()
     cap_address_space(memory_limit)
     from vllmchat.core.machine import nvml
 
     start_free = nvml.free_bytes()  # before llama.cpp creates any device context
-    from vllmchat.core.engine.process.worker import worker_main
+    with logs.failure_logged("The engine process failed"):
+        from vllmchat.core.engine.process.worker import worker_main
 
-    worker_main(conn, start_free, handler_modules)
+        worker_main(conn, start_free, handler_modules)

@@ -11,12 +11,11 @@ loader by ``llama_adapter.loader_overrides``; it is kept alive as long as the mo
 from __future__ import annotations
 
 import ctypes
-import os
 from collections.abc import Sequence
-from pathlib import Path
 
-import llama_cpp
+import llama_cpp  # noqa: F401  (its loader loads ggml first, with its search paths set)
 
+from vllmchat.core.machine.llama_libs import llama_library
 from vllmchat.core.models.description import EXPERT_REGEX
 
 _CPU_DEVICE = 0  # GGML_BACKEND_DEVICE_TYPE_CPU
@@ -30,8 +29,7 @@ class TensorBuftOverride(ctypes.Structure):
 
 def cpu_buffer_type() -> int:
     """ggml's CPU buffer type (the CPU device's default, ``ggml_backend_cpu_buffer_type()``)."""
-    lib_dir = Path(os.environ.get("LLAMA_CPP_LIB_PATH") or Path(llama_cpp.__file__).parent / "lib")
-    ggml = ctypes.CDLL(str(lib_dir / "libggml.so"))
+    ggml = ctypes.CDLL(str(llama_library("ggml")))
     ggml.ggml_backend_dev_by_type.restype = ctypes.c_void_p
     ggml.ggml_backend_dev_by_type.argtypes = [ctypes.c_int]
     ggml.ggml_backend_dev_buffer_type.restype = ctypes.c_void_p

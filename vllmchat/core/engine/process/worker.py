@@ -10,6 +10,7 @@ at its next token.
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import queue
 import threading
@@ -27,6 +28,8 @@ from vllmchat.core.engine.process import llama_log
 from vllmchat.core.engine.process.registry import handler_for
 from vllmchat.core.engine.process.runtime import LlamaRuntime
 from vllmchat.core.settings import LoadSettings
+
+_log = logging.getLogger(__name__)
 
 
 class Worker:
@@ -122,8 +125,10 @@ class Worker:
         try:
             value = handler_for(request)(self, request)
         except EngineError as exc:
+            log_failure(type(request).__name__, exc)
             failure = exc
         except Exception as exc:  # report, never die on a bad request
+            log_failure(type(request).__name__, exc)
             failure = EngineError(ErrorKind.INTERNAL, repr(exc))
         else:
             if not request.streams:
@@ -190,3 +195,11 @@ def worker_main(
         importlib.import_module(name)
     llama_log.install()
     Worker(conn, start_free).serve()
+
+
+def log_failure(what: str, exc: Exception) -> None:
+    """Log a failure this process reports, with its traceback and llama.cpp's last lines."""
+    level = logging.WARNING if isinstance(exc, EngineError) else logging.ERROR
+    last = "".join(f"\n  {line}" for line in llama_log.lines_since()[-8:])
+    said = f"\nllama.cpp's last lines:{last}" if last else ""
+    _log.log(level, "%s failed: %s%s", what, exc, said, exc_info=exc)
