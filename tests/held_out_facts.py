@@ -89,3 +89,43 @@ NOT_FACTS = [
     "I'm curious what you'd suggest.",
     "Great, do the same for Madrid.",
 ]
+
+# Written after the rule, to probe its limits; reported as they come out, not fixed.
+PROBE_FACTS = [
+    "Anna lives in Oslo.",
+    "Tengo 34 años.",
+    "Sono vegetariano.",
+    "私はベジタリアンです。",
+    "У меня двое детей.",
+    "Vegetarian here.",
+    "Allergic to shellfish, just so you know.",
+    "Two kids, one dog, and a very small flat.",
+    "I got a new job in Berlin.",
+    "I lost my passport yesterday.",
+    "I know Python and a bit of Rust.",
+    "I hope to retire at 55.",
+    "I need to finish the report by Friday.",
+    "My name's Priya.",
+    "It's my birthday tomorrow.",
+    "Call me Sam.",
+    "No nuts for me, please.",
+    "The kids are 4 and 7.",
+]
+PROBE_NOT_FACTS = [
+    "Here is my essay.",
+    "This is my draft, please proofread it.",
+    "My question is about taxes.",
+    "Das Wetter ist heute schön.",
+    "The capital of France is Paris.",
+    "I want a shorter answer.",
+    "My bad.",
+    "Our conversation is getting long.",
+    "I hope you're doing well.",
+    "I was wondering about the weather in Lima.",
+    "Me neither.",
+    "Write about my dog Rex.",
+    "I'm asking for a friend.",
+    "We're done here.",
+    "I am just testing you.",
+    "My apologies, I meant Portugal.",
+]
