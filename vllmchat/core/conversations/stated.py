@@ -45,10 +45,13 @@ _FIRST_PERSON = _words(
     "nós nosso nossa nossos nossas ik mijn wij ons onze jeg jag min mitt mine mina mit vi "
     "vår vårt våre våra vores vor я мой моя моё мои мы наш наша наше наши ja mój moja moje"
 )
-_POSSESSIVES = _FIRST_PERSON - _words("i i'm i've i'd i'll me we we're we've we'd we'll "
-                                      "ich wir je moi nous yo io eu ik wij jeg jag vi я мы ja")  # fmt: skip
-_SECOND_PERSON = _words("you you're you've your yours u du dein deine tu vous votre toi tú "
-                        "usted ty ты вы dere ni")  # fmt: skip
+_POSSESSIVES = _FIRST_PERSON - _words(
+    "i i'm i've i'd i'll me we we're we've we'd we'll "
+    "ich wir je moi nous yo io eu ik wij jeg jag vi я мы ja"
+)
+_SECOND_PERSON = _words(
+    "you you're you've your yours u du dein deine tu vous votre toi tú usted ty ты вы dere ni"
+)
 _DETERMINERS = _words(
     "the a an this that that's these those it it's its every each all both some no "
     "der die das den dem ein eine le la les un une ce cette ces el los las una il lo gli "
@@ -144,8 +147,10 @@ def _states(clause: str) -> bool:
     lowered = {w.lower() for w in words}
     if first in _SECOND_PERSON or first in _ASKING:
         return False
-    described = first in _DETERMINERS or bool(_NUMBER.search(first)) or (
-        words[0][:1].isupper() and words[1].lower() in _COPULAS
+    described = (
+        first in _DETERMINERS
+        or bool(_NUMBER.search(first))
+        or (words[0][:1].isupper() and words[1].lower() in _COPULAS)
     )
     return described and bool(lowered & _POSSESSIVES or _specifics(clause))
 
