@@ -39,6 +39,7 @@ from vllmchat.ui.chat_view import ChatView, HistoryItem
 from vllmchat.ui.conversation_list import ConversationList
 from vllmchat.ui.downloads import DownloadsPanel
 from vllmchat.ui.engine_bridge import EngineBridge
+from vllmchat.ui.facts_panel import facts_panel
 from vllmchat.ui.markdown_render import warm_up
 from vllmchat.ui.memory_panel import MemoryPanel
 from vllmchat.ui.offload_panel import OffloadPanel
@@ -107,12 +108,11 @@ class MainWindow(WindowActions):
         v.addWidget(self.banner)
         v.addWidget(self.chat, 1)
         v.addWidget(self.input)
-        self.offload = OffloadPanel()
-        self.memory = MemoryPanel()
+        self.offload, self.memory = OffloadPanel(), MemoryPanel()
         side = QWidget()
         s = QVBoxLayout(side)
-        s.addWidget(self.offload)
-        s.addWidget(self.memory)
+        for panel in (self.offload, self.memory, facts_panel(self)):
+            s.addWidget(panel)
         s.addStretch()
         split = self.split = QSplitter(Qt.Orientation.Horizontal)
         for w, stretch in ((self.conversations, 0), (center, 1), (side, 0)):

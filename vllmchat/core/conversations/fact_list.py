@@ -57,7 +57,7 @@ def checked_text(text: str) -> str:
     """A fact's text on one line; ``StoreError`` saying what is wrong with it."""
     line = " ".join(text.split())
     if not line:
-        raise StoreError("A fact needs some text (Delete removes one).")
+        raise StoreError("A fact needs some text.")
     if len(line) > MAX_FACT_CHARS:
         raise StoreError(
             f"A fact holds at most {MAX_FACT_CHARS} characters; this one has {len(line)}. "
