@@ -108,7 +108,7 @@ def test_a_closed_panel_stops_listening(qtbot, core):
 
 
 def test_the_window_shows_the_facts_of_a_turn(qtbot, demo_window):
-    window, store, _ = demo_window
+    window, _, _ = demo_window
     panel = window.facts_panel
     qtbot.waitUntil(lambda: panel.conversation_id == window.conversation_id)
     ended = window.turns_ended

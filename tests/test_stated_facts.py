@@ -212,7 +212,7 @@ def test_export_and_import_carry_the_facts_and_refuse_malformed_ones(store, tmp_
     data["facts"][0]["text"] = ""
     (tmp_path / "bad.json").write_text(json.dumps(data))
     before = len(store.conversations())
-    with pytest.raises(StoreError, match="bad.json: fact 1: A fact needs some text"):
+    with pytest.raises(StoreError, match=r"bad\.json: fact 1: A fact needs some text"):
         import_file(store, tmp_path / "bad.json")
     assert len(store.conversations()) == before, "nothing half-imported"
     del data["facts"]  # an export from before facts were kept
