@@ -147,11 +147,12 @@ class FactList:
         users = [m for m in path if m.role == "user" and not m.partial]
         if not users:
             return
-        marks = ",".join("?" * len(users))
         taken = {
             r[0]
             for r in self.store.db.execute(
-                f"SELECT id FROM facts_taken WHERE id IN ({marks})", [m.id for m in users]
+                "SELECT t.id FROM facts_taken t JOIN messages m ON m.id = t.id "
+                "WHERE m.conversation_id = ?",
+                (users[0].conversation_id,),
             )
         }
         for m in users:
