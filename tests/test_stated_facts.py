@@ -66,7 +66,8 @@ def test_the_probes_misfires_are_the_listed_ones():
 
 
 def test_a_statement_before_a_question_is_kept_and_pasted_material_is_not():
-    assert statements(["Since we have a dog, which apartment is better?"]) == ["we have a dog"]
+    assert statements(["Since we have a dog, which apartment is better?"]) == ["We have a dog"]
+    assert statements(["By the way, my flight lands at 6:40 am."]) == ["My flight lands at 6:40 am"]
     said = ("My sister is called Ingrid Solberg. Write a short paragraph about rivers.",
             "Explain how Paris got its name?",
             "My budget for the trip is 4,500 euros. I prefer trains to planes.")  # fmt: skip

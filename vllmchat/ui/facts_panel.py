@@ -60,6 +60,8 @@ class FactsPanel(QGroupBox):
         self.conversation_id: int | None = None
         self.list = QListWidget()
         self.list.setWordWrap(True)
+        self.list.setSpacing(2)
+        self.list.setAlternatingRowColors(True)  # a wrapped fact still reads as one
         self.list.setItemDelegate(_OneLine(self.list))
         self.list.setEditTriggers(
             QListWidget.EditTrigger.DoubleClicked | QListWidget.EditTrigger.EditKeyPressed
@@ -78,13 +80,16 @@ class FactsPanel(QGroupBox):
                   context=Qt.ShortcutContext.WidgetShortcut)  # fmt: skip
         self.note = QLabel(HINT)
         self.note.setWordWrap(True)
-        row = QHBoxLayout()
-        row.addWidget(self.entry, 1)
-        row.addWidget(self.add_button)
-        row.addWidget(self.delete_button)
+        under = QHBoxLayout()
+        under.addWidget(QLabel("Double-click to reword."), 1)
+        under.addWidget(self.delete_button)
+        entry = QHBoxLayout()
+        entry.addWidget(self.entry, 1)
+        entry.addWidget(self.add_button)
         layout = QVBoxLayout(self)
         layout.addWidget(self.list, 1)
-        layout.addLayout(row)
+        layout.addLayout(under)
+        layout.addLayout(entry)
         layout.addWidget(self.note)
         self.facts_changed.connect(self._on_changed)
         unsubscribe = facts.subscribe(self.facts_changed.emit)

@@ -173,15 +173,20 @@ def is_statement(sentence: str) -> bool:
 
 
 def _kept_part(sentence: str) -> str:
-    """What of a sentence is kept: all of a statement; of a question or request, the
-    statement before its first comma ("Since we have a dog, which flat ..."); else ""."""
+    """What of a sentence is kept: a statement less the markers before it; of a
+    question or request, the statement before its first comma ("Since we have a dog,
+    which flat ..."); else ""."""
     if is_statement(sentence):
-        return sentence
+        return _capital(_MARKERS.sub("", sentence))  # "By the way, my flight ..." less the marker
     head = _CLAUSE.split(sentence, maxsplit=1)
     if len(head) < 2:
         return ""
     clause = _SUBORDINATE.sub("", _plain(head[0]))
-    return clause if _states(clause) else ""
+    return _capital(clause) if _states(clause) else ""
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 def statements(texts: Iterable[str]) -> list[str]:
