@@ -21,6 +21,8 @@ budget is 4,500 euros") supersedes the earlier one.
 
 from __future__ import annotations
 
+import functools
+import heapq
 import re
 from collections.abc import Iterable, Sequence
 
@@ -209,21 +211,42 @@ _STOP = _words(
 )
 
 
-def _frame(sentence: str) -> set[str]:
-    """A statement's shape: its words less the specifics and filler."""
-    specific = {w.lower() for w in _specifics(sentence)}
+@functools.lru_cache(maxsize=4096)
+def _shape(sentence: str) -> tuple[frozenset[str], tuple[str, ...]]:
+    """A statement's frame (its words less the specifics and filler) and specifics."""
+    specifics = tuple(_specifics(sentence))
     words = {w.lower() for w in _WORD.findall(sentence)}
-    return words - specific - _STOP
+    return frozenset(words - {w.lower() for w in specifics} - _STOP), specifics
 
 
 def same_subject(a: str, b: str) -> bool:
     """Whether two statements say something about the same thing (``b`` updates ``a``)."""
-    fa, fb = _frame(a), _frame(b)
-    if not fa or not fb or _specifics(a) == _specifics(b):
+    (fa, sa), (fb, sb) = _shape(a), _shape(b)
+    if not fa or not fb or sa == sb:
         return False
     return len(fa & fb) / len(fa | fb) >= 0.6
 
 
 def superseded(stated: Sequence[str]) -> set[int]:
     """Indexes of the statements that a later one on the same subject updates."""
-    return {i for i, s in enumerate(stated) if any(same_subject(s, t) for t in stated[i + 1 :])}
+    return set(_superseded(tuple(stated)))
+
+
+@functools.lru_cache(maxsize=64)
+def _superseded(stated: tuple[str, ...]) -> frozenset[int]:
+    """Only statements that share a word are compared, the nearest later one first (an
+    update usually follows soon), so a long list costs little."""
+    later: dict[str, list[int]] = {}  # word -> the later statements with it, farthest first
+    gone = set()
+    for i in range(len(stated) - 1, -1, -1):
+        frame = _shape(stated[i])[0]
+        seen: set[int] = set()
+        for j in heapq.merge(*(reversed(later.get(w, [])) for w in frame)):
+            if j not in seen:
+                seen.add(j)
+                if same_subject(stated[i], stated[j]):
+                    gone.add(i)
+                    break
+        for w in frame:
+            later.setdefault(w, []).append(i)
+    return frozenset(gone)
