@@ -12,7 +12,6 @@ import pytest
 from tests.fake_openai import FakeServer
 from vllmchat.core.conversations.facts import merge_facts, parse_answer, split_stored
 from vllmchat.core.conversations.policy import PrefilledAhead, SummaryEvent
-from vllmchat.core.conversations.stated import statements
 from vllmchat.core.conversations.summarize import answer_complete, new_summary
 from vllmchat.core.engine import DoneEvent, StatsEvent
 
@@ -57,8 +56,9 @@ def test_the_summary_is_written_ahead_and_the_next_turn_prefills_little(app):
     assert prefilled and prefilled[0].complete and prefilled[0].prefilled_tokens > 0
     summaries = app.store.summaries(app.conversation_id)
     assert len(summaries) == 1
-    facts = "\n".join(split_stored(summaries[0].content).facts)
-    assert "Bruno" in facts and "4,500" in facts, "the stated facts are in the list"
+    system = app.session.plan(app.store.path(app.conversation_id))[0][0]["content"]
+    facts = system.split("Facts the user gave, word for word:")[1]
+    assert "Bruno" in facts and "4,500" in facts, "the stated facts are in the prompt"
     events = list(app.send("One more question: what is a fjord?"))
     assert not [e for e in events if isinstance(e, SummaryEvent)], "nothing left to do in-turn"
     stats = next(e.stats for e in events if isinstance(e, StatsEvent))
@@ -167,30 +167,13 @@ def test_fact_lists_parse_merge_and_keep_old_facts_word_for_word():
     assert split_stored("An old one-paragraph summary.").narrative.startswith("An old")
 
 
-def test_the_users_stated_facts_survive_a_model_that_writes_no_fact_list():
-    said = (
-        "My sister is called Ingrid Solberg. Write a short paragraph about rivers.",
-        "Explain how Paris got its name?",
-        "My budget for the trip is 4,500 euros. I prefer trains to planes.",
-    )
-    assert statements(said) == [
-        "My sister is called Ingrid Solberg",
-        "My budget for the trip is 4,500 euros",
-        "I prefer trains to planes",
-    ], "statements with a name, a number or a preference; no requests or questions"
-    pasted = "The Nile flows north through Egypt. " * 40
-    assert statements([pasted, "```\nx = 'My name is Ada'\n```"]) == [], "material is not said"
-    first, reason = new_summary("Rivers are long.", None, " ".join(said), 40, statements(said))
-    assert "malformed" in reason and "Ingrid Solberg" in first.text()
-    later = ("My budget for the trip is now 5,200 euros. Our dog is named Bruno.",)
+def test_a_summary_keeps_the_models_facts_and_leaves_the_users_to_the_fact_list():
+    said = "My sister is called Ingrid Solberg. Our dog is named Bruno."
+    first, reason = new_summary("Rivers are long.", None, said, 40)
+    assert "malformed" in reason and first.facts == (), "the user's words are not copied in"
     second, _ = new_summary("Facts:\n- dog's name: Bruno\n\nSummary: Dogs.", first.text(),
-                            later[0], 40, statements(later))  # fmt: skip
-    assert second.facts == (
-        "My sister is called Ingrid Solberg",
-        "My budget for the trip is now 5,200 euros",  # the user's update replaces it
-        "I prefer trains to planes",
-        "dog's name: Bruno",  # the model's fact covers the statement: no repeat
-    )
+                            said, 40)  # fmt: skip
+    assert second.facts == ("dog's name: Bruno",) and second.narrative == "Dogs."
 
 
 def test_a_streaming_summary_is_complete_once_what_is_kept_is_written():

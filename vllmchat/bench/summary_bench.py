@@ -1,12 +1,15 @@
 """``vllmchat bench summary``: do planted facts survive summaries, and does the turn
 that summarizes wait?
 
-A conversation at n_ctx 2048 plants facts (names, numbers, preferences, a
-decision) among questions on other topics, long enough for at least three
-summaries. Figures:
+A conversation at n_ctx 2048 plants facts (names, numbers, a diet, a date), phrased
+as people write them and not as the stated-facts rule expects, among requests that
+name places and numbers, long enough for at least three summaries. Figures:
 
-- ``facts_in_prompt``: the share of planted values still in the final prompt;
+- ``facts_in_prompt``: the share of planted values in the final prompt's system block
+  (pins, fact list, summary: what carries them past the summaries);
 - ``pinned_in_prompt``: the same with the fact messages pinned;
+- ``facts_listed`` and ``non_facts_listed``: planted facts the stated-facts rule put
+  in the conversation's fact list, and entries there that no planted fact holds;
 - ``fact_recall`` and ``fact_recall_control``: questions about the facts answered
   right after the summaries, and with the same messages at a context that needs
   no summary;
@@ -34,48 +37,52 @@ from vllmchat.core.conversations.store import ConversationStore
 from vllmchat.core.demo_model import demo_model_path
 from vllmchat.core.engine import DoneEvent, ErrorEvent, TokenEvent
 
-# (the message that plants it, the value to find, the question that asks for it)
+# (the message that plants it, the value to find, the question that asks for it). The
+# sentences are the held-out ones the stated-facts rule is tested on (tests/
+# held_out_facts.py), not written in its shapes: the first eight were written before
+# the rule, the last four to probe it, and it misses those four.
 FACTS = [
-    ("My sister is called Ingrid Solberg.", "Ingrid Solberg", "What is my sister's name?"),
-    ("Our dog is named Bruno.", "Bruno", "What is our dog's name?"),
-    ("I live in Tromsø.", "Tromsø", "Which town do I live in?"),
-    ("My budget for the trip is 4,500 euros.", "4,500", "What is my trip budget?"),
-    ("We leave on 14 March.", "14 March", "On which date do we leave?"),
-    ("I prefer trains to planes.", "trains", "Do I prefer trains or planes?"),
-    ("My favourite colour is teal.", "teal", "What is my favourite colour?"),
-    ("My employee number is 73914.", "73914", "What is my employee number?"),
-    ("We decided to book the Fjordview Hotel.", "Fjordview", "Which hotel did we decide on?"),
-    ("I am allergic to peanuts.", "peanuts", "What am I allergic to?"),
-    ("My daughter Maren turns 9 in May.", "Maren", "What is my daughter's name?"),
-    ("The project code name is Bluefin.", "Bluefin", "What is the project's code name?"),
+    ("My wife's name is Sunita and she teaches chemistry.", "Sunita", "What is my wife's name?"),
+    ("I work night shifts at the hospital.", "hospital", "Where do I work?"),
+    ("Our office moved to Rotterdam last year.", "Rotterdam", "In which city is our office?"),
+    ("My laptop runs Ubuntu 22.04.", "22.04", "Which Ubuntu version does my laptop run?"),
+    ("I'm vegetarian.", "vegetarian", "What is my diet?"),
+    ("We have two kids.", "two", "How many kids do we have?"),
+    ("The deadline for the grant is 30 September.", "30 September", "When is the grant due?"),
+    ("My cousin Tomás is visiting next week.", "Tomás", "Which cousin is visiting?"),
+    ("Anna lives in Oslo.", "Oslo", "Where does Anna live?"),
+    ("Tengo 34 años.", "34", "How old am I?"),
+    ("Allergic to shellfish, just so you know.", "shellfish", "What am I allergic to?"),
+    ("Call me Sam.", "Sam", "What should you call me?"),
 ]
-TOPICS = [
-    "rivers",
-    "bread",
-    "stars",
-    "cats",
-    "music",
-    "rain",
-    "chess",
-    "bees",
-    "maps",
-    "tea",
-    "glass",
-    "clocks",
-    "salt",
-    "wind",
+# Requests, some naming places and numbers: none of them is a fact to keep.
+REQUESTS = [
+    "Convert 5 miles to kilometers.",
+    "Use React for the frontend of a small to-do app and sketch its parts.",
+    "Give me three names for a bakery.",
+    'Translate "good morning" into Japanese.',
+    "Tell me a joke about penguins.",
+    "Write a haiku about Kyoto in autumn.",
+    "List the planets in order.",
+    "Compare Python and Go for web servers.",
+    "Show me an example with 2 threads.",
+    "Write a short paragraph about rivers.",
+    "Explain how bread rises.",
+    "Describe the rings of Saturn in 3 sentences.",
+    "Summarize the history of chess briefly.",
+    "Now write about Lisbon.",
 ]
 N_CTX, CONTROL_N_CTX, REPLY_TOKENS, PAUSE_S = 2048, 8192, 96, 5.0
 SYSTEM = "You are a helpful assistant."
 
 
 def script(turns: int) -> list[str]:
-    """The user's messages: a fact every few turns among questions on other topics."""
+    """The user's messages: a fact every few turns among requests."""
     messages, facts = [], iter(FACTS)
     for i in range(turns):
         fact = next(facts, None) if i % 2 == 0 else None
-        topic = f"Write a short paragraph about {TOPICS[i % len(TOPICS)]}."
-        messages.append(f"{fact[0]} {topic}" if fact else topic)
+        request = REQUESTS[i % len(REQUESTS)]
+        messages.append(f"{fact[0]} {request}" if fact else request)
     return messages
 
 
@@ -149,14 +156,28 @@ def _converse(app: ChatApp, messages: list[str], *, pause: bool, pins: bool = Fa
 
 
 def _prompt_text(app: ChatApp) -> str:
+    """The final prompt's system block: what carries facts past the summaries (pins,
+    the fact list, the summary); a reply in the recent turns that echoes a value
+    does not count."""
     session = app.session
     assert session is not None
     prompt, _ = session.plan(app.store.path(session.conversation_id))
-    return "\n".join(m["content"] for m in prompt)
+    return prompt[0]["content"] if prompt and prompt[0]["role"] == "system" else ""
 
 
 def _share_in(text: str) -> float:
     return round(sum(f[1].lower() in text.lower() for f in FACTS) / len(FACTS), 3)
+
+
+def _fact_list(app: ChatApp) -> dict[str, float | int]:
+    """How the stated-facts rule did on the script: the share of planted facts in the
+    conversation's fact list, and the entries that are no planted fact (requests)."""
+    assert app.conversation_id is not None
+    listed = [f.text for f in app.facts.facts(app.conversation_id)]
+    planted = [f[0] for f in FACTS]
+    found = sum(any(t in p for t in listed) for p in planted)
+    false = sum(not any(t in p for p in planted) for t in listed)
+    return {"facts_listed": round(found / len(FACTS), 3), "non_facts_listed": false}
 
 
 def _recall(app: ChatApp) -> float:
@@ -209,6 +230,7 @@ def _one(model: str, server: str | None, turns: int, folder: Path) -> dict[str, 
             "summaries": run.summaries,
             "summaries_ahead": run.ahead,
             "facts_in_prompt": _share_in(prompt),
+            **_fact_list(paused),
             "summary_turn_ttft_ratio": _ratio(run),
             "normal_ttft_s": round(statistics.median(run.ttft), 3),
             "messages_lost": _lost(paused, len(messages)),

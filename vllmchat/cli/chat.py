@@ -43,6 +43,8 @@ HELP = """commands:
   /history        the messages the model is given, and the summary (numbered)
   /pin N          keep message N word for word in every prompt (/unpin N undoes it)
   /summary        summarize the older turns now
+  /facts          the facts kept word for word through summaries (numbered)
+  /remember TEXT  add a fact   /fact N TEXT  reword fact N   /forget N  remove it
   /export PATH    write the conversation to PATH (.md or .json)
   /stats          last turn's statistics
   /ngl N          reload live with N GPU layers (the conversation's KV cache is kept)
@@ -339,6 +341,8 @@ def _command(text: str, app: ChatApp, state: dict[str, Any], out: Any) -> bool:
             message = session.store.set_pinned(branch[number - 1].id, name == "/pin")
             word = "pinned: word for word in every prompt" if message.pinned else "unpinned"
             out.write(f"message {number} {word}\n")
+        elif name in ("/facts", "/remember", "/fact", "/forget"):
+            _facts_command(name, arg, app, out)
         elif name == "/summary":
             _show(app.summarize(), out, False, state)
         elif name == "/export":
@@ -373,3 +377,27 @@ def _command(text: str, app: ChatApp, state: dict[str, Any], out: Any) -> bool:
         log.warning("%s failed: %s", name, exc, exc_info=exc)
         out.write(f"error: {exc}\n")
     return False
+
+
+def _facts_command(name: str, arg: str, app: ChatApp, out: Any) -> None:
+    """List the conversation's facts, after adding, rewording or removing one."""
+    conv = app.conversation_id
+    assert conv is not None
+    if name == "/remember":
+        app.facts.add(conv, arg)
+    elif name in ("/fact", "/forget"):
+        number, _, text = arg.strip().partition(" ")
+        facts = app.facts.facts(conv)
+        if not number.isdigit() or not 1 <= int(number) <= len(facts):
+            raise ValueError(f"there is no fact {number or '(no number)'} (/facts numbers them)")
+        fact = facts[int(number) - 1]
+        if name == "/forget":
+            app.facts.delete(fact.id)
+        else:
+            app.facts.edit(fact.id, text)
+    facts = app.facts.facts(conv)
+    for n, fact in enumerate(facts, 1):
+        mark = "  (yours)" if fact.edited or fact.message_id is None else ""
+        out.write(f"{n:3} {fact.text}{mark}\n")
+    if not facts:
+        out.write("no facts yet (/remember TEXT adds one)\n")

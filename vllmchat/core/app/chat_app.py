@@ -29,6 +29,7 @@ from vllmchat.core.app.events import (
 from vllmchat.core.app.tuning import describe_file, run_tune
 from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.conversations.background import has_one_reply, make_title, summarize_ahead
+from vllmchat.core.conversations.fact_list import FactList
 from vllmchat.core.conversations.kv_cache import KVStateCache
 from vllmchat.core.conversations.policy import SummaryEvent
 from vllmchat.core.conversations.session import ChatSession, SessionEvent
@@ -63,6 +64,7 @@ class ChatApp:
         self.settings = settings or AppSettings()
         self.engine: Engine = engine or EngineClient()
         self.session: ChatSession | None = None
+        self.facts = FactList(store)  # every conversation's facts: front ends edit them here
         self._death_reported = False
         self._storage_reported: str | None = None  # the disk problem last told
         self._summarizer: RemoteEngine | None = None  # the summary server, when one is set
@@ -131,7 +133,7 @@ class ChatApp:
         self.engine = engine
         self._death_reported = False
         if conversation is not None:
-            self.session = ChatSession(self.store, self.engine, conversation)
+            self.session = ChatSession(self.store, self.engine, conversation, facts=self.facts)
             self._configure()
 
     def configure(self, settings: AppSettings) -> SettingsChanged:
@@ -205,7 +207,7 @@ class ChatApp:
             return ConversationOpened(conversation_id, 0)
         if self.session is not None and self.engine.alive:
             self.kv.save(self.engine, self.session.conversation_id)
-        self.session = ChatSession(self.store, self.engine, conversation_id)
+        self.session = ChatSession(self.store, self.engine, conversation_id, facts=self.facts)
         self._configure()
         restored = 0
         with contextlib.suppress(EngineError):

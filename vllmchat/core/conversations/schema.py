@@ -66,6 +66,21 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE messages ADD COLUMN thinking TEXT NOT NULL DEFAULT '';
     """,
+    # 4: facts kept through summaries: taken from the user's messages or written by the user.
+    """
+    CREATE TABLE facts (
+        id INTEGER PRIMARY KEY,
+        conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        message_id INTEGER REFERENCES messages(id) ON DELETE CASCADE,
+        text TEXT NOT NULL,
+        edited INTEGER NOT NULL DEFAULT 0,
+        created REAL NOT NULL
+    );
+    CREATE INDEX facts_by_conversation ON facts(conversation_id, id);
+    CREATE TABLE facts_taken (  -- the user messages already read for facts (id: the message's)
+        id INTEGER PRIMARY KEY REFERENCES messages(id) ON DELETE CASCADE
+    );
+    """,
 ]
 
 

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, replace
 
+from vllmchat.core.conversations.fact_list import FactList
 from vllmchat.core.conversations.policy import (
     ContextPolicy,
     MessageStored,
@@ -62,6 +63,7 @@ class ChatSession:
         sampling: SamplingSettings | None = None,
         policy: ContextPolicy | None = None,
         model_name: str = "",
+        facts: FactList | None = None,
     ) -> None:
         self.store = store
         self.client = client
@@ -69,6 +71,7 @@ class ChatSession:
         self.sampling = sampling or SamplingSettings()
         self.policy = policy or ContextPolicy()
         self.model_name = model_name
+        self.facts = facts or FactList(store)  # the user's facts, kept through summaries
         self.summarizer: Engine | None = None  # another engine that writes the summaries
         self.stop_requested = False
         self.waiting: Callable[[], bool] = lambda: False  # a turn is waiting (work ahead yields)
@@ -79,8 +82,9 @@ class ChatSession:
         self, path: list[Message], summary: Summary | None, start: int
     ) -> list[dict[str, str]]:
         system = self.store.conversation(self.conversation_id).system_prompt
-        pins = pinned_block(path[:start])
-        if pins:  # pinned messages no longer given in place: word for word, up front
+        facts = self.facts.prompt_block(self.conversation_id, path, start)
+        pins = "\n\n".join(b for b in (pinned_block(path[:start]), facts) if b)
+        if pins:  # pinned messages and facts no longer given in place: word for word, up front
             system = (system + "\n\n" if system else "") + pins
         if summary is not None:
             system = (system + "\n\n" if system else "") + (
@@ -129,6 +133,7 @@ class ChatSession:
             yield ErrorEvent(ErrorKind.BAD_REQUEST, "The message is empty.")
             return
         message = self.store.add_message(self.conversation_id, "user", text)
+        self.facts.take_from(message)
         yield MessageStored(message.id, "user")
         yield from self._answer()
 
@@ -152,6 +157,7 @@ class ChatSession:
         message = self.store.add_message(
             self.conversation_id, "user", text, parent_id=original.parent_id or ROOT
         )
+        self.facts.take_from(message)
         yield MessageStored(message.id, "user")
         yield from self._answer()
 

@@ -12,13 +12,11 @@ from vllmchat.core.conversations.facts import (
     SUMMARY_HEADER,
     MalformedSummary,
     TwoPartSummary,
-    bounded,
     merge_facts,
     parse_answer,
     split_stored,
 )
 from vllmchat.core.conversations.policy import ContextPolicy
-from vllmchat.core.conversations.stated import add_statements, statements
 from vllmchat.core.conversations.store import Message, Summary
 from vllmchat.core.engine import DoneEvent, EngineError, ErrorEvent, StatsEvent, TokenEvent
 from vllmchat.core.engine.protocol import Engine
@@ -140,24 +138,21 @@ def new_summary(
     previous: str | None,
     source: str,
     max_words: int,
-    stated: Sequence[str] = (),
 ) -> tuple[TwoPartSummary, str]:
     """The summary to store from the model's ``answer``: the previous facts merged with
-    the new grounded ones and the user's ``stated`` facts they miss, and the new
-    narrative. A malformed fact list falls back to the answer's first paragraph (the
-    reason is returned and logged); the stated facts are kept either way."""
+    the new grounded ones, and the new narrative. A malformed fact list falls back to
+    the answer's first paragraph (the reason is returned and logged; the old facts are
+    kept). The user's own statements are not copied here: the conversation's fact list
+    (``fact_list.py``) keeps them word for word."""
     old = split_stored(previous) if previous else TwoPartSummary((), "")
     try:
         parsed = parse_answer(answer, max_words)
     except MalformedSummary as exc:
         reason = f"The fact list was malformed ({exc}); kept the paragraph."
         _log.warning("%s Answer: %.200r", reason, answer)
-        facts = bounded(add_statements(old.facts, stated))
-        return TwoPartSummary(facts, clean_summary(answer, max_words)), reason
+        return TwoPartSummary(old.facts, clean_summary(answer, max_words)), reason
     grounded_facts = tuple(f for f in parsed.facts if grounded(f, source))
-    merged = merge_facts(old.facts, grounded_facts)
-    facts = bounded(add_statements(merged, stated, grounded_facts))
-    return TwoPartSummary(facts, parsed.narrative), ""
+    return TwoPartSummary(merge_facts(old.facts, grounded_facts), parsed.narrative), ""
 
 
 @dataclass(frozen=True)
@@ -212,7 +207,6 @@ def ask_for_summary(
         return SummaryOutcome(cancelled=True), 0
     previous_text = previous.content if previous else None
     source = " ".join(m.content for m in old)
-    stated = statements(m.content for m in old if m.role == "user")
     if conversation is not None and after:  # facts of the kept turns are grounded too
         source = " ".join(m["content"] for m in conversation)
     fresh, streamed, complete = "", "", False
@@ -232,11 +226,9 @@ def ask_for_summary(
             if (event.stop_reason == "stopped" and not complete) or stopped():
                 return SummaryOutcome(cancelled=True), prefill
             answer = answer_of(event.text)
-            made, note = new_summary(
-                answer, previous_text, source, policy.summary_max_words, stated
-            )
+            made, note = new_summary(answer, previous_text, source, policy.summary_max_words)
             text = made.text()
-            new = [f for f in made.facts if f in answer or f in stated]
+            new = [f for f in made.facts if f in answer]
             fresh = made.narrative + " " + " ".join(new)
     if not text or not fresh.strip():
         return SummaryOutcome(reason="The summary came back empty."), prefill

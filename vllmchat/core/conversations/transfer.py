@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from vllmchat.core.conversations.fact_list import FactList, checked_text
 from vllmchat.core.conversations.store import Conversation, ConversationStore, StoreError
 
 FORMAT = "vllmchat-conversation"
@@ -18,6 +19,9 @@ def to_markdown(store: ConversationStore, conversation_id: int) -> str:
     lines = [f"# {conv.title or 'Conversation'}", ""]
     if conv.system_prompt:
         lines += ["> **System:** " + conv.system_prompt.replace("\n", "\n> "), ""]
+    facts = FactList(store).facts(conversation_id)
+    if facts:
+        lines += ["> **Facts kept:**", *(f"> - {f.text}" for f in facts), ""]
     summaries = {s.last_message_id: s for s in store.summaries(conversation_id)}
     for m in store.path(conversation_id):
         who = {"user": "You", "assistant": "Assistant", "system": "System"}[m.role]
@@ -66,6 +70,10 @@ def to_json(store: ConversationStore, conversation_id: int) -> dict[str, Any]:
             }
             for s in store.summaries(conversation_id)
         ],
+        "facts": [
+            {"text": f.text, "message_id": f.message_id, "edited": f.edited}
+            for f in FactList(store).stored(conversation_id)
+        ],
     }
 
 
@@ -109,6 +117,7 @@ def import_file(store: ConversationStore, path: str | Path) -> Conversation:
         for m in messages
     ):
         raise StoreError(f"{p.name} has malformed messages.")
+    facts = _facts_of(data, {m.get("id") for m in messages}, p.name)
     conv = store.create(
         title=str(data.get("title", "")), system_prompt=str(data.get("system_prompt", ""))
     )
@@ -135,6 +144,30 @@ def import_file(store: ConversationStore, path: str | Path) -> Conversation:
             store.add_summary(
                 conv.id, str(s["content"]), ids[s["first_message_id"]], ids[s["last_message_id"]]
             )
+    if facts is not None:  # an older export has none: they are read from the messages
+        taken = [ids[m.get("id")] for m in messages if m["role"] == "user" and m.get("id") in ids]
+        items = [(f["text"], ids.get(f.get("message_id")), bool(f.get("edited"))) for f in facts]
+        FactList(store).restore(conv.id, items, taken)
     if data.get("title"):
         store.rename(conv.id, str(data["title"]))
     return store.conversation(conv.id)
+
+
+def _facts_of(data: dict[str, Any], ids: set[Any], name: str) -> list[dict[str, Any]] | None:
+    """An export's facts, checked before anything is imported (None: it has none)."""
+    facts = data.get("facts")
+    if facts is None:
+        return None
+    if not isinstance(facts, list) or not all(
+        isinstance(f, dict)
+        and isinstance(f.get("text"), str)
+        and (f.get("message_id") is None or f.get("message_id") in ids)
+        for f in facts
+    ):
+        raise StoreError(f"{name} has malformed facts.")
+    for number, f in enumerate(facts, 1):
+        try:
+            checked_text(f["text"])
+        except StoreError as exc:
+            raise StoreError(f"{name}: fact {number}: {exc}") from exc
+    return facts

@@ -37,6 +37,7 @@ from vllmchat.core.tuning.cache import TuneCache
 from vllmchat.ui.chat.chat_input import ChatInput
 from vllmchat.ui.chat.chat_view import ChatView, HistoryItem
 from vllmchat.ui.chat.conversation_list import ConversationList
+from vllmchat.ui.chat.facts_panel import facts_panel
 from vllmchat.ui.chat.markdown_render import warm_up
 from vllmchat.ui.common.theme import ThemeWatcher
 from vllmchat.ui.common.workers import Workers
@@ -108,12 +109,11 @@ class MainWindow(WindowActions):
         v.addWidget(self.banner)
         v.addWidget(self.chat, 1)
         v.addWidget(self.input)
-        self.offload = OffloadPanel()
-        self.memory = MemoryPanel()
+        self.offload, self.memory = OffloadPanel(), MemoryPanel()
         side = QWidget()
         s = QVBoxLayout(side)
-        s.addWidget(self.offload)
-        s.addWidget(self.memory)
+        for panel in (self.offload, self.memory, facts_panel(self)):
+            s.addWidget(panel)
         s.addStretch()
         split = self.split = QSplitter(Qt.Orientation.Horizontal)
         for w, stretch in ((self.conversations, 0), (center, 1), (side, 0)):
