@@ -88,7 +88,7 @@ def test_hub_drafts_are_checked_by_their_header_alone(hub, demo_model, gemma_mod
 
 def test_a_draft_model_counts_in_the_estimate_and_the_tuners_bound(demo_model, gemma_model):
     from vllmchat.core.gguf_header import read_header
-    from vllmchat.core.models.advisor import max_gpu_layers
+    from vllmchat.core.models.advisor import best_fit, max_gpu_layers
     from vllmchat.core.models.description import describe
     from vllmchat.core.models.hardware import GpuInfo, HardwareInfo
 
@@ -105,6 +105,9 @@ def test_a_draft_model_counts_in_the_estimate_and_the_tuners_bound(demo_model, g
     small_card = HardwareInfo(2**34, 2**34, [card], gpu_offload=True)
     fewer = max_gpu_layers(desc, small_card, FitSettings.of(paired))
     assert 0 <= fewer < max_gpu_layers(desc, small_card, FitSettings.of(alone))
+    said = best_fit(desc, small_card, FitSettings.of(paired)).message
+    assert "the draft model's" in said and "MiB included" in said, said
+    assert "draft" not in best_fit(desc, small_card, FitSettings.of(alone)).message
 
 
 @pytest.mark.parametrize("which", ["demo_model", "gemma_model"])
