@@ -228,6 +228,17 @@ def test_the_status_line_marks_greedy_output_that_can_differ(qtbot):
     assert not line.identity.isVisible() and line.identity.toolTip() == ""
 
 
+def test_the_windows_identity_mark_follows_the_engines_answer(demo_window):
+    from vllmchat.core.engine.exactness import identity_note
+
+    w, _store, settings = demo_window
+    info = w.status_line.info
+    assert info is not None and info == w.info
+    note = identity_note(info.exact_verify, info.exact_verify_reason,
+                         speculation=settings.sampler.speculation, temperature=0.0)  # fmt: skip
+    assert w.status_line.identity.isVisible() == bool(note)
+
+
 def test_a_model_drafting_for_itself_is_accepted_and_changes_nothing(exact_client, demo_model):
     plain = _turns(exact_client(), "off", [ASK])[0]
 
