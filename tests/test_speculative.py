@@ -196,6 +196,49 @@ def test_the_status_line_shows_drafted_and_accepted(qtbot):
     assert "drafted" not in line.speed.text()
 
 
+def test_the_status_line_marks_greedy_output_that_can_differ(qtbot):
+    """The identity note, from the bridge's own signals: each load's ModelInfo and
+    each change of the sampling settings."""
+    from vllmchat.core.app.events import Loaded, SettingsChanged
+    from vllmchat.core.app_settings import AppSettings
+    from vllmchat.core.engine.info import ModelInfo
+    from vllmchat.ui.window.engine_bridge import AppEvents
+    from vllmchat.ui.window.status_line import StatusLine
+
+    events = AppEvents(None)  # type: ignore[arg-type]  # only its signals are used
+    line = StatusLine(events)
+    qtbot.addWidget(line)
+    line.show()
+    reason = "on the GPU a verify is exact with flash attention only"
+    info = ModelInfo("m.gguf", "llama", 30, 8192, 4096, 49152, 135_000_000, 90_000_000, 0,
+                     "chatml", "gguf", True, 1.0, exact_verify=False,
+                     exact_verify_reason=reason)  # fmt: skip
+    greedy = AppSettings.of(model_path="m.gguf", temperature=0.0, speculation="auto")
+    assert not line.identity.isVisible(), "nothing loaded"
+    events.load_finished.emit(Loaded(info, greedy))
+    assert line.identity.isVisible() and reason in line.identity.toolTip()
+    assert "greedy replies can differ slightly" in line.identity.toolTip()
+    for changes in ({"temperature": 0.7}, {"speculation": "off"}):
+        events.settings_changed.emit(SettingsChanged(greedy.with_changes(**changes)))
+        assert not line.identity.isVisible(), changes
+    events.settings_changed.emit(SettingsChanged(greedy))
+    assert line.identity.isVisible()
+    exact = ModelInfo(**{**info.__dict__, "exact_verify": True, "exact_verify_reason": ""})
+    events.load_finished.emit(Loaded(exact, greedy))
+    assert not line.identity.isVisible() and line.identity.toolTip() == ""
+
+
+def test_the_windows_identity_mark_follows_the_engines_answer(demo_window):
+    from vllmchat.core.engine.exactness import identity_note
+
+    w, _store, settings = demo_window
+    info = w.status_line.info
+    assert info is not None and info == w.info
+    note = identity_note(info.exact_verify, info.exact_verify_reason,
+                         speculation=settings.sampler.speculation, temperature=0.0)  # fmt: skip
+    assert w.status_line.identity.isVisible() == bool(note)
+
+
 def test_a_model_drafting_for_itself_is_accepted_and_changes_nothing(exact_client, demo_model):
     plain = _turns(exact_client(), "off", [ASK])[0]
 

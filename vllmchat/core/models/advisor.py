@@ -182,6 +182,8 @@ def check_fit(desc: ModelDescription, hw: HardwareInfo, s: FitSettings) -> Fit:
     if len(e.vram_by_device) > 1:
         parts = " + ".join(f"{b / MIB:,.0f}" for b in e.vram_by_device)
         need = f"needs {parts} MiB on the GPUs + {e.ram / MIB:,.0f} MiB RAM"
+    if e.draft_gpu or e.draft_cpu:
+        need += f" (the draft model's {(e.draft_gpu + e.draft_cpu) / MIB:,.0f} MiB included)"
     experts = f", experts of {e.cpu_moe_layers} layers on the CPU" if e.cpu_moe_layers else ""
     if not _ok(e, hw, s):
         kind = NO_FIT

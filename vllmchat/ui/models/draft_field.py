@@ -1,22 +1,50 @@
 """The draft model setting: installed models with the model's vocabulary to pick
-from, and the hub's matches on request (both found off the GUI thread)."""
+from, the others greyed with the reason, and the catalog's and the hub's matches on
+request (all found off the GUI thread)."""
 
 from __future__ import annotations
 
 import os
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
 
-from vllmchat.core.models.drafts import DraftCandidate, hub_drafts, installed_drafts
+from vllmchat.core.models.drafts import (
+    DraftCandidate,
+    file_refusal,
+    hub_drafts,
+    installed_draft_options,
+)
 from vllmchat.core.models.local import discover
 from vllmchat.ui.common.workers import Workers
 
 NONE = ""
+MIB = 2**20
+
+
+def row_text(c: DraftCandidate) -> str:
+    """A candidate as the list shows it: what it is, and whether and why not."""
+    size = f"{c.size / MIB:,.0f} MiB"
+    if c.source != "installed":
+        where = "in the catalog" if c.source == "catalog" else "on the hub"
+        return f"↓ {c.repo} · {c.filename} — {size}, {where}, same vocabulary"
+    if c.usable:
+        return f"✓ {c.name} — {size}, installed, same vocabulary"
+    return f"✗ {c.name} — {size}: {c.reason}"
 
 
 class DraftField(QWidget):
-    """An editable list of draft model paths ('' is none) and what the hub offers."""
+    """An editable list of draft model paths ('' is none) and, below it, every candidate
+    with whether it can draft for the model (a click on one that can picks it)."""
 
     def __init__(self, model_path: str, current: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -29,8 +57,14 @@ class DraftField(QWidget):
         self.combo.setCurrentText(current)
         self.combo.setPlaceholderText("none")
         self.hub_button = QPushButton("Find on the hub")
-        self.hub_button.setToolTip("Reads the headers of the hub's small quants of this family")
+        self.hub_button.setToolTip(
+            "Reads the headers of the catalog's models and the hub's small quants of this family"
+        )
         self.hub_button.clicked.connect(self.find_on_hub)
+        self.choices = QListWidget()
+        self.choices.setMaximumHeight(110)
+        self.choices.itemClicked.connect(self._pick)
+        self.choices.hide()
         self.found = QLabel("")
         self.found.setWordWrap(True)
         self.found.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -41,34 +75,66 @@ class DraftField(QWidget):
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
         outer.addLayout(row)
+        outer.addWidget(self.choices)
         outer.addWidget(self.found)
         self.workers = Workers(self)
         self.hub: list[DraftCandidate] = []
-        self.installed: list[DraftCandidate] | None = None
+        self.installed: list[DraftCandidate] | None = None  # those that can draft
+        self.refused: list[DraftCandidate] = []  # installed, with the reason
+        self.refusal = ""  # why the draft model set cannot draft for the model
         if os.path.isfile(model_path):
             self.found.setText("Looking for installed models with this vocabulary…")
-            self.workers.run(lambda: installed_drafts(model_path, discover()),
-                             self._show_installed, self._failed)  # fmt: skip
+            self.workers.run(lambda: self._look(model_path, current), self._show_installed,
+                             self._failed)  # fmt: skip
         else:
             self.hub_button.setEnabled(False)
 
-    def _show_installed(self, found: list[DraftCandidate]) -> None:
-        self.installed = found
+    @staticmethod
+    def _look(model: str, current: str) -> tuple[list[DraftCandidate], str]:
+        """The installed candidates, and why the draft model set is refused ('' if not)."""
+        refusal = file_refusal(current, model) if current else ""
+        return installed_draft_options(model, discover()), refusal
+
+    def _add_row(self, c: DraftCandidate) -> None:
+        item = QListWidgetItem(row_text(c))
+        item.setToolTip(c.describe() + (f"\nNot offered: {c.reason}." if c.reason else ""))
+        item.setData(Qt.ItemDataRole.UserRole, c.path if c.usable else "")
+        if not c.usable:
+            item.setFlags(Qt.ItemFlag.NoItemFlags)  # greyed: shown with why, not offered
+        elif not c.path:
+            item.setFlags(Qt.ItemFlag.ItemIsEnabled)  # on the hub: download it first
+        self.choices.addItem(item)
+        self.choices.show()
+
+    def _pick(self, item: QListWidgetItem) -> None:
+        path = item.data(Qt.ItemDataRole.UserRole)
+        if path:
+            self.combo.setCurrentText(path)
+
+    def _show_installed(self, looked: tuple[list[DraftCandidate], str]) -> None:
+        options, refusal = looked
+        found = [c for c in options if c.usable]
+        self.installed, self.refused = found, [c for c in options if not c.usable]
         current = self.combo.currentText()
         for c in found:
             if self.combo.findText(c.path) < 0:
                 self.combo.addItem(c.path)
                 tip = Qt.ItemDataRole.ToolTipRole
-                self.combo.setItemData(self.combo.count() - 1, c.describe(), tip)
+                self.combo.setItemData(self.combo.count() - 1, row_text(c), tip)
         self.combo.setCurrentText(current)
-        self.found.setText(
-            f"{len(found)} installed model(s) share this model's vocabulary."
-            if found else "No installed model shares this model's vocabulary."
-        )  # fmt: skip
+        for c in options:
+            self._add_row(c)
+        text = (f"{len(found)} installed model(s) share this model's vocabulary."
+                if found else "No installed model shares this model's vocabulary.")  # fmt: skip
+        self.refusal = refusal
+        if refusal:
+            name = os.path.basename(current)
+            text = f"The draft model set ({name}) cannot draft for this model: {refusal}. " + text
+        self.found.setText(text)
 
     def find_on_hub(self) -> None:
         self.hub_button.setEnabled(False)
-        self.found.setText("Reading the hub's headers…")
+        self.found.setText("Reading the catalog's and the hub's headers…")
         path = self.model_path
         self.workers.run(lambda: hub_drafts(path), self._show_hub, self._failed)
 
@@ -76,11 +142,13 @@ class DraftField(QWidget):
         self.hub = found
         self.hub_button.setEnabled(True)
         if not found:
-            self.found.setText("The hub has no smaller model with this vocabulary.")
+            self.found.setText("Neither the catalog nor the hub has a smaller model "
+                               "with this vocabulary.")  # fmt: skip
             return
-        lines = [f"{c.repo} · {c.filename} ({c.size / 2**20:,.0f} MiB)" for c in found]
-        self.found.setText("On the hub (download one from Models, then pick it here):\n"
-                           + "\n".join(lines))  # fmt: skip
+        for c in found:
+            self._add_row(c)
+        self.found.setText(f"{len(found)} on the hub (↓): download one from Models, "
+                           "then pick it here.")  # fmt: skip
 
     def _failed(self, exc: Exception) -> None:
         self.hub_button.setEnabled(True)

@@ -121,7 +121,7 @@ class MainWindow(WindowActions):
             split.setStretchFactor(split.count() - 1, stretch)
         split.setSizes([240, 760, 280])
         self.setCentralWidget(split)
-        self.status_line = StatusLine()
+        self.status_line = StatusLine(self.bridge.events)  # follows loads for the identity mark
         self.statusBar().addPermanentWidget(self.status_line, 1)
         self.busy_bar = QProgressBar()
         self.busy_bar.setRange(0, 0)  # indeterminate while the model loads

@@ -1,12 +1,18 @@
-"""The status line: model, speed, prefill vs reused tokens, and the context bar."""
+"""The status line: model, speed, prefill vs reused tokens, the context bar, and a mark
+where greedy replies with speculation can differ from plain decoding."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QColor, QPainter
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QWidget
 
 from vllmchat.core.engine import TurnStats
+from vllmchat.core.engine.exactness import identity_note
+from vllmchat.core.engine.info import ModelInfo
+from vllmchat.core.settings import SamplingSettings
 
 
 class ContextBar(QWidget):
@@ -58,7 +64,7 @@ class ContextBar(QWidget):
 class StatusLine(QWidget):
     """Model · quant · tok/s · prefilled/reused · context."""
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, events: Any = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(6, 2, 6, 2)
@@ -67,12 +73,18 @@ class StatusLine(QWidget):
         self.tokens = QLabel("")
         self.context = ContextBar()
         self.context_label = QLabel("")
-        for w in (self.model, self.speed, self.tokens):
+        self.identity = QLabel("speculation: greedy may differ ⓘ")  # where it is not exact
+        self.identity.setStyleSheet("color: #a60;")
+        self.identity.hide()
+        self.info: ModelInfo | None = None
+        for w in (self.model, self.speed, self.tokens, self.identity):
             layout.addWidget(w)
             layout.addSpacing(12)
         layout.addStretch()
         layout.addWidget(self.context_label)
         layout.addWidget(self.context)
+        if events is not None:
+            self.follow(events)
 
     def set_model(self, name: str, quant: str, n_ctx: int) -> None:
         self.model.setText(f"<b>{name}</b> · {quant}" if quant else f"<b>{name}</b>")
@@ -99,3 +111,28 @@ class StatusLine(QWidget):
     ) -> None:
         self.context.set_usage(prompt_tokens, n_ctx, summary_tokens, pinned_tokens)
         self.context_label.setText(f"{prompt_tokens:,} / {n_ctx:,}")
+
+    def follow(self, events: Any) -> None:
+        """Keep the identity mark current from the engine bridge's events (each load,
+        each change of the sampling settings)."""
+        events.load_finished.connect(self._on_loaded)
+        events.settings_changed.connect(self._on_settings)
+
+    def _on_loaded(self, event: Any) -> None:
+        self.info = event.info
+        self.show_identity(event.info, event.settings.sampler)
+
+    def _on_settings(self, event: Any) -> None:
+        self.show_identity(self.info, event.settings.sampler)
+
+    def show_identity(self, info: ModelInfo | None, sampling: SamplingSettings) -> None:
+        """The mark, with the engine's reason as its tooltip, where speculation is on under
+        greedy sampling and this build and placement do not keep it token for token."""
+        note = ""
+        if info is not None:
+            note = identity_note(info.exact_verify, info.exact_verify_reason,
+                                 speculation=sampling.speculation,
+                                 temperature=sampling.temperature)  # fmt: skip
+        self.identity.setToolTip(note)
+        self.identity.setAccessibleDescription(note)
+        self.identity.setVisible(bool(note))
