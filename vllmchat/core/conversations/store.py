@@ -82,6 +82,9 @@ class ConversationStore:
     def close(self) -> None:
         with self._lock:
             self.db.close()
+            self.closed = True
+
+    closed = False  # after close(): readers that come late (a queued event) read nothing
 
     def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
         """The rows of a query (waiting out a lock; damage is ``StoreDamaged``)."""

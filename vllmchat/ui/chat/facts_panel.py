@@ -108,6 +108,8 @@ class FactsPanel(QGroupBox):
     def refresh(self, *_: object) -> None:
         """Redraw from the core (after a turn: an edit may have changed the branch)."""
         cid = self.conversation_id
+        if self.facts.store.closed:  # the window is closing; a queued event came late
+            return
         self._draw(self.facts.facts(cid) if cid is not None else ())
 
     def _on_changed(self, event: FactsChanged) -> None:
