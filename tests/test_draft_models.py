@@ -68,6 +68,21 @@ def test_the_others_are_listed_with_why_they_cannot_draft(demo_model, gemma_mode
     assert file_refusal(folder / "gone.gguf", demo_model).startswith("unreadable (")
 
 
+def test_each_refusal_says_what_differs():
+    from vllmchat.core.models.drafts import Vocabulary, draft_refusal
+
+    model = Vocabulary(32000, "llama", "a")
+    assert draft_refusal(Vocabulary(32000, "llama", "a"), model) == ""
+    assert draft_refusal(Vocabulary(32000, "llama", "b"), model) == (
+        "other tokens in a vocabulary of the same size (32,000)"
+    )
+    assert draft_refusal(Vocabulary(32016, "llama", "c"), model) == (
+        "another vocabulary (32,016 tokens against the model's 32,000)"
+    )
+    assert draft_refusal(Vocabulary(0, "?", ""), model) == "its header has no token list"
+    assert draft_refusal(model, Vocabulary(0, "?", "")) == "the model's header has no token list"
+
+
 def test_the_catalogs_models_are_checked_before_the_hubs(hub, demo_model):
     hub.add("catalog/SmolLM2-Draft-GGUF", {"draft-Q4_1.gguf": demo_model})
     hub.add("someone/SmolLM2-135M-Instruct-GGUF", {"smol-Q4_1.gguf": demo_model})
