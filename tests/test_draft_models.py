@@ -54,14 +54,33 @@ def test_the_others_are_listed_with_why_they_cannot_draft(demo_model, gemma_mode
     assert [(c.name, c.usable) for c in for_demo] == [
         ("smol-twin.gguf", True), ("broken.gguf", False), ("gemma.gguf", False)
     ]  # fmt: skip
-    assert for_demo[1].reason.startswith("unreadable: ")
-    assert for_demo[2].reason.startswith("larger than the model (")
+    assert for_demo[1].reason.startswith("unreadable (")
+    assert (
+        for_demo[2].reason
+        == f"larger than the model ({os.path.getsize(demo_model) / MIB:,.0f} MiB)"
+    )
     for_gemma = {c.name: c.reason for c in installed_draft_options(gemma_model, models)}
-    other = "another vocabulary: 49,152 tokens (gpt2) against the model's 262,144 tokens (llama)"
+    counts = "49,152 tokens against the model's 262,144; tokenizer gpt2 against llama"
+    other = f"another vocabulary ({counts})"
     assert for_gemma["smol-twin.gguf"] == other
     assert file_refusal(demo_model, gemma_model) == other
     assert file_refusal(folder / "smol-twin.gguf", demo_model) == ""
-    assert file_refusal(folder / "gone.gguf", demo_model).startswith("unreadable: ")
+    assert file_refusal(folder / "gone.gguf", demo_model).startswith("unreadable (")
+
+
+def test_each_refusal_says_what_differs():
+    from vllmchat.core.models.drafts import Vocabulary, draft_refusal
+
+    model = Vocabulary(32000, "llama", "a")
+    assert draft_refusal(Vocabulary(32000, "llama", "a"), model) == ""
+    assert draft_refusal(Vocabulary(32000, "llama", "b"), model) == (
+        "other tokens in a vocabulary of the same size (32,000)"
+    )
+    assert draft_refusal(Vocabulary(32016, "llama", "c"), model) == (
+        "another vocabulary (32,016 tokens against the model's 32,000)"
+    )
+    assert draft_refusal(Vocabulary(0, "?", ""), model) == "its header has no token list"
+    assert draft_refusal(model, Vocabulary(0, "?", "")) == "the model's header has no token list"
 
 
 def test_the_catalogs_models_are_checked_before_the_hubs(hub, demo_model):
@@ -222,7 +241,7 @@ def test_the_settings_list_matching_drafts_and_the_hubs(qtbot, hub, demo_model, 
                                              draft_model=str(gemma_model)))  # fmt: skip
     qtbot.addWidget(mismatch)
     qtbot.waitUntil(lambda: mismatch.drafts.installed is not None, timeout=30000)
-    assert "cannot draft for this model: another vocabulary: 262,144 tokens (llama)" in (
+    assert "cannot draft for this model: another vocabulary (262,144 tokens against" in (
         mismatch.drafts.found.text()
     )
     mismatch.reject()

@@ -50,9 +50,6 @@ class Vocabulary:
         return cls(header.array_lengths.get(TOKENS_KEY, 0), str(model or "?"),
                    vocab_fingerprint(header))  # fmt: skip
 
-    def words(self) -> str:
-        return f"{self.tokens:,} tokens ({self.tokenizer})"
-
 
 def draft_refusal(draft: Vocabulary, target: Vocabulary) -> str:
     """Why a model of vocabulary ``draft`` cannot draft for ``target`` ('' when it can)."""
@@ -64,7 +61,10 @@ def draft_refusal(draft: Vocabulary, target: Vocabulary) -> str:
         return ""
     if draft.tokens == target.tokens and draft.tokenizer == target.tokenizer:
         return f"other tokens in a vocabulary of the same size ({draft.tokens:,})"
-    return f"another vocabulary: {draft.words()} against the model's {target.words()}"
+    counts = f"{draft.tokens:,} tokens against the model's {target.tokens:,}"
+    if draft.tokenizer != target.tokenizer:
+        counts += f"; tokenizer {draft.tokenizer} against {target.tokenizer}"
+    return f"another vocabulary ({counts})"
 
 
 @dataclass(frozen=True)
@@ -102,12 +102,12 @@ def installed_draft_options(
         if os.path.realpath(m.path) == real:
             continue
         if m.size > size:
-            reason = f"larger than the model ({m.size / MIB:,.0f} against {size / MIB:,.0f} MiB)"
+            reason = f"larger than the model ({size / MIB:,.0f} MiB)"
         else:
             try:
                 reason = draft_refusal(Vocabulary.of(read_header(m.path)), mine)
             except (OSError, ValueError) as exc:
-                reason = f"unreadable: {exc}"
+                reason = f"unreadable ({exc})"
         found.append(DraftCandidate(m.name, m.size, "installed", path=str(m.path), reason=reason))
     return sorted(found, key=lambda c: (not c.usable, c.size if c.usable else 0, c.name))
 
@@ -118,7 +118,7 @@ def file_refusal(draft: str | os.PathLike[str], target: str | os.PathLike[str]) 
     try:
         return draft_refusal(Vocabulary.of(read_header(draft)), Vocabulary.of(read_header(target)))
     except (OSError, ValueError) as exc:
-        return f"unreadable: {exc}"
+        return f"unreadable ({exc})"
 
 
 def installed_drafts(

@@ -39,7 +39,7 @@ def row_text(c: DraftCandidate) -> str:
         return f"↓ {c.repo} · {c.filename} — {size}, {where}, same vocabulary"
     if c.usable:
         return f"✓ {c.name} — {size}, installed, same vocabulary"
-    return f"✗ {c.name} — {size}: {c.reason}"
+    return f"✗ {c.name} — {size}, {c.reason}"
 
 
 class DraftField(QWidget):
@@ -63,6 +63,7 @@ class DraftField(QWidget):
         self.hub_button.clicked.connect(self.find_on_hub)
         self.choices = QListWidget()
         self.choices.setMaximumHeight(110)
+        self.choices.setWordWrap(True)
         self.choices.itemClicked.connect(self._pick)
         self.choices.hide()
         self.found = QLabel("")

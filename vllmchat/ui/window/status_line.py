@@ -3,6 +3,7 @@ where greedy replies with speculation can differ from plain decoding."""
 
 from __future__ import annotations
 
+import html
 from typing import Any
 
 from PySide6.QtCore import QRectF, Qt
@@ -73,7 +74,7 @@ class StatusLine(QWidget):
         self.tokens = QLabel("")
         self.context = ContextBar()
         self.context_label = QLabel("")
-        self.identity = QLabel("speculation: greedy may differ ⓘ")  # where it is not exact
+        self.identity = QLabel("speculation: greedy replies may differ")  # where it is not exact
         self.identity.setStyleSheet("color: #a60;")
         self.identity.hide()
         self.info: ModelInfo | None = None
@@ -133,6 +134,6 @@ class StatusLine(QWidget):
             note = identity_note(info.exact_verify, info.exact_verify_reason,
                                  speculation=sampling.speculation,
                                  temperature=sampling.temperature)  # fmt: skip
-        self.identity.setToolTip(note)
+        self.identity.setToolTip(f"<p>{html.escape(note)}</p>" if note else "")  # wrapped
         self.identity.setAccessibleDescription(note)
         self.identity.setVisible(bool(note))
