@@ -399,3 +399,31 @@ def test_damage_past_the_start_check_is_met_in_use_and_recovered_at_the_next_sta
     store, again = open_store(path)
     store.close()
     assert again is None
+
+
+def test_facts_are_recovered_with_their_conversations(tmp_path):
+    from vllmchat.core.conversations.fact_list import FactList
+
+    path = tmp_path / "conversations.sqlite3"
+    _filled(path, conversations=2, messages=20)
+    store = ConversationStore(path)
+    facts = FactList(store)
+    facts.add(1, "The user's cat is called Miso.")
+    facts.add(2, "The user lives by the sea.")
+    store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    store.close()
+    raw = sqlite3.connect(path)
+    sql = "SELECT pageno FROM dbstat WHERE name='messages' AND pagetype='leaf' ORDER BY path"
+    leaves = [r[0] for r in raw.execute(sql)]
+    raw.close()
+    data = bytearray(path.read_bytes())
+    page = leaves[len(leaves) // 2]  # one page of messages, the facts' pages intact
+    data[(page - 1) * PAGE : page * PAGE] = os.urandom(PAGE)
+    path.write_bytes(bytes(data))
+    store, recovery = open_store(path)
+    try:
+        assert recovery is not None and 0 < recovery.messages < 40
+        texts = [f.text for c in (1, 2) for f in FactList(store).stored(c)]
+        assert texts == ["The user's cat is called Miso.", "The user lives by the sea."]
+    finally:
+        store.close()

@@ -243,17 +243,10 @@ class FactList:
         self._write(write)
 
     def _write(self, change: Callable[..., Any], *args: Any) -> None:
-        """Run ``change(db, *args)`` in one write transaction of the store."""
-        store = self.store
-        with store._lock:  # the store's own writer lock: one writer per connection
-            store.db.execute("BEGIN IMMEDIATE")
-            try:
-                change(store.db, *args)
-                store.db.execute("COMMIT")
-            except BaseException:
-                if store.db.in_transaction:
-                    store.db.execute("ROLLBACK")
-                raise
+        """Run ``change(db, *args)`` in one write transaction of the store (another
+        process's lock is waited out with a message, as for the store's own writes)."""
+        with self.store.transaction():
+            change(self.store.db, *args)
 
 
 def _fact(row: sqlite3.Row) -> Fact:

@@ -34,7 +34,8 @@ from vllmchat.core.conversations.faults import (
 )
 from vllmchat.core.conversations.store import ConversationStore
 
-TABLES = ("conversations", "messages", "summaries")  # in the order rows refer to each other
+# in the order rows refer to each other; a table an older file lacks is skipped
+TABLES = ("conversations", "messages", "summaries", "facts", "facts_taken")
 JSON_DEFAULTS = {"settings": "{}", "stats": "{}", "token_ids": None}
 WHOLE_CHECK_BYTES = 512 * 1024  # a store up to this size is checked whole at a start (~1 ms)
 NEWEST = (  # what a start reads of a larger one: what the user is shown first
@@ -294,7 +295,8 @@ def _clean(values: dict[str, object]) -> dict[str, object]:
 
 def _repair(db: sqlite3.Connection) -> None:
     """Make the copied rows consistent: a conversation for every message, parents
-    that exist, and each conversation's leaf on one of its messages."""
+    that exist, each conversation's leaf on one of its messages, and summaries and
+    facts only of what is there."""
     now = time.time()
     db.execute(
         "INSERT INTO conversations(id, title, created, updated) "
@@ -312,6 +314,11 @@ def _repair(db: sqlite3.Connection) -> None:
         "WHERE leaf_id IS NULL OR leaf_id NOT IN (SELECT id FROM messages)"
     )
     db.execute("DELETE FROM summaries WHERE conversation_id NOT IN (SELECT id FROM conversations)")
+    db.execute(
+        "DELETE FROM facts WHERE conversation_id NOT IN (SELECT id FROM conversations) "
+        "OR (message_id IS NOT NULL AND message_id NOT IN (SELECT id FROM messages))"
+    )
+    db.execute("DELETE FROM facts_taken WHERE id NOT IN (SELECT id FROM messages)")
 
 
 def open_default_store(

@@ -95,8 +95,9 @@ class ConversationStore:
         return rows[0] if rows else None
 
     @contextmanager
-    def _transaction(self) -> Iterator[None]:
-        """A write transaction, begun once no other process holds the write lock."""
+    def transaction(self) -> Iterator[None]:
+        """A write transaction, begun once no other process holds the write lock (a wait
+        is told to ``on_lock``); every write to the database goes through one."""
         with self._lock:
             self.waits.call(lambda: self.db.execute("BEGIN IMMEDIATE"))
             try:
@@ -110,7 +111,7 @@ class ConversationStore:
                 raise
 
     def _write(self, sql: str, args: tuple[Any, ...] = ()) -> sqlite3.Cursor:
-        with self._transaction():
+        with self.transaction():
             return self.db.execute(sql, args)
 
     # -- conversations ---------------------------------------------------------
@@ -184,7 +185,7 @@ class ConversationStore:
         if parent_id == ROOT:
             parent_id = None
         now = time.time()
-        with self._transaction():
+        with self.transaction():
             cur = self.db.execute(
                 "INSERT INTO messages(conversation_id, parent_id, role, content, created,"
                 " tokens, token_ids, model, settings, stats, partial)"
