@@ -94,7 +94,7 @@ def _no_leaks() -> Iterator[None]:
 @pytest.fixture
 def make_client() -> Iterator:
     """Factory of engine clients; all are closed at the end of the test."""
-    from vllmchat.core.engine import EngineClient
+    from vllmchat.core.engine.client import EngineClient
 
     clients: list[EngineClient] = []
 
@@ -160,7 +160,8 @@ def small_quants(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def make_demo_app(tmp_path: Path, demo_model: Path) -> Iterator:
     """``make(**settings) -> (ChatApp, Loaded events)``: the demo model loaded (greedy, 2
     threads) with one open conversation; shut down and closed at the end of the test."""
-    from vllmchat.core.app import ChatApp, Loaded
+    from vllmchat.core.app.chat_app import ChatApp
+    from vllmchat.core.app.events import Loaded
     from vllmchat.core.app_settings import AppSettings
     from vllmchat.core.conversations.kv_cache import KVStateCache
     from vllmchat.core.conversations.store import ConversationStore

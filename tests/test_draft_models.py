@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 
-from vllmchat.core.engine import DoneEvent
+from vllmchat.core.engine.events import DoneEvent
 from vllmchat.core.models.drafts import file_fingerprint, hub_drafts, installed_drafts
 from vllmchat.core.models.local import discover
 from vllmchat.core.models.memory import FitSettings, estimate

@@ -26,7 +26,7 @@ from vllmchat.bench.engine_bench import _grow, _reload_figures
 from vllmchat.bench.synth_moe import write_moe_gguf
 from vllmchat.bench.tune_bench import _measure, _row, tuned
 from vllmchat.core.app.tuning import describe_file
-from vllmchat.core.engine import EngineClient
+from vllmchat.core.engine.client import EngineClient
 from vllmchat.core.engine.events import EngineError
 from vllmchat.core.models.advisor import max_gpu_expert_layers, max_gpu_layers
 from vllmchat.core.models.description import ModelDescription

@@ -27,15 +27,8 @@ from vllmchat.core.models.memory import FitSettings, estimate
 from vllmchat.core.models.overhead import learn_overhead, learned_overhead
 from vllmchat.core.settings import LoadSettings
 from vllmchat.core.tuning import plan
-from vllmchat.core.tuning.results import (
-    PointMeasured,
-    TuneConfig,
-    TuneEvent,
-    TuneFinished,
-    TunePoint,
-    TuneResult,
-    TuneStarted,
-)
+from vllmchat.core.tuning.events import PointMeasured, TuneEvent, TuneFinished, TuneStarted
+from vllmchat.core.tuning.results import TuneConfig, TunePoint, TuneResult
 
 _OOM = (ErrorKind.OOM_LOAD, ErrorKind.OOM_GENERATE, ErrorKind.ENGINE_DIED)
 MARGIN = 0.02  # of the device memory available, kept free (at least MARGIN_MIN)

@@ -18,7 +18,8 @@ from PySide6.QtWidgets import (
 )
 
 from vllmchat.core.models.memory import MIB
-from vllmchat.core.tuning.quant_lab import QuantProgress, QuantRow, QuantsCompared
+from vllmchat.core.tuning.events import QuantProgress, QuantsCompared
+from vllmchat.core.tuning.results import QuantRow
 
 HEADERS = ("quant", "size", "mean KLD", "top-1 agreement", "perplexity", "prefill tok/s",
            "decode tok/s", "note")  # fmt: skip
@@ -70,7 +71,8 @@ class QuantLabDialog(QDialog):
         self._thread.start()
 
     def _work(self) -> None:
-        from vllmchat.core.engine import EngineClient, EngineError
+        from vllmchat.core.engine.client import EngineClient
+        from vllmchat.core.engine.events import EngineError
         from vllmchat.core.tuning.quant_lab import compare
 
         engine = EngineClient()

@@ -16,8 +16,8 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Qt, QThread, QTimer, Signal, Slot
 
-from vllmchat.core.app import (
-    ChatApp,
+from vllmchat.core.app.chat_app import ChatApp
+from vllmchat.core.app.events import (
     ConversationOpened,
     EngineDied,
     Loaded,
@@ -29,12 +29,18 @@ from vllmchat.core.app import (
     TurnStarted,
 )
 from vllmchat.core.app_settings import AppSettings
+from vllmchat.core.conversations.events import (
+    MessageStored,
+    PromptPlanEvent,
+    SummaryEvent,
+    ThinkingEvent,
+    ThoughtFor,
+)
 from vllmchat.core.conversations.kv_cache import KVStateCache
-from vllmchat.core.conversations.policy import MessageStored, PromptPlanEvent, SummaryEvent
 from vllmchat.core.conversations.store import ConversationStore
-from vllmchat.core.engine import (
+from vllmchat.core.engine.client import EngineClient
+from vllmchat.core.engine.events import (
     DoneEvent,
-    EngineClient,
     ErrorEvent,
     ErrorKind,
     PrefillProgressEvent,
@@ -42,8 +48,8 @@ from vllmchat.core.engine import (
     TokenEvent,
 )
 from vllmchat.core.engine.protocol import Engine
-from vllmchat.core.thinking import ThinkingEvent, ThoughtFor
-from vllmchat.core.tuning.results import PointMeasured, TuneConfig, TuneFinished, TuneStarted
+from vllmchat.core.tuning.events import PointMeasured, TuneFinished, TuneStarted
+from vllmchat.core.tuning.results import TuneConfig
 
 Job = Callable[[], Any]
 

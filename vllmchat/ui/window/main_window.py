@@ -16,7 +16,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from vllmchat.core.app import (
+from vllmchat.core.app.events import (
     EngineDied,
     Loaded,
     LoadFailed,
@@ -25,10 +25,10 @@ from vllmchat.core.app import (
     TurnStarted,
 )
 from vllmchat.core.app_settings import AppSettings
+from vllmchat.core.conversations.events import MessageStored
 from vllmchat.core.conversations.kv_cache import KVStateCache
-from vllmchat.core.conversations.policy import MessageStored
 from vllmchat.core.conversations.store import ConversationStore
-from vllmchat.core.engine import ErrorEvent, ErrorKind
+from vllmchat.core.engine.events import ErrorEvent, ErrorKind
 from vllmchat.core.models.advisor import quant_label
 from vllmchat.core.models.memory import FitSettings
 from vllmchat.core.models.overhead import learned_overhead

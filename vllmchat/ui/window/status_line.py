@@ -6,7 +6,7 @@ from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QColor, QPainter
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QWidget
 
-from vllmchat.core.engine import TurnStats
+from vllmchat.core.engine.events import TurnStats
 
 
 class ContextBar(QWidget):

@@ -15,7 +15,7 @@ from vllmchat.core.app.chat_app import NOT_LOCAL
 from vllmchat.core.app_settings import AppSettings, save_app_settings
 from vllmchat.core.conversations.store import ConversationStore, StoreError
 from vllmchat.core.conversations.transfer import export_file, import_file
-from vllmchat.core.engine import TurnStats
+from vllmchat.core.engine.events import TurnStats
 from vllmchat.core.engine.info import ModelInfo
 from vllmchat.core.machine import nvml
 from vllmchat.core.models.description import ModelDescription
