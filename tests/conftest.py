@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -69,9 +70,15 @@ def _engine_children() -> list[multiprocessing.Process]:
     return [p for p in multiprocessing.active_children() if p.name == "vllmchat-engine"]
 
 
+def _running_workers() -> list[str]:
+    """The window's workers whose work has not ended (none if the window was not used)."""
+    workers = sys.modules.get("vllmchat.ui.common.workers")
+    return [w.name for w in workers.Worker.running_workers()] if workers else []
+
+
 @pytest.fixture(autouse=True)
 def _no_leaks() -> Iterator[None]:
-    """Fail a test that leaves an engine process or an extra thread running."""
+    """Fail a test that leaves an engine process, an extra thread or a worker running."""
     threads_before = set(threading.enumerate())
     yield
     deadline = time.monotonic() + 5
@@ -82,13 +89,15 @@ def _no_leaks() -> Iterator[None]:
             for t in threading.enumerate()
             if t not in threads_before and t.is_alive() and not t.daemon
         ]
-        if not procs and not threads:
+        workers = _running_workers()
+        if not procs and not threads and not workers:
             return
         time.sleep(0.05)
     for p in procs:
         p.kill()
     assert not procs, f"test left engine processes running: {procs}"
     assert not threads, f"test left threads running: {threads}"
+    assert not workers, f"test left workers running: {workers}"
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QVBox
 
 from vllmchat.core.models.drafts import DraftCandidate, hub_drafts, installed_drafts
 from vllmchat.core.models.local import discover
-from vllmchat.ui.common.workers import Workers
+from vllmchat.ui.common.workers import WorkerGroup
 
 NONE = ""
 
@@ -42,13 +42,14 @@ class DraftField(QWidget):
         outer.setContentsMargins(0, 0, 0, 0)
         outer.addLayout(row)
         outer.addWidget(self.found)
-        self.workers = Workers(self)
+        self.workers = WorkerGroup(self)
         self.hub: list[DraftCandidate] = []
         self.installed: list[DraftCandidate] | None = None
         if os.path.isfile(model_path):
             self.found.setText("Looking for installed models with this vocabulary…")
             self.workers.run(lambda: installed_drafts(model_path, discover()),
-                             self._show_installed, self._failed)  # fmt: skip
+                             self._show_installed, self._failed,
+                             name="Looking for installed draft models")  # fmt: skip
         else:
             self.hub_button.setEnabled(False)
 
@@ -70,7 +71,8 @@ class DraftField(QWidget):
         self.hub_button.setEnabled(False)
         self.found.setText("Reading the hub's headers…")
         path = self.model_path
-        self.workers.run(lambda: hub_drafts(path), self._show_hub, self._failed)
+        self.workers.run(lambda: hub_drafts(path), self._show_hub, self._failed,
+                         name="Looking for draft models on the hub")  # fmt: skip
 
     def _show_hub(self, found: list[DraftCandidate]) -> None:
         self.hub = found
