@@ -134,6 +134,31 @@ def test_a_group_quits_and_waits_for_its_workers_and_none_is_left_running(qtbot)
     assert not group.busy and worker not in Worker.running_workers()
 
 
+def test_workers_waiting_for_a_busy_pool_can_be_skipped_and_end_aborted(qtbot):
+    from PySide6.QtCore import QThreadPool
+
+    pool = QThreadPool()
+    pool.setMaxThreadCount(1)  # as the engine's: one call at a time, in order
+    group = WorkerGroup(pool=pool)
+    running, release = threading.Event(), threading.Event()
+    ran: list[str] = []
+
+    def first() -> str:
+        running.set()
+        release.wait(10)
+        return "first"
+
+    one = group.run(first, ran.append, lambda _e: None)
+    two = group.run(lambda: ran.append("second"), lambda _r: None, lambda _e: None)
+    assert running.wait(10) and two.queued and not one.queued
+    group.skip_queued()
+    with qtbot.waitSignal(two.aborted):
+        release.set()
+    qtbot.waitUntil(lambda: not group.busy)
+    assert ran == ["first"], "the running call ended as usual; the queued one never ran"
+    assert pool.waitForDone(5000)
+
+
 def test_a_failed_call_on_the_engine_thread_is_shown_by_the_window(qtbot, tmp_path):
     from vllmchat.core.app_settings import AppSettings
     from vllmchat.core.conversations.kv_cache import KVStateCache

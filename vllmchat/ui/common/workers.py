@@ -86,6 +86,7 @@ class Worker(QObject):
         self.work: Callable[[], object] | None = work  # let go of once run
         self.name = name or work_name(work)
         self._abort = threading.Event()
+        self._began = threading.Event()
         self._done = threading.Event()
         self._released = threading.Event()  # the pool thread holds no reference any more
         self._started = False
@@ -116,6 +117,11 @@ class Worker(QObject):
         """Started (maybe still queued) and not yet ended."""
         return self._started and not self._done.is_set()
 
+    @property
+    def queued(self) -> bool:
+        """Started, but waiting for a thread of its pool."""
+        return self._started and not self._began.is_set()
+
     def wait(self, timeout_ms: int | None = None) -> bool:
         """Block until the work has ended; False if ``timeout_ms`` passed first."""
         if not self._started:
@@ -136,6 +142,7 @@ class Worker(QObject):
 
     # -- on the pool thread ---------------------------------------------------------------
     def _run(self) -> None:
+        self._began.set()
         try:
             outcome = self._outcome()
         except Exception as exc:  # every failure is an ending, shown by on_error
@@ -214,6 +221,12 @@ class WorkerGroup(QObject):
         for w in self._workers:
             w.quit()
         return self.wait(timeout_ms)
+
+    def skip_queued(self) -> None:
+        """Ask the workers still waiting for a thread not to run (they end aborted)."""
+        for w in self._workers:
+            if w.queued:
+                w.quit()
 
     def wait(self, timeout_ms: int = 30_000) -> bool:
         """Wait for every worker to end (without asking them to stop)."""

@@ -177,9 +177,12 @@ class EngineBridge(QObject):
         """A call is running on the engine's thread or waiting for it."""
         return self.jobs.busy
 
-    def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Worker:
+    def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Worker | None:
         """Run ``fn(*args, **kwargs)`` on the engine's thread; what it yields (or returns)
-        becomes signals, and an exception an ``ErrorEvent``."""
+        becomes signals, and an exception an ``ErrorEvent``. None once closed: a call the
+        window's last events ask for (a title after the last reply) is not run."""
+        if self._closed:
+            return None
         job = functools.partial(fn, *args, **kwargs)
         name = work_name(job)
         worker = Worker(job, functools.partial(self._failed, name), name=name)
@@ -272,9 +275,10 @@ class EngineBridge(QObject):
         """Stop, save the KV state, end the engine process and the thread (once)."""
         if self._closed:
             return
-        self._closed = True
         self._timer.stop()
-        self.stop()
-        self.call(self.app.shutdown)  # after the calls asked before it
-        self.jobs.wait(15_000)
+        self.stop()  # the turn in progress ends within a token, its reply kept
+        self.jobs.skip_queued()  # titles and summaries asked for after the last reply
+        self.call(self.app.shutdown)
+        self._closed = True
+        self.jobs.wait(60_000)
         self.pool.waitForDone(1_000)  # the thread ends with the calls
