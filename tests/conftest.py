@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -70,9 +71,15 @@ def _engine_children() -> list[multiprocessing.Process]:
     return [p for p in multiprocessing.active_children() if p.name == "vllmchat-engine"]
 
 
+def _running_workers() -> list[str]:
+    """The window's workers whose work has not ended (none if the window was not used)."""
+    workers = sys.modules.get("vllmchat.ui.common.workers")
+    return [w.name for w in workers.Worker.running_workers()] if workers else []
+
+
 @pytest.fixture(autouse=True)
 def _no_leaks() -> Iterator[None]:
-    """Fail a test that leaves an engine process or an extra thread running."""
+    """Fail a test that leaves an engine process, an extra thread or a worker running."""
     threads_before = set(threading.enumerate())
     yield
     deadline = time.monotonic() + 5
@@ -83,19 +90,21 @@ def _no_leaks() -> Iterator[None]:
             for t in threading.enumerate()
             if t not in threads_before and t.is_alive() and not t.daemon
         ]
-        if not procs and not threads:
+        workers = _running_workers()
+        if not procs and not threads and not workers:
             return
         time.sleep(0.05)
     for p in procs:
         p.kill()
     assert not procs, f"test left engine processes running: {procs}"
     assert not threads, f"test left threads running: {threads}"
+    assert not workers, f"test left workers running: {workers}"
 
 
 @pytest.fixture
 def make_client() -> Iterator:
     """Factory of engine clients; all are closed at the end of the test."""
-    from vllmchat.core.engine import EngineClient
+    from vllmchat.core.engine.client import EngineClient
 
     clients: list[EngineClient] = []
 
@@ -161,7 +170,8 @@ def small_quants(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def make_demo_app(tmp_path: Path, demo_model: Path) -> Iterator:
     """``make(**settings) -> (ChatApp, Loaded events)``: the demo model loaded (greedy, 2
     threads) with one open conversation; shut down and closed at the end of the test."""
-    from vllmchat.core.app import ChatApp, Loaded
+    from vllmchat.core.app.chat_app import ChatApp
+    from vllmchat.core.app.events import Loaded
     from vllmchat.core.app_settings import AppSettings
     from vllmchat.core.conversations.kv_cache import KVStateCache
     from vllmchat.core.conversations.store import ConversationStore

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vllmchat.core.engine import DoneEvent, ErrorEvent, Event, StatsEvent, TokenEvent
+from vllmchat.core.engine.events import DoneEvent, ErrorEvent, Event, StatsEvent, TokenEvent
 from vllmchat.core.settings import SamplingSettings
 
 # Speculation off: in auto mode whether a token is drafted depends on measured timings,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 
-from vllmchat.core.engine import DoneEvent, StatsEvent, TokenEvent, TurnStats
+from vllmchat.core.engine.events import DoneEvent, StatsEvent, TokenEvent, TurnStats
 from vllmchat.core.engine.info import ModelInfo
 from vllmchat.core.engine.protocol import Capabilities
 from vllmchat.core.settings import SamplingSettings

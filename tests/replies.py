@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from vllmchat.core.engine import TokenEvent
+from vllmchat.core.engine.events import TokenEvent
 
 
 def act_after_tokens(events: Iterable[object], n: int, act: Callable[[], object]) -> list:

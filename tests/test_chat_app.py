@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from vllmchat.core.app import EngineDied, Loaded, LoadFailed, TurnStarted
-from vllmchat.core.conversations.policy import MessageStored
+from vllmchat.core.app.events import EngineDied, Loaded, LoadFailed, TurnStarted
+from vllmchat.core.conversations.events import MessageStored
 from vllmchat.core.conversations.store import ConversationStore
-from vllmchat.core.engine import DoneEvent, ErrorKind
+from vllmchat.core.engine.events import DoneEvent, ErrorKind
 
 QUESTION = (
     "I am planning a week of walking in the mountains in late spring and would like "

@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from vllmchat.core.app import ChatApp, Loaded, StorageWarning
+from vllmchat.core.app.chat_app import ChatApp
+from vllmchat.core.app.events import Loaded, StorageWarning
 from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.conversations.kv_cache import KVStateCache
 from vllmchat.core.conversations.store import ConversationStore
-from vllmchat.core.engine import DoneEvent, ErrorEvent, ErrorKind
+from vllmchat.core.engine.events import DoneEvent, ErrorEvent, ErrorKind
 
 
 @contextlib.contextmanager

@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from vllmchat.core.engine import DoneEvent
+from vllmchat.core.engine.events import DoneEvent
 from vllmchat.core.models.drafts import (
     file_fingerprint,
     file_refusal,

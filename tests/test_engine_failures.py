@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import done, error, run_turn
-from vllmchat.core.engine import EngineError, ErrorKind, TokenEvent
+from vllmchat.core.engine.events import EngineError, ErrorKind, TokenEvent
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 
 
@@ -101,7 +101,7 @@ def _address_space(pid: int) -> int:
 
 def test_out_of_memory_for_weights_and_for_kv_are_told_apart(make_client, gemma_model):
     """A real allocation failure: the engine's address space is capped (RLIMIT_AS)."""
-    from vllmchat.core.engine import EngineClient
+    from vllmchat.core.engine.client import EngineClient
 
     probe = make_client()
     probe.start()

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tests.helpers import GREEDY, done, run_turn, stats_of
-from vllmchat.core.engine import EngineError, ErrorKind
+from vllmchat.core.engine.events import EngineError, ErrorKind
 from vllmchat.core.settings import LoadSettings
 
 

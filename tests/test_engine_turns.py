@@ -6,7 +6,7 @@ import threading
 import time
 
 from tests.helpers import GREEDY, done, error, run_turn, stats_of
-from vllmchat.core.engine import ErrorKind, TokenEvent
+from vllmchat.core.engine.events import ErrorKind, TokenEvent
 from vllmchat.core.settings import SamplingSettings
 
 SYSTEM = {"role": "system", "content": "You are a concise assistant. Answer briefly."}

@@ -13,12 +13,13 @@ import pytest
 
 from tests.replies import act_after_tokens
 from vllmchat.bench.llama_server import LlamaServer, server_binary
-from vllmchat.core.app import ChatApp, Loaded
+from vllmchat.core.app.chat_app import ChatApp
+from vllmchat.core.app.events import Loaded
 from vllmchat.core.app_settings import AppSettings
+from vllmchat.core.conversations.events import SummaryEvent
 from vllmchat.core.conversations.kv_cache import KVStateCache
-from vllmchat.core.conversations.policy import SummaryEvent
 from vllmchat.core.conversations.store import ConversationStore
-from vllmchat.core.engine import DoneEvent, ErrorEvent, ErrorKind, StatsEvent, TokenEvent
+from vllmchat.core.engine.events import DoneEvent, ErrorEvent, ErrorKind, StatsEvent, TokenEvent
 from vllmchat.core.engine.remote import RemoteEngine
 
 pytestmark = pytest.mark.skipif(server_binary() is None, reason="scripts/setup.sh dev installs it")

@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from vllmchat.core.app import ChatApp, LoadFailed
+from vllmchat.core.app.chat_app import ChatApp
+from vllmchat.core.app.events import LoadFailed
 from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.conversations.kv_cache import KVStateCache
 from vllmchat.core.conversations.store import ConversationStore
-from vllmchat.core.engine import EngineClient
+from vllmchat.core.engine.client import EngineClient
 from vllmchat.core.machine import logs
 
 

@@ -10,10 +10,11 @@ import sys
 
 import pytest
 
-from vllmchat.core.conversations.policy import ContextPolicy, PromptPlanEvent, SummaryEvent
+from vllmchat.core.conversations.events import PromptPlanEvent, SummaryEvent
+from vllmchat.core.conversations.policy import ContextPolicy
 from vllmchat.core.conversations.session import ChatSession
 from vllmchat.core.conversations.store import ConversationStore
-from vllmchat.core.engine import DoneEvent, ErrorEvent, ErrorKind
+from vllmchat.core.engine.events import DoneEvent, ErrorEvent, ErrorKind
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 
 FACT = "Remember this: my dog is called Bruno and my sister is Ingrid Solberg."

@@ -13,10 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from vllmchat.core.engine import EngineClient, EngineError
+from vllmchat.core.engine.client import EngineClient
+from vllmchat.core.engine.events import EngineError
 from vllmchat.core.models.advisor import GPU_FULL, Fit, QuantAdvice, _recommend_measured
 from vllmchat.core.models.memory import MemoryEstimate
-from vllmchat.core.tuning.quant_lab import QualityCache, QuantsCompared, compare, reference_of
+from vllmchat.core.tuning.events import QuantsCompared
+from vllmchat.core.tuning.quant_lab import QualityCache, compare, reference_of
 
 
 @pytest.fixture(scope="module")

@@ -16,11 +16,12 @@ pytest.importorskip("llama_cpp.server")
 
 from tests.replies import act_after_tokens
 from vllmchat.bench.llama_server import free_port
-from vllmchat.core.app import ChatApp, Loaded, LoadFailed
+from vllmchat.core.app.chat_app import ChatApp
+from vllmchat.core.app.events import Loaded, LoadFailed
 from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.conversations.kv_cache import KVStateCache
 from vllmchat.core.conversations.store import ConversationStore
-from vllmchat.core.engine import DoneEvent, ErrorEvent, ErrorKind, TokenEvent
+from vllmchat.core.engine.events import DoneEvent, ErrorEvent, ErrorKind, TokenEvent
 from vllmchat.core.engine.remote import RemoteEngine
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from vllmchat.bench.llama_server import LlamaServer, server_binary
-from vllmchat.core.engine import EngineClient
+from vllmchat.core.engine.client import EngineClient
 from vllmchat.core.engine.remote import RemoteEngine
 
 pytestmark = pytest.mark.skipif(server_binary() is None, reason="scripts/setup.sh dev installs it")

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from vllmchat.core.engine import DoneEvent, StatsEvent
+from vllmchat.core.engine.events import DoneEvent, StatsEvent
 from vllmchat.core.engine.process.speculative import Acceptance, NgramIndex, Speculator
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 
@@ -185,7 +185,7 @@ def test_the_terminal_options_and_stats_show_drafts():
 
 
 def test_the_status_line_shows_drafted_and_accepted(qtbot):
-    from vllmchat.core.engine import TurnStats
+    from vllmchat.core.engine.events import TurnStats
     from vllmchat.ui.window.status_line import StatusLine
 
     line = StatusLine()
@@ -251,7 +251,7 @@ def test_a_model_drafting_for_itself_is_accepted_and_changes_nothing(exact_clien
 
 
 def test_a_draft_model_of_another_vocabulary_is_refused(make_client, demo_model, gemma_model):
-    from vllmchat.core.engine import EngineError
+    from vllmchat.core.engine.events import EngineError
 
     client = make_client()
     with pytest.raises(EngineError, match="vocabulary differs"):
@@ -261,7 +261,7 @@ def test_a_draft_model_of_another_vocabulary_is_refused(make_client, demo_model,
 
 def test_a_draft_model_that_is_no_gguf_is_refused_as_a_model_would_be(make_client, demo_model,
                                                                      tmp_path):  # fmt: skip
-    from vllmchat.core.engine import EngineError
+    from vllmchat.core.engine.events import EngineError
 
     damaged = tmp_path / "draft.gguf"
     damaged.write_bytes(b"\x00" * 4096)
@@ -274,7 +274,7 @@ def test_a_draft_model_that_is_no_gguf_is_refused_as_a_model_would_be(make_clien
 
 def test_a_draft_model_that_does_not_fit_is_refused_with_figures(demo_model, monkeypatch):
     """The machine cannot be made short of RAM: the probe reports 64 MiB free."""
-    from vllmchat.core.engine import EngineError
+    from vllmchat.core.engine.events import EngineError
     from vllmchat.core.engine.process import draft_model
     from vllmchat.core.models.hardware import HardwareInfo
 

@@ -10,10 +10,10 @@ import logging
 import pytest
 
 from tests.fake_openai import FakeServer
+from vllmchat.core.conversations.events import PrefilledAhead, SummaryEvent
 from vllmchat.core.conversations.facts import merge_facts, parse_answer, split_stored
-from vllmchat.core.conversations.policy import PrefilledAhead, SummaryEvent
 from vllmchat.core.conversations.summarize import answer_complete, new_summary
-from vllmchat.core.engine import DoneEvent, StatsEvent
+from vllmchat.core.engine.events import DoneEvent, StatsEvent
 
 TOPICS = ["rivers", "mountains", "lakes", "forests", "deserts", "islands", "glaciers"]
 

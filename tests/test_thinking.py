@@ -14,18 +14,12 @@ import pytest
 
 from tests.recorded_engine import GPT_OSS, INFO, QWEN3, R1, RecordedEngine
 from vllmchat.core.conversations.background import make_title
+from vllmchat.core.conversations.events import ThinkingEvent, ThoughtFor
 from vllmchat.core.conversations.session import ChatSession
 from vllmchat.core.conversations.store import ConversationStore
-from vllmchat.core.engine import DoneEvent, StatsEvent, TokenEvent
+from vllmchat.core.engine.events import DoneEvent, StatsEvent, TokenEvent
 from vllmchat.core.settings import LoadSettings, SamplingSettings
-from vllmchat.core.thinking import (
-    ThinkingEvent,
-    ThinkingSplitter,
-    ThoughtFor,
-    answer_of,
-    split_reply,
-    style_of,
-)
+from vllmchat.core.thinking import ThinkingSplitter, answer_of, split_reply, style_of
 
 # The parts of Qwen3's and DeepSeek-R1's templates that handle thinking, condensed.
 QWEN3_TEMPLATE = (

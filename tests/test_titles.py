@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from vllmchat.core.app import TitleMade
+from vllmchat.core.app.events import TitleMade
 from vllmchat.core.conversations.titles import clean_title
-from vllmchat.core.engine import DoneEvent, StatsEvent
+from vllmchat.core.engine.events import DoneEvent, StatsEvent
 
 
 def test_titles_are_cleaned_to_a_few_words():

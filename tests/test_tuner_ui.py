@@ -8,18 +8,13 @@ import csv
 import pyqtgraph as pg
 import pytest
 
-from vllmchat.core.app import ChatApp, Loaded
+from vllmchat.core.app.chat_app import ChatApp
+from vllmchat.core.app.events import Loaded
 from vllmchat.core.conversations.kv_cache import KVStateCache
 from vllmchat.core.conversations.store import ConversationStore
-from vllmchat.core.engine import DoneEvent, ErrorEvent
-from vllmchat.core.tuning.results import (
-    PointMeasured,
-    TuneConfig,
-    TuneFinished,
-    TunePoint,
-    TuneResult,
-    TuneStarted,
-)
+from vllmchat.core.engine.events import DoneEvent, ErrorEvent
+from vllmchat.core.tuning.events import PointMeasured, TuneFinished, TuneStarted
+from vllmchat.core.tuning.results import TuneConfig, TunePoint, TuneResult
 
 MIB = 1 << 20
 
@@ -128,7 +123,8 @@ def test_tuning_a_server_model_says_why_it_does_not_apply(tmp_path):
 
 
 def test_the_quant_lab_window_shows_rows_and_a_chart(qtbot):
-    from vllmchat.core.tuning.quant_lab import QuantRow, QuantsCompared
+    from vllmchat.core.tuning.events import QuantsCompared
+    from vllmchat.core.tuning.results import QuantRow
     from vllmchat.ui.models.quant_lab_dialog import QuantLabDialog
 
     rows = (

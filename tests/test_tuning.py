@@ -6,18 +6,14 @@ from __future__ import annotations
 import pytest
 
 from vllmchat.core.app.tuning import run_tune
-from vllmchat.core.engine import DoneEvent, EngineClient, EngineError
+from vllmchat.core.engine.client import EngineClient
+from vllmchat.core.engine.events import DoneEvent, EngineError
 from vllmchat.core.models.hardware import GpuInfo, HardwareInfo
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 from vllmchat.core.tuning import plan
 from vllmchat.core.tuning.cache import TuneCache
-from vllmchat.core.tuning.results import (
-    PointMeasured,
-    TuneConfig,
-    TuneFinished,
-    TunePoint,
-    TuneResult,
-)
+from vllmchat.core.tuning.events import PointMeasured, TuneFinished
+from vllmchat.core.tuning.results import TuneConfig, TunePoint, TuneResult
 from vllmchat.core.tuning.tuner import TuneRequest, tune, with_free_vram
 
 MIB = 1 << 20

@@ -12,7 +12,8 @@ from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.memory import MIB, FitSettings
 from vllmchat.core.settings import GPU_MARGIN_MIB, LoadSettings
 from vllmchat.core.tuning import plan
-from vllmchat.core.tuning.results import TuneConfig, TuneFinished, TunePoint, TuneResult
+from vllmchat.core.tuning.events import TuneFinished
+from vllmchat.core.tuning.results import TuneConfig, TunePoint, TuneResult
 from vllmchat.core.tuning.tuner import TuneRequest, tune
 
 N_LAYER = 16

@@ -7,11 +7,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from vllmchat.core.conversations.events import PromptPlanEvent, SummaryEvent
 from vllmchat.core.conversations.kv_cache import KVStateCache
-from vllmchat.core.conversations.policy import ContextPolicy, PromptPlanEvent, SummaryEvent
+from vllmchat.core.conversations.policy import ContextPolicy
 from vllmchat.core.conversations.session import ChatSession
 from vllmchat.core.conversations.store import ConversationStore
-from vllmchat.core.engine import DoneEvent, EngineClient, ErrorEvent, TokenEvent
+from vllmchat.core.engine.client import EngineClient
+from vllmchat.core.engine.events import DoneEvent, ErrorEvent, TokenEvent
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 
 TOPICS = ["rivers", "bread", "stars", "cats", "trains", "music", "rain", "chess", "bees", "maps"]

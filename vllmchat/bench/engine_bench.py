@@ -8,7 +8,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from vllmchat.core.engine import DoneEvent, EngineClient, ErrorEvent, StatsEvent
+from vllmchat.core.engine.client import EngineClient
+from vllmchat.core.engine.events import DoneEvent, ErrorEvent, StatsEvent
 from vllmchat.core.engine.process.llama_adapter import drop_kv_after
 from vllmchat.core.settings import LoadSettings, SamplingSettings, SpeculationMode
 

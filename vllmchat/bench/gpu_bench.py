@@ -25,7 +25,7 @@ from vllmchat.bench.engine_bench import (
     _raw_decode_tps,
     _reload_figures,
 )
-from vllmchat.core.engine import EngineClient
+from vllmchat.core.engine.client import EngineClient
 from vllmchat.core.engine.process.runtime import LlamaRuntime
 from vllmchat.core.gguf_header import read_header
 from vllmchat.core.models.description import describe

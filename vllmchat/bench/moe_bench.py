@@ -30,7 +30,7 @@ from vllmchat.bench.engine_bench import _grow, _reload_figures
 from vllmchat.bench.moe_gpu import Stages, gpu_figures, log
 from vllmchat.bench.synth_moe import MOE_SHAPES, write_moe_gguf
 from vllmchat.core.app.tuning import describe_file
-from vllmchat.core.engine import EngineClient
+from vllmchat.core.engine.client import EngineClient
 from vllmchat.core.engine.events import EngineError
 from vllmchat.core.models.advisor import max_gpu_expert_layers
 from vllmchat.core.models.description import ModelDescription

@@ -14,7 +14,7 @@ from typing import Any
 from vllmchat.bench.engine_bench import QUESTIONS as ENGINE_QUESTIONS
 from vllmchat.bench.llama_server import LlamaServer
 from vllmchat.core.demo_model import demo_model_path
-from vllmchat.core.engine import DoneEvent, StatsEvent, TokenEvent
+from vllmchat.core.engine.events import DoneEvent, StatsEvent, TokenEvent
 from vllmchat.core.engine.remote import RemoteEngine
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 

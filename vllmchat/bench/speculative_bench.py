@@ -34,7 +34,8 @@ from typing import Any
 
 from vllmchat.bench import verify_cost
 from vllmchat.core.demo_model import demo_model_path
-from vllmchat.core.engine import DoneEvent, EngineClient
+from vllmchat.core.engine.client import EngineClient
+from vllmchat.core.engine.events import DoneEvent
 from vllmchat.core.settings import LoadSettings, SamplingSettings, SpeculationMode
 
 INVENTORY = """def load_inventory(path, sep):

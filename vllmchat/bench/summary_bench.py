@@ -29,13 +29,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vllmchat.core.app import ChatApp
+from vllmchat.core.app.chat_app import ChatApp
 from vllmchat.core.app_settings import AppSettings
+from vllmchat.core.conversations.events import PromptPlanEvent, SummaryEvent
 from vllmchat.core.conversations.kv_cache import KVStateCache
-from vllmchat.core.conversations.policy import PromptPlanEvent, SummaryEvent
 from vllmchat.core.conversations.store import ConversationStore
 from vllmchat.core.demo_model import demo_model_path
-from vllmchat.core.engine import DoneEvent, ErrorEvent, TokenEvent
+from vllmchat.core.engine.events import DoneEvent, ErrorEvent, TokenEvent
 
 # (the message that plants it, the value to find, the question that asks for it). The
 # sentences are the held-out ones the stated-facts rule is tested on (tests/

@@ -14,11 +14,12 @@ from typing import Any
 
 from vllmchat.core.app.tuning import describe_file
 from vllmchat.core.demo_model import demo_model_path
-from vllmchat.core.engine import EngineClient
+from vllmchat.core.engine.client import EngineClient
 from vllmchat.core.models.memory import MIB
 from vllmchat.core.settings import LoadSettings
 from vllmchat.core.tuning import plan
-from vllmchat.core.tuning.results import TuneConfig, TuneFinished, TunePoint, TuneResult
+from vllmchat.core.tuning.events import TuneFinished
+from vllmchat.core.tuning.results import TuneConfig, TunePoint, TuneResult
 from vllmchat.core.tuning.tuner import Sweep, TuneRequest, config_of, memory_limits, tune
 
 

@@ -12,17 +12,24 @@ from collections.abc import Iterator
 from typing import Any
 
 from vllmchat.cli.options import add_options, given
-from vllmchat.core.app import ChatApp, EngineDied, Loaded, LoadFailed, StorageWarning
+from vllmchat.core.app.chat_app import ChatApp
+from vllmchat.core.app.events import EngineDied, Loaded, LoadFailed, StorageWarning
 from vllmchat.core.app_settings import AppSettings
+from vllmchat.core.conversations.events import (
+    PromptPlanEvent,
+    SummaryEvent,
+    ThinkingEvent,
+    ThoughtFor,
+)
 from vllmchat.core.conversations.faults import LockEvent
 from vllmchat.core.conversations.kv_cache import KVStateCache
-from vllmchat.core.conversations.policy import ContextPolicy, PromptPlanEvent, SummaryEvent
+from vllmchat.core.conversations.policy import ContextPolicy
 from vllmchat.core.conversations.recovery import open_default_store
 from vllmchat.core.conversations.schema import NewerStoreError
 from vllmchat.core.conversations.store import StoreError
 from vllmchat.core.conversations.transfer import export_file
 from vllmchat.core.demo_model import demo_model_path
-from vllmchat.core.engine import (
+from vllmchat.core.engine.events import (
     DoneEvent,
     EngineError,
     ErrorEvent,
@@ -36,7 +43,6 @@ from vllmchat.core.engine.remote import RemoteEngine
 from vllmchat.core.engine.servers import api_key, url_warning
 from vllmchat.core.paths import kv_cache_dir
 from vllmchat.core.settings import LoadSettings, SamplingSettings
-from vllmchat.core.thinking import ThinkingEvent, ThoughtFor
 
 log = logging.getLogger(__name__)
 HELP = """commands:

@@ -57,8 +57,8 @@ def _stop_on_signals(engine: Any) -> threading.Event:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     from vllmchat.core.app.tuning import run_tune
-    from vllmchat.core.engine import EngineClient
-    from vllmchat.core.tuning.results import PointMeasured, TuneFinished
+    from vllmchat.core.engine.client import EngineClient
+    from vllmchat.core.tuning.events import PointMeasured, TuneFinished
 
     if not os.path.exists(args.model):
         print(f"vllmchat tune: no such file: {args.model}")
@@ -107,8 +107,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 
 def cmd_quants(args: argparse.Namespace) -> int:
-    from vllmchat.core.engine import EngineClient
-    from vllmchat.core.tuning.quant_lab import QuantProgress, QuantsCompared, compare
+    from vllmchat.core.engine.client import EngineClient
+    from vllmchat.core.tuning.events import QuantProgress, QuantsCompared
+    from vllmchat.core.tuning.quant_lab import compare
 
     missing = [f for f in args.files if not os.path.exists(f)]
     if missing:

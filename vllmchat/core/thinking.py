@@ -26,20 +26,6 @@ _TAIL_HOLD = 24  # characters held back while a marker may be arriving in pieces
 
 
 @dataclass(frozen=True)
-class ThinkingEvent:
-    """A piece of the model's thinking (shown folded while it streams)."""
-
-    text: str
-
-
-@dataclass(frozen=True)
-class ThoughtFor:
-    """The thinking ended (the answer begins): how long it took."""
-
-    seconds: float
-
-
-@dataclass(frozen=True)
 class SplitReply:
     """A whole reply, split: what is stored as the message and what apart."""
 

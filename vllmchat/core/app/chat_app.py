@@ -29,12 +29,13 @@ from vllmchat.core.app.events import (
 from vllmchat.core.app.tuning import describe_file, run_tune
 from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.conversations.background import has_one_reply, make_title, summarize_ahead
+from vllmchat.core.conversations.events import SessionEvent, SummaryEvent
 from vllmchat.core.conversations.fact_list import FactList
 from vllmchat.core.conversations.kv_cache import KVStateCache
-from vllmchat.core.conversations.policy import SummaryEvent
-from vllmchat.core.conversations.session import ChatSession, SessionEvent
+from vllmchat.core.conversations.session import ChatSession
 from vllmchat.core.conversations.store import ConversationStore, StoreError
-from vllmchat.core.engine import DoneEvent, EngineClient, EngineError, ErrorEvent, ErrorKind
+from vllmchat.core.engine.client import EngineClient
+from vllmchat.core.engine.events import DoneEvent, EngineError, ErrorEvent, ErrorKind
 from vllmchat.core.engine.protocol import Engine, measured
 from vllmchat.core.engine.remote import RemoteEngine
 from vllmchat.core.engine.servers import api_key
@@ -42,7 +43,8 @@ from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.models.memory import FitSettings, estimate
 from vllmchat.core.models.overhead import learn_overhead, learned_overhead
-from vllmchat.core.tuning.results import PointMeasured, TuneConfig, TuneEvent
+from vllmchat.core.tuning.events import PointMeasured, TuneEvent
+from vllmchat.core.tuning.results import TuneConfig
 
 _log = logging.getLogger(__name__)
 NOT_LOCAL = "Tuning does not apply to a model on a server: the server owns its memory and threads."

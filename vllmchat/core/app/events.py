@@ -5,17 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vllmchat.core.app_settings import AppSettings
-from vllmchat.core.conversations.policy import (
+from vllmchat.core.conversations.events import (
     MessageStored,
     PrefilledAhead,
     PromptPlanEvent,
     SummaryEvent,
+    ThinkingEvent,
+    ThoughtFor,
 )
 from vllmchat.core.engine.events import ErrorKind, Event
 from vllmchat.core.engine.info import ModelInfo, ReloadResult
 from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.hardware import HardwareInfo
-from vllmchat.core.thinking import ThinkingEvent, ThoughtFor
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from vllmchat.core.gguf_header import read_header
 from vllmchat.core.models.description import ModelDescription, describe
 from vllmchat.core.settings import GPU_MARGIN_MIB, LoadSettings
 from vllmchat.core.tuning.cache import TuneCache
-from vllmchat.core.tuning.results import TuneEvent, TuneFinished, TuneStarted
+from vllmchat.core.tuning.events import TuneEvent, TuneFinished, TuneStarted
 from vllmchat.core.tuning.tuner import TuneRequest, tune
 
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from vllmchat.core.conversations.policy import PrefilledAhead, SummaryEvent
+from vllmchat.core.conversations.events import PrefilledAhead, SummaryEvent
 from vllmchat.core.conversations.session import ChatSession
 from vllmchat.core.conversations.store import Message, title_from
 from vllmchat.core.conversations.titles import TITLE_PROMPT, clean_title
-from vllmchat.core.engine import DoneEvent, ErrorEvent, Event, StatsEvent
+from vllmchat.core.engine.events import DoneEvent, ErrorEvent, Event, StatsEvent
 from vllmchat.core.settings import SamplingSettings
 from vllmchat.core.thinking import answer_of
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from vllmchat.core.engine import EngineError, ErrorKind
+from vllmchat.core.engine.events import EngineError, ErrorKind
 from vllmchat.core.engine.protocol import Engine
 
 MIN_TOKENS = 64

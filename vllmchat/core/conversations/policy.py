@@ -1,10 +1,11 @@
-"""Context policy settings and the events a chat session adds to the engine's."""
+"""Context policy settings: how history is fitted into the context."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Literal
 
+from vllmchat.core.conversations.events import PromptPlanEvent
 from vllmchat.core.engine.events import ErrorEvent, ErrorKind
 
 PolicyMode = Literal["summarize", "keep_last", "ask"]
@@ -40,46 +41,6 @@ class ContextPolicy:
     summary_model: str = field(
         default="", metadata={"help": "the summary server's model (empty: its first)"}
     )
-
-
-@dataclass(frozen=True)
-class PromptPlanEvent:
-    """Which history the model is given this turn."""
-
-    prompt_tokens: int
-    n_ctx: int
-    summary_id: int | None
-    first_message_id: int | None  # the oldest message given verbatim
-    dropped_messages: int  # left out by keep-last (still in the store)
-    pinned_tokens: int = 0  # of the prompt, taken by pinned messages
-
-
-@dataclass(frozen=True)
-class SummaryEvent:
-    """Summarizing started, finished, failed (fell back to keep-last) or was cancelled."""
-
-    status: str  # "started", "done", "fallback", "cancelled"
-    text: str = ""
-    summary_id: int | None = None
-    message: str = ""
-    prefill_tokens: int = 0
-
-
-@dataclass(frozen=True)
-class MessageStored:
-    """A message of this turn was written to the store (a reply while it is still streaming)."""
-
-    message_id: int
-    role: str
-
-
-@dataclass(frozen=True)
-class PrefilledAhead:
-    """The prompt the new summary makes was put into the KV cache while idle."""
-
-    prompt_tokens: int
-    prefilled_tokens: int
-    complete: bool  # False: a turn came first
 
 
 def pins_overflow(plan: PromptPlanEvent) -> ErrorEvent:

@@ -8,11 +8,10 @@ import time
 from collections.abc import Iterator
 from dataclasses import replace
 
-from vllmchat.core.engine import DoneEvent, ErrorEvent, Event, TokenEvent
+from vllmchat.core.conversations.events import ReplyEvent, ThinkingEvent, ThoughtFor
+from vllmchat.core.engine.events import DoneEvent, ErrorEvent, Event, TokenEvent
 from vllmchat.core.engine.info import ModelInfo
-from vllmchat.core.thinking import ThinkingEvent, ThinkingSplitter, ThoughtFor
-
-ReplyEvent = Event | ThinkingEvent | ThoughtFor
+from vllmchat.core.thinking import ThinkingSplitter
 
 
 class ReplyParts:

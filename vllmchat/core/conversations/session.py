@@ -13,15 +13,16 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, replace
 
-from vllmchat.core.conversations.fact_list import FactList
-from vllmchat.core.conversations.policy import (
-    ContextPolicy,
+from vllmchat.core.conversations.events import (
     MessageStored,
     PromptPlanEvent,
+    ReplyEvent,
+    SessionEvent,
     SummaryEvent,
-    pins_overflow,
 )
-from vllmchat.core.conversations.reply_parts import ReplyEvent, ReplyParts
+from vllmchat.core.conversations.fact_list import FactList
+from vllmchat.core.conversations.policy import ContextPolicy, pins_overflow
+from vllmchat.core.conversations.reply_parts import ReplyParts
 from vllmchat.core.conversations.store import (
     ROOT,
     ConversationStore,
@@ -33,18 +34,11 @@ from vllmchat.core.conversations.summarize import (
     ask_for_summary,
     pinned_block,
 )
-from vllmchat.core.engine import (
-    DoneEvent,
-    EngineError,
-    ErrorEvent,
-    ErrorKind,
-    Event,
-)
+from vllmchat.core.engine.events import DoneEvent, EngineError, ErrorEvent, ErrorKind, Event
 from vllmchat.core.engine.protocol import Engine
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 
 SAVE_EVERY_S = 1.0
-SessionEvent = ReplyEvent | PromptPlanEvent | SummaryEvent | MessageStored
 
 
 def _turn_starts(path: list[Message]) -> list[int]:

@@ -18,7 +18,7 @@ from vllmchat.core.conversations.facts import (
 )
 from vllmchat.core.conversations.policy import ContextPolicy
 from vllmchat.core.conversations.store import Message, Summary
-from vllmchat.core.engine import DoneEvent, EngineError, ErrorEvent, StatsEvent, TokenEvent
+from vllmchat.core.engine.events import DoneEvent, EngineError, ErrorEvent, StatsEvent, TokenEvent
 from vllmchat.core.engine.protocol import Engine
 from vllmchat.core.settings import SamplingSettings
 from vllmchat.core.thinking import answer_of

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vllmchat.core.doctor.findings import Finding, Status
-from vllmchat.core.engine import EngineClient, EngineError
-from vllmchat.core.engine.events import DoneEvent, ErrorEvent
+from vllmchat.core.engine.client import EngineClient
+from vllmchat.core.engine.events import DoneEvent, EngineError, ErrorEvent
 from vllmchat.core.machine.backend import MachineFacts, rebuild_advice
 from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.settings import LoadSettings, SamplingSettings

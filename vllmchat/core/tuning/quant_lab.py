@@ -10,7 +10,7 @@ import json
 import os
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 from vllmchat.core.engine.client import EngineClient
@@ -21,41 +21,10 @@ from vllmchat.core.models.advisor import QUANT_BITS, quant_label
 from vllmchat.core.paths import measurements_dir
 from vllmchat.core.resources import benchmark_text
 from vllmchat.core.settings import LoadSettings, default_threads
+from vllmchat.core.tuning.events import QuantEvent, QuantProgress, QuantsCompared
+from vllmchat.core.tuning.results import QuantRow
 
 Speed = dict[str, float | int | None]
-
-
-@dataclass(frozen=True)
-class QuantRow:
-    """One quant's figures (speed fields 0 when speed was not measured)."""
-
-    path: str
-    label: str
-    size: int
-    reference: bool
-    perplexity: float
-    kld_mean: float
-    kld_p99: float
-    top1_agreement: float
-    prefill_tok_s: float = 0.0
-    decode_tok_s: float = 0.0
-    ram: int = 0
-    vram: int | None = None
-    tokens_scored: int = 0
-    error: str = ""
-
-
-@dataclass(frozen=True)
-class QuantProgress:
-    done: int
-    total: int
-    current: str
-
-
-@dataclass(frozen=True)
-class QuantsCompared:
-    rows: tuple[QuantRow, ...]
-    reference: str
 
 
 def bits_of(path: str) -> float:
@@ -77,7 +46,7 @@ def compare(
     n_threads: int | None = None,
     speed: bool = True,
     should_stop: Callable[[], bool] = lambda: False,
-) -> Iterator[QuantProgress | QuantsCompared]:
+) -> Iterator[QuantEvent]:
     """Score every file against the highest-precision one; yields progress, then rows."""
     if len(paths) < 1:
         raise ValueError("no quants to compare")

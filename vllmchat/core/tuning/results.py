@@ -1,4 +1,4 @@
-"""What a tuning sweep measures, as frozen values that serialize to JSON."""
+"""What a tuning sweep and the quant lab measure, as frozen values that serialize to JSON."""
 
 from __future__ import annotations
 
@@ -130,24 +130,20 @@ class TuneResult:
 
 
 @dataclass(frozen=True)
-class TuneStarted:
-    planned: int  # points planned so far (refinement may add more)
-    budget_s: float
-    device: str
+class QuantRow:
+    """One quant's figures (speed fields 0 when speed was not measured)."""
 
-
-@dataclass(frozen=True)
-class PointMeasured:
-    point: TunePoint
-    done: int
-    planned: int
-    elapsed_s: float
-    eta_s: float  # time left, from the mean time per point (capped by the budget)
-
-
-@dataclass(frozen=True)
-class TuneFinished:
-    result: TuneResult
-
-
-TuneEvent = TuneStarted | PointMeasured | TuneFinished
+    path: str
+    label: str
+    size: int
+    reference: bool
+    perplexity: float
+    kld_mean: float
+    kld_p99: float
+    top1_agreement: float
+    prefill_tok_s: float = 0.0
+    decode_tok_s: float = 0.0
+    ram: int = 0
+    vram: int | None = None
+    tokens_scored: int = 0
+    error: str = ""

@@ -31,15 +31,8 @@ from vllmchat.core.models.memory import FitSettings
 from vllmchat.core.settings import LoadSettings
 from vllmchat.core.tuning import plan
 from vllmchat.core.tuning.edge import edge_of, find_edge, interleaved
-from vllmchat.core.tuning.results import (
-    PointMeasured,
-    TuneConfig,
-    TuneEvent,
-    TuneFinished,
-    TunePoint,
-    TuneResult,
-    TuneStarted,
-)
+from vllmchat.core.tuning.events import PointMeasured, TuneEvent, TuneFinished, TuneStarted
+from vllmchat.core.tuning.results import TuneConfig, TunePoint, TuneResult
 from vllmchat.core.tuning.sweep import (
     Sweep,
     TuneRequest,

@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from vllmchat.core.app import ConversationOpened
+from vllmchat.core.app.events import ConversationOpened
 from vllmchat.core.conversations.fact_list import Fact, FactList, FactsChanged
 from vllmchat.core.conversations.facts import MAX_FACT_CHARS
 from vllmchat.core.conversations.store import StoreError

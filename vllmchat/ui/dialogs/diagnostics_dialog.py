@@ -16,7 +16,7 @@ from PySide6.QtWidgets import (
 
 from vllmchat import __version__
 from vllmchat.core.doctor import Report, Status, run_doctor
-from vllmchat.ui.common.workers import Workers
+from vllmchat.ui.common.workers import WorkerGroup
 
 _COLOURS = {
     Status.OK: "#2e7d32",
@@ -34,7 +34,7 @@ class DiagnosticsDialog(QDialog):
         self.setWindowTitle("About vllmchat")
         self.resize(720, 520)
         self.report: Report | None = None
-        self.workers = Workers(self)
+        self.workers = WorkerGroup(self)
         self.heading = QLabel(f"<b>vllmchat {__version__}</b> — checking this machine…")
         self.view = QTextBrowser()
         self.view.setAccessibleName("Diagnostics")
@@ -55,7 +55,7 @@ class DiagnosticsDialog(QDialog):
         """Run the checks (they load the demo model in a separate engine process)."""
         self.rerun.setEnabled(False)
         self.copy.setEnabled(False)
-        self.workers.run(run_doctor, self.show_report, self.show_error)
+        self.workers.run(run_doctor, self.show_report, self.show_error, name="The checks")
 
     def show_report(self, report: Report) -> None:
         self.report = report

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Any
 
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
 
+from vllmchat.core.models.catalog import QuantFile
 from vllmchat.core.models.download import Downloader, DownloadProgress
 from vllmchat.core.models.memory import MIB
-from vllmchat.ui.common.workers import Workers
+from vllmchat.ui.common.workers import WorkerGroup
 
 
 class DownloadsPanel(QWidget):
@@ -27,7 +27,7 @@ class DownloadsPanel(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.workers = Workers(self)
+        self.workers = WorkerGroup(self)
         self.cancel_flag = threading.Event()
         self.active = False
         self.path = ""
@@ -48,7 +48,7 @@ class DownloadsPanel(QWidget):
         self.progress.connect(self._on_progress)
         self.hide()
 
-    def start(self, quant: Any, downloader: Downloader) -> bool:
+    def start(self, quant: QuantFile, downloader: Downloader) -> bool:
         """Download ``quant``; False when another download is running."""
         if self.active:
             return False
@@ -66,6 +66,7 @@ class DownloadsPanel(QWidget):
             ),
             self._done,
             self._failed,
+            name="The download",
         )
         return True
 

@@ -25,7 +25,7 @@ from vllmchat.core.models.drafts import (
     installed_draft_options,
 )
 from vllmchat.core.models.local import discover
-from vllmchat.ui.common.workers import Workers
+from vllmchat.ui.common.workers import WorkerGroup
 
 NONE = ""
 MIB = 2**20
@@ -78,7 +78,7 @@ class DraftField(QWidget):
         outer.addLayout(row)
         outer.addWidget(self.choices)
         outer.addWidget(self.found)
-        self.workers = Workers(self)
+        self.workers = WorkerGroup(self)
         self.hub: list[DraftCandidate] = []
         self.installed: list[DraftCandidate] | None = None  # those that can draft
         self.refused: list[DraftCandidate] = []  # installed, with the reason
@@ -86,7 +86,7 @@ class DraftField(QWidget):
         if os.path.isfile(model_path):
             self.found.setText("Looking for installed models with this vocabulary…")
             self.workers.run(lambda: self._look(model_path, current), self._show_installed,
-                             self._failed)  # fmt: skip
+                             self._failed, name="Looking for installed draft models")  # fmt: skip
         else:
             self.hub_button.setEnabled(False)
 
@@ -137,7 +137,8 @@ class DraftField(QWidget):
         self.hub_button.setEnabled(False)
         self.found.setText("Reading the catalog's and the hub's headers…")
         path = self.model_path
-        self.workers.run(lambda: hub_drafts(path), self._show_hub, self._failed)
+        self.workers.run(lambda: hub_drafts(path), self._show_hub, self._failed,
+                         name="Looking for draft models on the hub")  # fmt: skip
 
     def _show_hub(self, found: list[DraftCandidate]) -> None:
         self.hub = found

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import os
-import threading
 from pathlib import Path
-from typing import Any
 
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QDialog,
     QFileDialog,
@@ -33,8 +32,10 @@ from vllmchat.core.models.advisor import (
     NO_FIT,
     RAM_ONLY,
     Fit,
+    QuantAdvice,
     best_fit,
 )
+from vllmchat.core.models.catalog import QuantFile, RepoHit
 from vllmchat.core.models.description import describe
 from vllmchat.core.models.download import Downloader, DownloadProgress
 from vllmchat.core.models.hardware import HardwareInfo, quick_probe
@@ -42,12 +43,14 @@ from vllmchat.core.models.local import LocalModel, discover
 from vllmchat.core.models.memory import MIB, FitSettings
 from vllmchat.core.paths import models_dir
 from vllmchat.core.resources import curated_models
-from vllmchat.ui.common.workers import Workers
+from vllmchat.ui.common.workers import WorkerGroup
 from vllmchat.ui.models.downloads import DownloadsPanel
 from vllmchat.ui.models.servers_tab import ServersTab
 
 BADGE_COLORS = {GPU_FULL: "#2e7d32", GPU_PARTIAL: "#f9a825", RAM_ONLY: "#1565c0",
                 NO_FIT: "#c62828"}  # fmt: skip
+InstalledRow = tuple[LocalModel, str, str, str, str]
+"""An installed model, its fit's kind, the badge's words and colour, the fit's message."""
 
 
 def badge(fit: Fit) -> tuple[str, str]:
@@ -59,10 +62,8 @@ def _size(n: int) -> str:
     return f"{n / MIB:,.0f} MiB" if n < 2**30 else f"{n / 2**30:,.2f} GiB"
 
 
-def _local_rows(
-    models: list[LocalModel], hw: HardwareInfo, s: FitSettings
-) -> list[tuple[Any, ...]]:
-    rows = []
+def _local_rows(models: list[LocalModel], hw: HardwareInfo, s: FitSettings) -> list[InstalledRow]:
+    rows: list[InstalledRow] = []
     for m in models:
         try:
             fit = best_fit(describe(check_model_file(m.path)), hw, s)
@@ -94,14 +95,13 @@ class ModelPicker(QDialog):
         self.folders = folders or []
         self.chosen_path: str | None = None
         self.chosen_server: tuple[str, str] | None = None  # (url, model)
-        self.workers = Workers(self)
-        self.cancel = threading.Event()
+        self.workers = WorkerGroup(self)
         # Downloads run in the window's panel, so they go on after this dialog closes.
         self.downloads = downloads or DownloadsPanel(self)
         self.downloads.progress.connect(self._show_progress)
         self.downloads.finished.connect(self._downloaded)
         self.downloads.failed.connect(self._download_failed)
-        self.quants: list[tuple[Any, Any]] = []
+        self.quants: list[tuple[QuantFile, QuantAdvice]] = []
         layout = QVBoxLayout(self)
         if first_run:
             hello = QLabel(
@@ -174,11 +174,10 @@ class ModelPicker(QDialog):
 
     def refresh_installed(self) -> None:
         hw, s, folders = self.hw, self.fit_settings, self.folders
-        self.workers.run(
-            lambda: _local_rows(discover(folders), hw, s), self._fill_installed, self._failed
-        )
+        self.workers.run(lambda: _local_rows(discover(folders), hw, s), self._fill_installed,
+                         self._failed, name="Reading the installed models")  # fmt: skip
 
-    def _fill_installed(self, rows: list[tuple[Any, ...]]) -> None:
+    def _fill_installed(self, rows: list[InstalledRow]) -> None:
         self.installed_rows = rows
         self.installed.setRowCount(len(rows))
         for i, (m, _kind, _text, color, message) in enumerate(rows):
@@ -260,11 +259,10 @@ class ModelPicker(QDialog):
             self.repos.setCurrentRow(0)
             return
         self.status.setText("Searching…")
-        self.workers.run(
-            lambda: search(text, token=os.environ.get("HF_TOKEN")), self._fill_repos, self._failed
-        )
+        self.workers.run(lambda: search(text, token=os.environ.get("HF_TOKEN")), self._fill_repos,
+                         self._failed, name="The hub search")  # fmt: skip
 
-    def _fill_repos(self, hits: list[Any]) -> None:
+    def _fill_repos(self, hits: list[RepoHit]) -> None:
         self.repos.clear()
         for hit in hits:
             self._add_repo(hit.repo, f"{hit.repo}  ({hit.downloads:,} downloads)")
@@ -286,9 +284,10 @@ class ModelPicker(QDialog):
             ),
             self._fill_quants,
             self._failed,
+            name=f"Reading {repo}",
         )
 
-    def _fill_quants(self, rows: list[tuple[Any, Any]]) -> None:
+    def _fill_quants(self, rows: list[tuple[QuantFile, QuantAdvice]]) -> None:
         self.quants = rows
         self.quant_table.setRowCount(len(rows))
         pick = 0
@@ -315,7 +314,6 @@ class ModelPicker(QDialog):
         if not 0 <= row < len(self.quants):
             return
         quant = self.quants[row][0]
-        self.cancel.clear()
         self.download_button.setEnabled(False)
         self.cancel_button.setEnabled(True)
         downloader = Downloader(models_dir(), token=os.environ.get("HF_TOKEN"))
@@ -375,7 +373,6 @@ class ModelPicker(QDialog):
         return True
 
     def done(self, result: int) -> None:
-        self.cancel.set()
         for signal, slot in ((self.downloads.progress, self._show_progress),
                              (self.downloads.finished, self._downloaded),
                              (self.downloads.failed, self._download_failed)):  # fmt: skip
@@ -386,9 +383,7 @@ class ModelPicker(QDialog):
         super().done(result)
 
 
-def _tint(color: str) -> Any:
-    from PySide6.QtGui import QColor
-
+def _tint(color: str) -> QColor:
     c = QColor(color)
     c.setAlpha(60)
     return c

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import pyqtgraph as pg
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import (
     QDialog,
     QLabel,
@@ -18,21 +18,29 @@ from PySide6.QtWidgets import (
 )
 
 from vllmchat.core.models.memory import MIB
-from vllmchat.core.tuning.quant_lab import QuantProgress, QuantRow, QuantsCompared
+from vllmchat.core.tuning.events import QuantEvent, QuantProgress, QuantsCompared
+from vllmchat.core.tuning.results import QuantRow
+from vllmchat.ui.common.workers import Worker
 
 HEADERS = ("quant", "size", "mean KLD", "top-1 agreement", "perplexity", "prefill tok/s",
            "decode tok/s", "note")  # fmt: skip
 
 
-class _Relay(QObject):
-    progress = Signal(object)
-    finished = Signal(object)
-    failed = Signal(str)
+def measure(files: Sequence[str], should_stop: Callable[[], bool]) -> Iterator[QuantEvent]:
+    """The comparison in its own engine process (the chat's engine keeps its model)."""
+    from vllmchat.core.engine.client import EngineClient
+    from vllmchat.core.tuning.quant_lab import compare
+
+    engine = EngineClient()
+    try:
+        yield from compare(engine, files, should_stop=should_stop)
+    finally:
+        engine.close()
 
 
 class QuantLabDialog(QDialog):
-    """Runs the quant lab in its own engine process on a worker thread (the chat's
-    engine keeps its model); every row is also cached for the quant advice."""
+    """Runs the quant lab on a worker; Stop ends it after the file being measured (the
+    rows so far are shown, and cached for the quant advice like every row)."""
 
     def __init__(self, files: Sequence[str], parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -53,44 +61,49 @@ class QuantLabDialog(QDialog):
         layout = QVBoxLayout(self)
         for w in (self.status, self.table, self.chart, self.start_button, self.stop_button):
             layout.addWidget(w)
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self.relay = _Relay()
-        self.relay.progress.connect(self._on_progress)
-        self.relay.finished.connect(self.show_rows)
-        self.relay.failed.connect(self.status.setText)
+        self.worker: Worker | None = None
+        self._stop = threading.Event()  # compare's own flag, checked between files
         self.start_button.clicked.connect(self.start)
-        self.stop_button.clicked.connect(self._stop.set)
+        self.stop_button.clicked.connect(self.stop)
 
     def start(self) -> None:
-        self._stop.clear()
         self.start_button.setEnabled(False)
         self.stop_button.setEnabled(True)
-        self._thread = threading.Thread(target=self._work, name="vllmchat-quant-lab", daemon=True)
-        self._thread.start()
+        self._stop.clear()
+        files, stop = self.files, self._stop
+        worker = Worker(lambda: measure(files, lambda: stop.is_set() or worker.abort_requested),
+                        self._failed, name="The comparison of quants")  # fmt: skip
+        worker.yielded.connect(self._on_event)
+        worker.finished.connect(self._ended)
+        self.worker = worker.start()
 
-    def _work(self) -> None:
-        from vllmchat.core.engine import EngineClient, EngineError
-        from vllmchat.core.tuning.quant_lab import compare
+    def stop(self) -> None:
+        """End after the file being measured (an engine call is not cut short); the rows
+        measured so far are shown."""
+        self._stop.set()
+        self.stop_button.setEnabled(False)
+        self.status.setText("Stopping after the file being measured…")
 
-        engine = EngineClient()
-        try:
-            for event in compare(engine, self.files, should_stop=self._stop.is_set):
-                if isinstance(event, QuantProgress):
-                    self.relay.progress.emit(event)
-                elif isinstance(event, QuantsCompared):
-                    self.relay.finished.emit(event)
-        except (EngineError, ValueError, OSError) as exc:
-            self.relay.failed.emit(f"The comparison failed: {exc}")
-        finally:
-            engine.close()
+    def _on_event(self, event: QuantEvent) -> None:
+        if isinstance(event, QuantProgress):
+            self._on_progress(event)
+        else:
+            self.show_rows(event)
+
+    def _failed(self, exc: Exception) -> None:
+        self.status.setText(f"The comparison failed: {exc}")
+
+    def _ended(self) -> None:
+        self.start_button.setEnabled(True)
+        self.stop_button.setEnabled(False)
+        if self._stop.is_set():
+            self.status.setText(f"Stopped after {self.table.rowCount()} file(s). "
+                                + self.status.text())  # fmt: skip
 
     def _on_progress(self, event: QuantProgress) -> None:
         self.status.setText(f"Measuring {event.current} ({event.done + 1} of {event.total})…")
 
     def show_rows(self, done: QuantsCompared) -> None:
-        self.start_button.setEnabled(True)
-        self.stop_button.setEnabled(False)
         self.table.setRowCount(0)
         for row in done.rows:
             self._add_row(row)
@@ -116,8 +129,8 @@ class QuantLabDialog(QDialog):
         for col, value in enumerate(cells):
             self.table.setItem(n, col, QTableWidgetItem(value))
 
-    def closeEvent(self, event: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
-        super().closeEvent(event)  # type: ignore[arg-type]
+    def closeEvent(self, event: QCloseEvent) -> None:
+        if self.worker is not None:  # ends after the file being measured, with its engine
+            self.worker.quit()
+            self.worker.wait(60_000)
+        super().closeEvent(event)

@@ -16,7 +16,7 @@ from PySide6.QtWidgets import (
 )
 
 from vllmchat.core.engine.servers import api_key, store_api_key, url_warning
-from vllmchat.ui.common.workers import Workers
+from vllmchat.ui.common.workers import WorkerGroup
 
 
 def list_server_models(url: str, key: str | None) -> list[str]:
@@ -37,7 +37,7 @@ class ServersTab(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.workers = Workers(self)
+        self.workers = WorkerGroup(self)
         self._notes: list[str] = []  # warnings shown with the result of the last test
         self.url = QLineEdit()
         self.url.setPlaceholderText("http://127.0.0.1:8080  (llama.cpp, vLLM, Ollama, LM Studio)")
@@ -86,7 +86,8 @@ class ServersTab(QWidget):
         self.models.clear()
         self.message.setText("Connecting…")
         self._notes = notes
-        self.workers.run(lambda: list_server_models(url, key), self._listed, self._failed)
+        self.workers.run(lambda: list_server_models(url, key), self._listed, self._failed,
+                         name=f"Listing the models of {url}")  # fmt: skip
 
     def _listed(self, names: list[str]) -> None:
         self.models.addItems(names)

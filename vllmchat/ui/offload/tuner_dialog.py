@@ -18,13 +18,8 @@ from PySide6.QtWidgets import (
 )
 
 from vllmchat.core.models.memory import MIB
-from vllmchat.core.tuning.results import (
-    PointMeasured,
-    TuneFinished,
-    TunePoint,
-    TuneResult,
-    TuneStarted,
-)
+from vllmchat.core.tuning.events import PointMeasured, TuneFinished, TuneStarted
+from vllmchat.core.tuning.results import TunePoint, TuneResult
 from vllmchat.ui.offload.tuning_chart import TuningChart, write_csv
 
 HEADERS = ("GPU layers", "threads", "prompt threads", "ubatch", "prefill tok/s", "decode tok/s",

@@ -148,7 +148,7 @@ def _self_test(app: QApplication, window: MainWindow) -> int:
     """Load the demo model, stream one reply, close; exit 0 when it all worked."""
     from PySide6.QtCore import QObject, QTimer, Slot
 
-    from vllmchat.core.engine import DoneEvent
+    from vllmchat.core.engine.events import DoneEvent
 
     class Probe(QObject):
         """Receives the engine's signals on the GUI thread."""

@@ -61,6 +61,7 @@ def _stalls(folder: Path) -> dict[str, Any]:
     from vllmchat.core.conversations.kv_cache import KVStateCache
     from vllmchat.core.conversations.store import ConversationStore
     from vllmchat.core.demo_model import gemma_model_path
+    from vllmchat.core.engine.events import DoneEvent
     from vllmchat.ui.window.main_window import MainWindow
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
@@ -94,7 +95,10 @@ def _stalls(folder: Path) -> dict[str, Any]:
         wait(lambda n=n: window.turns_ended > n)
         t1 = time.perf_counter()
         streaming.append(beat.max_gap_ms(t0, t1))
-        tokens = window.last_turn.stats.decode_tokens
+        turn = window.last_turn
+        if not isinstance(turn, DoneEvent):
+            raise RuntimeError(f"The benchmark's turn failed: {turn}")
+        tokens = turn.stats.decode_tokens
     reloads = []
     for layers in (1, 0):
         n = window.loads_ended

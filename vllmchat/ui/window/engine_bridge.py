@@ -1,24 +1,24 @@
-"""The GUI's handle on the application layer: its generators run on one engine thread,
-and each event type comes out as its own signal on the GUI thread.
+"""The GUI's handle on the application layer: each call of ``ChatApp`` is a ``Worker``
+on the engine's pool of one thread (one engine, one thread, calls in the order asked),
+and each event type it yields comes out as its own signal on the GUI thread.
 
-A request is a call of ``ChatApp`` queued to that thread (one engine, one
-thread); what it yields is turned into signals by type, as superqt's
-``GeneratorWorker`` turns yields into signals. ``stop()`` is safe from the GUI
-thread: it sets the session's flag, checked per token in the engine process.
+The events are published from the engine's thread as they are yielded (a direct
+connection), so they keep their order, and a call that raises ends in an
+``ErrorEvent`` the window shows. ``stop()`` is safe from the GUI thread: it sets
+the session's flag, checked per token in the engine process.
 """
 
 from __future__ import annotations
 
 import functools
-import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from PySide6.QtCore import QObject, Qt, QThread, QTimer, Signal, Slot
+from PySide6.QtCore import QObject, Qt, QThreadPool, QTimer, Signal, SignalInstance
 
-from vllmchat.core.app import (
-    ChatApp,
+from vllmchat.core.app.chat_app import ChatApp
+from vllmchat.core.app.events import (
     ConversationOpened,
     EngineDied,
     Loaded,
@@ -30,12 +30,18 @@ from vllmchat.core.app import (
     TurnStarted,
 )
 from vllmchat.core.app_settings import AppSettings
+from vllmchat.core.conversations.events import (
+    MessageStored,
+    PromptPlanEvent,
+    SummaryEvent,
+    ThinkingEvent,
+    ThoughtFor,
+)
 from vllmchat.core.conversations.kv_cache import KVStateCache
-from vllmchat.core.conversations.policy import MessageStored, PromptPlanEvent, SummaryEvent
 from vllmchat.core.conversations.store import ConversationStore
-from vllmchat.core.engine import (
+from vllmchat.core.engine.client import EngineClient
+from vllmchat.core.engine.events import (
     DoneEvent,
-    EngineClient,
     ErrorEvent,
     ErrorKind,
     PrefillProgressEvent,
@@ -43,19 +49,13 @@ from vllmchat.core.engine import (
     TokenEvent,
 )
 from vllmchat.core.engine.protocol import Engine
-from vllmchat.core.thinking import ThinkingEvent, ThoughtFor
-from vllmchat.core.tuning.results import PointMeasured, TuneConfig, TuneFinished, TuneStarted
-
-Job = Callable[[], Any]
-
-
-def _job_name(job: Job) -> str:
-    fn = job.func if isinstance(job, functools.partial) else job
-    return getattr(fn, "__name__", "The operation").strip("_").replace("_", " ").capitalize()
+from vllmchat.core.tuning.events import PointMeasured, TuneFinished, TuneStarted
+from vllmchat.core.tuning.results import TuneConfig
+from vllmchat.ui.common.workers import Worker, WorkerGroup, work_name
 
 
 class AppEvents(QObject):
-    """Lives on the engine thread; runs jobs and emits one signal per event type."""
+    """One signal per event type; ``publish`` is called on the engine's thread."""
 
     load_started = Signal(object)
     """``LoadStarted``: input waits until the load ends."""
@@ -85,7 +85,6 @@ class AppEvents(QObject):
     """``ErrorEvent``."""
     engine_died = Signal(object)
     """``EngineDied``: reported once per death, from a turn or while idle."""
-    busy_changed = Signal(int)  # not bool: PySide6 on 3.11 over-releases queued bools
     settings_changed = Signal(object)
     """``SettingsChanged``: the settings the application layer now runs with."""
     storage_warning = Signal(object)
@@ -103,10 +102,9 @@ class AppEvents(QObject):
     tune_finished = Signal(object)
     """``TuneFinished``: the points and the pick."""
 
-    def __init__(self, app: ChatApp) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.app = app
-        self._signals: dict[type, Any] = {
+        self._signals: dict[type, SignalInstance] = {
             LoadStarted: self.load_started,
             Loaded: self.load_finished,
             LoadFailed: self.load_failed,
@@ -125,25 +123,6 @@ class AppEvents(QObject):
             PointMeasured: self.tune_point,
             TuneFinished: self.tune_finished,
         }
-
-    @Slot(object)
-    def run(self, job: Job) -> None:
-        self.busy_changed.emit(1)
-        try:
-            result = job()
-            events = result if isinstance(result, Iterable) else (result,)
-            for event in events:
-                self.publish(event)
-        except Exception as exc:  # every job ends in an event the window shows
-            logging.getLogger(__name__).error("%s failed", _job_name(job), exc_info=exc)
-            self.publish(ErrorEvent(ErrorKind.INTERNAL, f"{_job_name(job)} failed: {exc!r}"))
-        finally:
-            self.busy_changed.emit(0)
-
-    @Slot()
-    def watch(self) -> None:
-        """Report an engine that died while idle."""
-        self.publish(self.app.watch())
 
     def publish(self, event: object) -> None:
         """Emit the signal of this event's type."""
@@ -164,32 +143,25 @@ class AppEvents(QObject):
 
 
 class EngineBridge(QObject):
-    """Queues ``ChatApp`` calls to the engine thread; its ``events`` signal on the GUI thread."""
-
-    _submit = Signal(object)
-    _watch = Signal()
-    _shutdown = Signal(object)
+    """Queues ``ChatApp`` calls to the engine's thread; its ``events`` signal on the GUI
+    thread."""
 
     def __init__(
         self, store: ConversationStore, kv: KVStateCache, parent: QObject | None = None
     ) -> None:
         super().__init__(parent)
         self.app = ChatApp(store, kv)
-        self.engine_thread = QThread()
-        self.engine_thread.setObjectName("vllmchat-engine-thread")
-        self.events = AppEvents(self.app)
-        self.events.moveToThread(self.engine_thread)
-        self._submit.connect(self.events.run)
-        self._watch.connect(self.events.watch)
-        # Blocking: the KV state is saved and the process ended before the thread quits.
-        self._shutdown.connect(self.events.run, Qt.ConnectionType.BlockingQueuedConnection)
-        self.events.busy_changed.connect(self._on_busy)
-        self.busy = False
+        self.events = AppEvents()
+        self.pool = QThreadPool(self)  # the engine's one thread, for the engine's life
+        self.pool.setObjectName("vllmchat-engine")
+        self.pool.setMaxThreadCount(1)
+        self.pool.setExpiryTimeout(-1)
+        self.jobs = WorkerGroup(self, pool=self.pool)
+        self._closed = False
         self._tune_stop = threading.Event()
         self.turn_waiting = threading.Event()  # a turn was asked for and has not started
         # Direct: cleared on the engine thread as the turn starts, before any title job.
         self.events.turn_started.connect(self._on_turn_started, Qt.ConnectionType.DirectConnection)
-        self.engine_thread.start()
         self._timer = QTimer(self)
         self._timer.setInterval(500)
         self._timer.timeout.connect(self._check_alive)
@@ -200,9 +172,27 @@ class EngineBridge(QObject):
         """The engine the application layer chats through now."""
         return self.app.engine
 
-    def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
-        """Run ``fn(*args, **kwargs)`` on the engine thread; what it yields becomes signals."""
-        self._submit.emit(functools.partial(fn, *args, **kwargs))
+    @property
+    def busy(self) -> bool:
+        """A call is running on the engine's thread or waiting for it."""
+        return self.jobs.busy
+
+    def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Worker | None:
+        """Run ``fn(*args, **kwargs)`` on the engine's thread; what it yields (or returns)
+        becomes signals, and an exception an ``ErrorEvent``. None once closed: a call the
+        window's last events ask for (a title after the last reply) is not run."""
+        if self._closed:
+            return None
+        job = functools.partial(fn, *args, **kwargs)
+        name = work_name(job)
+        worker = Worker(job, functools.partial(self._failed, name), name=name)
+        direct = Qt.ConnectionType.DirectConnection
+        worker.yielded.connect(self.events.publish, direct)
+        worker.returned.connect(self.events.publish, direct)
+        return self.jobs.start(worker)
+
+    def _failed(self, name: str, exc: Exception) -> None:
+        self.events.publish(ErrorEvent(ErrorKind.INTERNAL, f"{name} failed: {exc!r}"))
 
     def load(self, settings: AppSettings, *, live: bool = False) -> None:
         self.call(self.app.load, settings, live=live)
@@ -276,19 +266,19 @@ class EngineBridge(QObject):
     def _on_turn_started(self, _event: object) -> None:
         self.turn_waiting.clear()
 
-    def _on_busy(self, busy: int) -> None:
-        self.busy = bool(busy)
-
     def _check_alive(self) -> None:
+        """Report an engine that died while idle."""
         if not self.busy:
-            self._watch.emit()
+            self.call(self.app.watch)
 
     def close(self) -> None:
         """Stop, save the KV state, end the engine process and the thread (once)."""
-        if not self.engine_thread.isRunning():
+        if self._closed:
             return
         self._timer.stop()
-        self.stop()
-        self._shutdown.emit(self.app.shutdown)
-        self.engine_thread.quit()
-        self.engine_thread.wait(15000)
+        self.stop()  # the turn in progress ends within a token, its reply kept
+        self.jobs.skip_queued()  # titles and summaries asked for after the last reply
+        self.call(self.app.shutdown)
+        self._closed = True
+        self.jobs.wait(60_000)
+        self.pool.waitForDone(1_000)  # the thread ends with the calls

@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, QUrl
 from PySide6.QtGui import QAction, QCloseEvent, QDesktopServices, QKeySequence
 from PySide6.QtWidgets import (
     QInputDialog,
+    QMenu,
     QProgressBar,
     QSplitter,
     QVBoxLayout,
     QWidget,
 )
 
-from vllmchat.core.app import (
+from vllmchat.core.app.events import (
     EngineDied,
     Loaded,
     LoadFailed,
@@ -25,10 +26,11 @@ from vllmchat.core.app import (
     TurnStarted,
 )
 from vllmchat.core.app_settings import AppSettings
+from vllmchat.core.conversations.events import MessageStored, PromptPlanEvent, SummaryEvent
 from vllmchat.core.conversations.kv_cache import KVStateCache
-from vllmchat.core.conversations.policy import MessageStored
 from vllmchat.core.conversations.store import ConversationStore
-from vllmchat.core.engine import ErrorEvent, ErrorKind
+from vllmchat.core.engine.events import DoneEvent, ErrorEvent, ErrorKind, TurnStats
+from vllmchat.core.engine.info import ReloadResult
 from vllmchat.core.models.advisor import quant_label
 from vllmchat.core.models.memory import FitSettings
 from vllmchat.core.models.overhead import learned_overhead
@@ -40,7 +42,7 @@ from vllmchat.ui.chat.conversation_list import ConversationList
 from vllmchat.ui.chat.facts_panel import facts_panel
 from vllmchat.ui.chat.markdown_render import warm_up
 from vllmchat.ui.common.theme import ThemeWatcher
-from vllmchat.ui.common.workers import Workers
+from vllmchat.ui.common.workers import WorkerGroup
 from vllmchat.ui.models.downloads import DownloadsPanel
 from vllmchat.ui.offload.memory_panel import MemoryPanel
 from vllmchat.ui.offload.offload_panel import OffloadPanel
@@ -66,7 +68,7 @@ class MainWindow(WindowActions):
         self.resize(1280, 800)
         self.store, self.settings, self.kv = store, settings, kv
         self.save_settings = save_settings
-        self.workers = Workers(self)
+        self.workers = WorkerGroup(self)
         self._warm_up = warm_up(self)
         self.bridge = EngineBridge(store, kv, self)
         self.theme = ThemeWatcher(self)
@@ -79,9 +81,9 @@ class MainWindow(WindowActions):
         # Counters the GUI thread updates when a turn, load or title ends (tests, benchmarks).
         self.turns_ended = 0
         self.titles_ended = 0
-        self.last_turn: Any = None
+        self.last_turn: DoneEvent | ErrorEvent | None = None
         self.loads_ended = 0
-        self.last_load: Any = None
+        self.last_load: ReloadResult | LoadFailed | None = None
         self._build()
         self._connect()
         self._menus()
@@ -190,7 +192,9 @@ class MainWindow(WindowActions):
             lambda: QDesktopServices.openUrl(QUrl.fromLocalFile(str(log_dir()))),
         )
 
-    def _action(self, menu: Any, label: str, slot: Any, shortcut: str | None = None) -> QAction:
+    def _action(
+        self, menu: QMenu, label: str, slot: Callable[[], object], shortcut: str | None = None
+    ) -> QAction:
         action = QAction(label, self)
         if shortcut:
             action.setShortcut(QKeySequence(shortcut))
@@ -269,7 +273,7 @@ class MainWindow(WindowActions):
     def _on_prefill(self, done: int, total: int) -> None:
         self.statusBar().showMessage(f"Reading prompt {done}/{total}…")
 
-    def _on_plan(self, plan: Any) -> None:
+    def _on_plan(self, plan: PromptPlanEvent) -> None:
         self.live_kv = [plan.prompt_tokens, plan.n_ctx]
         summary = self.store.summary(plan.summary_id) if plan.summary_id else None
         self.status_line.set_plan(plan.prompt_tokens, plan.n_ctx, summary.tokens if summary else 0,
@@ -279,17 +283,17 @@ class MainWindow(WindowActions):
                 f"The {plan.dropped_messages} oldest messages are left out of this turn.", 8000
             )
 
-    def _on_summary(self, event: Any) -> None:
+    def _on_summary(self, event: SummaryEvent) -> None:
         self.statusBar().showMessage(event.message, 8000)
         if event.status == "done" and event.summary_id is not None:
             after = self.store.summary(event.summary_id).last_message_id
             self.chat.insert_summary(event.text, event.summary_id, after)
 
-    def _on_stats(self, stats: Any) -> None:
+    def _on_stats(self, stats: TurnStats) -> None:
         self.last_stats, self.live_kv = stats, None
         self.status_line.set_stats(stats)
 
-    def _on_done(self, event: Any) -> None:
+    def _on_done(self, event: DoneEvent) -> None:
         self.turns_ended += 1
         self.last_turn = event
         self.chat.finish_reply(event.text, partial=event.stop_reason == "stopped")

@@ -10,7 +10,7 @@ from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QColor, QPainter
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QWidget
 
-from vllmchat.core.engine import TurnStats
+from vllmchat.core.engine.events import TurnStats
 from vllmchat.core.engine.exactness import identity_note
 from vllmchat.core.engine.info import ModelInfo
 from vllmchat.core.settings import SamplingSettings

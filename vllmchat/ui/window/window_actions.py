@@ -5,23 +5,25 @@ from __future__ import annotations
 import hashlib
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import psutil
 from PySide6.QtCore import QByteArray, QSettings, Qt
 from PySide6.QtWidgets import QFileDialog, QInputDialog, QMainWindow, QMessageBox, QSplitter
 
 from vllmchat.core.app.chat_app import NOT_LOCAL
+from vllmchat.core.app.events import SettingsChanged, StorageWarning, TitleMade
 from vllmchat.core.app_settings import AppSettings, save_app_settings
 from vllmchat.core.conversations.store import ConversationStore, StoreError
 from vllmchat.core.conversations.transfer import export_file, import_file
-from vllmchat.core.engine import TurnStats
+from vllmchat.core.engine.events import TurnStats
 from vllmchat.core.engine.info import ModelInfo
 from vllmchat.core.machine import nvml
 from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.models.memory import FitSettings, kv_bytes_per_layer
 from vllmchat.core.paths import config_dir
+from vllmchat.core.tuning.events import TuneFinished
+from vllmchat.core.tuning.results import TuneConfig
 from vllmchat.ui.chat.chat_input import ChatInput
 from vllmchat.ui.chat.chat_view import ChatView
 from vllmchat.ui.chat.conversation_list import ConversationList
@@ -154,7 +156,7 @@ class WindowActions(QMainWindow):
             self.bridge.make_title()
             self.bridge.prepare_next()
 
-    def _on_title(self, event: Any) -> None:
+    def _on_title(self, event: TitleMade) -> None:
         self.titles_ended += 1
         if self.closing:
             return  # a title that came back while the window closed
@@ -219,12 +221,12 @@ class WindowActions(QMainWindow):
     def _start_tune(self, budget_s: float, fresh: bool) -> None:
         self.bridge.tune(budget_s, fresh=True)  # the window's button always measures anew
 
-    def apply_tune(self, config: Any) -> None:
+    def apply_tune(self, config: TuneConfig) -> None:
         self.settings = replace(self.settings, load=config.apply_to(self.settings.load))
         self._save()
         self.bridge.apply_tune(config)
 
-    def _on_tuned(self, event: Any) -> None:
+    def _on_tuned(self, event: TuneFinished) -> None:
         self.offload.show_tuning(event.result)
 
     def edit_summary(self, summary_id: int) -> None:
@@ -259,13 +261,13 @@ class WindowActions(QMainWindow):
         if not self.input.edit.toPlainText().strip():
             self.input.edit.setPlainText(text)
 
-    def adopt_settings(self, event: Any) -> None:
+    def adopt_settings(self, event: SettingsChanged) -> None:
         """The application layer's settings are the window's (it owns them)."""
         if event.settings != self.settings:
             self.settings = event.settings
             self._save()
 
-    def show_storage_warning(self, event: Any) -> None:
+    def show_storage_warning(self, event: StorageWarning) -> None:
         self.last_warning = event.message
         self.statusBar().showMessage(event.message, 30000)
 

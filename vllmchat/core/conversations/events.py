@@ -1,0 +1,69 @@
+"""The events a conversation adds to the engine's: the prompt's plan, summaries, stored
+messages, a reasoning model's thinking, and the work done ahead while the user reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vllmchat.core.engine.events import Event
+
+
+@dataclass(frozen=True)
+class PromptPlanEvent:
+    """Which history the model is given this turn."""
+
+    prompt_tokens: int
+    n_ctx: int
+    summary_id: int | None
+    first_message_id: int | None  # the oldest message given verbatim
+    dropped_messages: int  # left out by keep-last (still in the store)
+    pinned_tokens: int = 0  # of the prompt, taken by pinned messages
+
+
+@dataclass(frozen=True)
+class SummaryEvent:
+    """Summarizing started, finished, failed (fell back to keep-last) or was cancelled."""
+
+    status: str  # "started", "done", "fallback", "cancelled"
+    text: str = ""
+    summary_id: int | None = None
+    message: str = ""
+    prefill_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class MessageStored:
+    """A message of this turn was written to the store (a reply while it is still streaming)."""
+
+    message_id: int
+    role: str
+
+
+@dataclass(frozen=True)
+class PrefilledAhead:
+    """The prompt the new summary makes was put into the KV cache while idle."""
+
+    prompt_tokens: int
+    prefilled_tokens: int
+    complete: bool  # False: a turn came first
+
+
+@dataclass(frozen=True)
+class ThinkingEvent:
+    """A piece of the model's thinking (shown folded while it streams)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ThoughtFor:
+    """The thinking ended (the answer begins): how long it took."""
+
+    seconds: float
+
+
+ReplyEvent = Event | ThinkingEvent | ThoughtFor
+"""A reply as the front ends see it: the engine's events, the thinking told apart."""
+
+SessionEvent = ReplyEvent | PromptPlanEvent | SummaryEvent | MessageStored
+"""What a turn of a chat session yields."""
