@@ -8,20 +8,26 @@ from vllmchat.core.app.events import (
     Loaded,
     LoadFailed,
     LoadStarted,
+    PlacementFellBack,
+    PlacementNeedsConfirmation,
     SettingsChanged,
     StorageWarning,
     TitleMade,
     TurnStarted,
 )
+from vllmchat.core.app.snapshot import AppSnapshot
 
 __all__ = [
     "AppEvent",
+    "AppSnapshot",
     "ChatApp",
     "ConversationOpened",
     "EngineDied",
     "LoadFailed",
     "LoadStarted",
     "Loaded",
+    "PlacementFellBack",
+    "PlacementNeedsConfirmation",
     "SettingsChanged",
     "StorageWarning",
     "TitleMade",

@@ -70,10 +70,11 @@ class QuantLabDialog(QDialog):
         self._thread.start()
 
     def _work(self) -> None:
-        from vllmchat.core.engine import EngineClient, EngineError
+        from vllmchat.core.app.engines import open_local
+        from vllmchat.core.engine import EngineError
         from vllmchat.core.tuning.quant_lab import compare
 
-        engine = EngineClient()
+        engine = open_local()
         try:
             for event in compare(engine, self.files, should_stop=self._stop.is_set):
                 if isinstance(event, QuantProgress):
