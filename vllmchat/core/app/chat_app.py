@@ -308,13 +308,15 @@ class ChatApp:
             yield ErrorEvent(ErrorKind.BAD_REQUEST, "No conversation is open.")
             return
         yield TurnStarted(session.conversation_id)
-        completed = False
+        completed, ended = False, None
         try:
             for event in start(session):
                 yield event
                 if isinstance(event, ErrorEvent) and event.kind in ABORTS:
-                    yield from self._died(event.kind, event.message)
+                    ended = event  # handled once the turn's stream (and its lock) is done
                 completed = completed or isinstance(event, DoneEvent)
+            if ended is not None:
+                yield from self._died(ended.kind, ended.message)
         except EngineError as exc:
             yield ErrorEvent(exc.kind, exc.message)
             if exc.kind in ABORTS:

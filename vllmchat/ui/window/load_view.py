@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QMainWindow, QProgressBar
 
 from vllmchat.core.app import EngineDied, Loaded, LoadFailed, LoadStarted, SettingsChanged
@@ -25,9 +26,10 @@ from vllmchat.ui.window.engine_bridge import EngineBridge
 from vllmchat.ui.window.status_line import StatusLine
 
 
-class LoadView:
+class LoadView(QObject):
     """Given the widgets a load changes; ``info``, ``desc`` and ``hw`` are the last
-    load's, as its event told them."""
+    load's, as its event told them. (A QObject of the GUI thread: the engine thread's
+    signals reach its methods there.)"""
 
     def __init__(
         self,
@@ -39,6 +41,7 @@ class LoadView:
         status_line: StatusLine,
         busy_bar: QProgressBar,
     ) -> None:
+        super().__init__(window)
         self.bridge, self.window, self.input = bridge, window, chat_input
         self.offload, self.memory = panels
         self.banner, self.status_line, self.busy_bar = banner, status_line, busy_bar
@@ -49,7 +52,7 @@ class LoadView:
         self.ended = 0  # loads ended, loaded or failed (tests, benchmarks)
         self.last: Any = None  # the last ``ReloadResult`` or ``LoadFailed``
 
-    def connect(self) -> None:
+    def wire(self) -> None:
         e = self.bridge.events
         e.load_started.connect(self.started)
         e.load_finished.connect(self.loaded)

@@ -172,7 +172,7 @@ class MainWindow(QMainWindow):
         e = self.bridge.events
         # Bound methods only: a lambda connected to the engine thread's signals would
         # run on that thread.
-        self.loads.connect()
+        self.loads.wire()
         e.turn_started.connect(self._on_turn_started)
         e.token_received.connect(self.chat.append_token)
         e.token_received.connect(self.readout.count_token)

@@ -4,6 +4,7 @@ cache as the turn fills it, read from the bridge's snapshot (never the engine)."
 from __future__ import annotations
 
 import psutil
+from PySide6.QtCore import QObject
 
 from vllmchat.core.engine import TurnStats
 from vllmchat.core.machine import nvml
@@ -13,10 +14,12 @@ from vllmchat.ui.offload.memory_panel import MemoryPanel
 from vllmchat.ui.window.engine_bridge import EngineBridge
 
 
-class MemoryReadout:
-    """Updates ``memory`` every few seconds and as tokens stream."""
+class MemoryReadout(QObject):
+    """Updates ``memory`` every few seconds and as tokens stream (a QObject of the GUI
+    thread: the engine thread's token signal reaches ``count_token`` there)."""
 
     def __init__(self, bridge: EngineBridge, memory: MemoryPanel) -> None:
+        super().__init__(memory)
         self.bridge, self.memory = bridge, memory
         self.last_stats: TurnStats | None = None
         self.live_kv: list[int] | None = None  # [tokens in the KV cache, n_ctx] while a turn runs

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QMessageBox, QWidget
 
 from vllmchat.core.app import PlacementFellBack, PlacementNeedsConfirmation
@@ -24,8 +25,9 @@ from vllmchat.ui.window.engine_bridge import EngineBridge
 Notify = Callable[[str, str], None]  # (title, text): tell the user without stopping them
 
 
-class ModelActions:
-    """Choose a model or a server, edit the settings, place the weights."""
+class ModelActions(QObject):
+    """Choose a model or a server, edit the settings, place the weights (a QObject of
+    the GUI thread: the engine thread's signals reach its methods there)."""
 
     def __init__(
         self,
@@ -35,7 +37,8 @@ class ModelActions:
         downloads: DownloadsPanel,
         notify: Notify,
     ) -> None:
-        self.bridge, self.parent, self.offload = bridge, parent, offload
+        super().__init__(parent)
+        self.bridge, self.window, self.offload = bridge, parent, offload
         self.downloads, self.notify = downloads, notify
         self.confirmation: QMessageBox | None = None  # open while a placement is asked about
 
@@ -51,7 +54,7 @@ class ModelActions:
             folders=s.model_folders,
             first_run=not s.load.model_path,
             downloads=self.downloads,
-            parent=self.parent,
+            parent=self.window,
         )
         if not picker.exec():
             return
@@ -76,7 +79,7 @@ class ModelActions:
     def open_settings(self) -> None:
         from vllmchat.ui.dialogs.settings_dialog import SettingsDialog
 
-        dialog = SettingsDialog(self.bridge.snapshot.settings, self.parent)
+        dialog = SettingsDialog(self.bridge.snapshot.settings, self.window)
         if not dialog.exec():
             return
         new = dialog.result_settings()
@@ -101,11 +104,11 @@ class ModelActions:
         box = QMessageBox(
             QMessageBox.Icon.Warning,
             "Past the memory estimate",
-            f"{event.placement.label().capitalize()} is past what the estimate says fits. "
-            f"{event.message}\n\nLoad it anyway? If the engine cannot run there, it runs "
-            "again at the current placement.",
+            f"{event.placement.label()} go past what the estimate says fits. {event.message}"
+            "\n\nLoad them anyway? If the engine cannot run there, it runs again at the "
+            "current placement.",
             QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
-            self.parent,
+            self.window,
         )
         box.setDefaultButton(QMessageBox.StandardButton.No)
         box.finished.connect(lambda _result: self._answered(box, event.placement))
@@ -123,16 +126,17 @@ class ModelActions:
         self.notify("Placement taken back", event.message)
 
 
-class TunerActions:
+class TunerActions(QObject):
     """The tuner window (non-modal), wired to the application layer."""
 
     def __init__(self, bridge: EngineBridge, parent: QWidget, offload: OffloadPanel) -> None:
-        self.bridge, self.parent, self.offload = bridge, parent, offload
+        super().__init__(parent)
+        self.bridge, self.window, self.offload = bridge, parent, offload
         self.dialog: TunerDialog | None = None
 
     def open(self) -> None:
         if self.dialog is None:
-            dialog = TunerDialog(self.parent)
+            dialog = TunerDialog(self.window)
             events = self.bridge.events
             events.tune_started.connect(dialog.on_started)
             events.tune_point.connect(dialog.on_point)
