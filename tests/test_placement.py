@@ -28,7 +28,7 @@ from vllmchat.core.gguf_header import read_header
 from vllmchat.core.models.advisor import max_gpu_expert_layers, max_gpu_layers
 from vllmchat.core.models.description import describe
 from vllmchat.core.models.hardware import GpuInfo, HardwareInfo
-from vllmchat.core.models.memory import MIB, FitSettings, estimate
+from vllmchat.core.models.memory import FitSettings, estimate
 from vllmchat.core.placement import Placement
 from vllmchat.core.settings import LoadSettings
 from vllmchat.core.tuning import plan
@@ -197,7 +197,7 @@ def test_an_engine_ending_at_the_first_reply_of_a_placement_falls_back(owned):
     back = next(e for e in events if isinstance(e, PlacementFellBack))
     assert (back.failed.n_gpu_layers, back.restored.n_gpu_layers) == (4, 0)
     assert "0 GPU layers, the last placement that ran" in back.message
-    loaded = [e for e in events[events.index(back):] if isinstance(e, Loaded)]
+    loaded = [e for e in events[events.index(back) :] if isinstance(e, Loaded)]
     assert loaded and loaded[0].restored_tokens > 0  # the conversation's checkpoint
     assert app.settings.load.n_gpu_layers == 0 == load_app_settings(path).load.n_gpu_layers
     assert isinstance(list(app.send("And a sea?"))[-1], DoneEvent)
