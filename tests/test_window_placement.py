@@ -105,7 +105,8 @@ def test_the_panel_follows_announced_placements_and_asks_past_the_bound(qtbot, m
     w.offload.slider.setValue(8)  # keyboard-like: the request goes out after a pause
     qtbot.waitUntil(lambda: w.models.confirmation is not None, timeout=5000)
     box = w.models.confirmation
-    assert box.isVisible() and "8 GPU layers" in box.text() and "Does not fit" in box.text()
+    assert box.isVisible() and "Load 8 GPU layers anyway?" in box.text()
+    assert "Does not fit" in box.text()
     _answer(box, QMessageBox.StandardButton.No)
     assert w.offload.slider.value() == 3 and w.loads_ended == n  # back to what runs
     w.offload.slider.setValue(8)
@@ -128,7 +129,7 @@ def test_an_aborting_placement_from_the_slider(qtbot, make_window):
     w.offload.slider.setValue(5)  # the engine aborts there
     qtbot.waitUntil(lambda: w.loads_ended > n, timeout=TIMEOUT)
     assert w.models.confirmation is None  # within the bound: not asked
-    assert "could not run at 5 GPU layers" in w.notice.text()
+    assert "aborted" in w.notice.text() and "at 5 GPU layers." in w.notice.text()
     assert "runs again at 0 GPU layers, the last placement that ran" in w.notice.text()
     assert not w.banner.isVisible() and w.bridge.snapshot.alive
     assert w.settings.load.n_gpu_layers == 0 and w.offload.slider.value() == 0

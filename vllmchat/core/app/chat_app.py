@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
-from vllmchat.core.app.engines import EngineSpec, open_engine, open_local
+from vllmchat.core.app.engines import EngineSpec, open_engine, open_local, open_server
 from vllmchat.core.app.events import (
     AppEvent,
     ConversationOpened,
@@ -55,7 +55,6 @@ from vllmchat.core.conversations.store import ConversationStore, StoreError
 from vllmchat.core.engine.events import DoneEvent, EngineError, ErrorEvent, ErrorKind
 from vllmchat.core.engine.protocol import Engine, measured
 from vllmchat.core.engine.remote import RemoteEngine
-from vllmchat.core.engine.servers import api_key
 from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.placement import Placement
@@ -241,8 +240,7 @@ class ChatApp:
             return None
         key = (history.summary_server, history.summary_model)
         if self._summarizer is None or self._summarizer_key != key:
-            url, model = key[0], key[1] or None
-            self._summarizer = RemoteEngine(url, model=model, api_key=api_key(url))
+            self._summarizer = open_server(key[0], key[1] or None)
             self._summarizer_key = key
         return self._summarizer
 

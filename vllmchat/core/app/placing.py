@@ -55,9 +55,8 @@ def past_bound(desc: ModelDescription | None, room: HardwareInfo | None, s: AppS
 def fell_back(failed: Placement, restored: Placement, reason: str) -> str:
     """The message for a placement taken back after the engine ended."""
     return (
-        f"The engine could not run at {failed.label()}: {reason.rstrip('.')}. "
-        f"It runs again at {restored.label()}, the last placement that ran; "
-        "the conversation is kept."
+        f"{reason.rstrip('.')}, at {failed.label()}. The engine runs again at "
+        f"{restored.label()}, the last placement that ran; the conversation is kept."
     )
 
 

@@ -30,20 +30,22 @@ class SliderMarks(QWidget):
         self, marks: dict[int, float], pick: int | None, under: Iterable[int] = ()
     ) -> None:
         self.marks, self.pick, self.under = dict(marks), pick, set(under) & set(marks)
-        self.setToolTip(
-            "\n".join(
-                f"{n} layers: {v:.1f} tok/s"
-                + (" (pick)" if n == pick else "")
-                + (" (under the margin)" if n in self.under else "")
-                for n, v in sorted(marks.items())
-            )
-        )
+        self._tip()
         self.update()
+
+    def _tip(self) -> None:
+        lines = [f"{n} layers: {v:.1f} tok/s" + (" (pick)" if n == self.pick else "")
+                 + (" (under the margin)" if n in self.under else "")
+                 for n, v in sorted(self.marks.items())]  # fmt: skip
+        if self.bound is not None:
+            lines.append(f"From {self.bound} on: past what the estimate says fits (asks first)")
+        self.setToolTip("\n".join(lines))
 
     def set_bound(self, first_past: int | None) -> None:
         """Mark the positions from ``first_past`` on (None: every position fits)."""
         if first_past != self.bound:
             self.bound = first_past
+            self._tip()
             self.update()
 
     def x_of(self, value: int) -> float:

@@ -52,7 +52,7 @@ class MemoryReadout(QObject):
             kv_tokens, n_ctx = self.live_kv
         else:
             kv_tokens = self.last_stats.kv_tokens if self.last_stats else 0
-            n_ctx = self.last_stats.n_ctx if self.last_stats else info.n_ctx
+            n_ctx = info.n_ctx  # the loaded model's (a reload may have changed it)
         self.memory.update_usage(
             rss=rss,
             vram_process=nvml.process_vram(pid),

@@ -105,9 +105,8 @@ class ModelActions(QObject):
         box = QMessageBox(
             QMessageBox.Icon.Warning,
             "Past the memory estimate",
-            f"{event.placement.label()} go past what the estimate says fits. {event.message}"
-            "\n\nLoad them anyway? If the engine cannot run there, it runs again at the "
-            "current placement.",
+            f"{event.message}\n\nLoad {event.placement.label()} anyway? If the engine "
+            "cannot run there, it comes back at the current placement.",
             QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
             self.window,
         )
