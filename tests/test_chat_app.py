@@ -75,7 +75,7 @@ def test_a_bad_model_file_is_a_load_failed_event_and_the_model_stays(app, tmp_pa
     events = list(app.load(app.settings.with_changes(model_path=str(bad))))
     failed = events[-1]
     assert isinstance(failed, LoadFailed) and failed.kind == ErrorKind.NOT_GGUF and failed.fix
-    assert app.settings.model_path != str(bad)
+    assert app.settings.load.model_path != str(bad)
 
 
 def test_sigterm_during_a_reply_keeps_it_and_saves_the_kv_state(tmp_path, demo_model):

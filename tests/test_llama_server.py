@@ -83,7 +83,7 @@ def _slots(url: str) -> list[dict]:
 
 
 def test_stop_closes_the_stream_and_the_server_stops_generating(app, llama_server):
-    app.configure(app.settings.with_changes(max_tokens=1500))
+    list(app.configure(max_tokens=1500))
     events = act_after_tokens(
         app.send("Write a very long story about a lighthouse keeper and the sea."), 5, app.stop
     )
@@ -105,9 +105,7 @@ def test_a_prompt_over_the_server_context_is_refused_before_any_token(app):
 
 
 def test_summaries_are_written_by_the_server_model(app):
-    app.configure(
-        app.settings.with_changes(keep_last_turns=1, max_tokens=200, summary_max_words=40)
-    )
+    list(app.configure(keep_last_turns=1, max_tokens=200, summary_max_words=40))
     for question in ("Tell me about Paris.", "And about Rome?", "And about Madrid?"):
         assert isinstance(list(app.send(question))[-1], DoneEvent)
     events = list(app.summarize())

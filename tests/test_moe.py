@@ -19,6 +19,7 @@ from vllmchat.core.models.advisor import GPU_PARTIAL, best_fit, best_placement, 
 from vllmchat.core.models.description import describe
 from vllmchat.core.models.hardware import GpuInfo, HardwareInfo
 from vllmchat.core.models.memory import MIB, FitSettings, estimate
+from vllmchat.core.placement import Placement
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 from vllmchat.core.tuning import plan
 from vllmchat.core.tuning.results import TuneConfig, TunePoint, TuneResult
@@ -203,16 +204,16 @@ def test_the_offload_panel_has_an_expert_control_for_moe_models(qtbot, moe_model
     panel = OffloadPanel()
     qtbot.addWidget(panel)
     panel.show()
-    panel.set_model(desc, hw, FitSettings(n_ctx=2048), desc.n_layer + 1, n_cpu_moe=2)
+    panel.set_model(desc, hw, FitSettings(n_ctx=2048, n_gpu_layers=desc.n_layer + 1, n_cpu_moe=2))
     assert panel.expert_slider.isVisible() and panel.expert_slider.isEnabled()
     assert panel.expert_heading.text() == (
         f"Expert layers on the GPU: {desc.n_layer - 2} of {desc.n_layer} "
         "(experts of 2 layers on the CPU)"
     )
     before = panel.estimate.text()
-    with qtbot.waitSignal(panel.reload_requested, timeout=3000) as reload:
+    with qtbot.waitSignal(panel.placement_requested, timeout=3000) as reload:
         panel.expert_slider.setValue(desc.n_layer - 5)  # keyboard: reloads after a pause
-    assert reload.args == [desc.n_layer + 1, 5]
+    assert reload.args == [Placement(n_gpu_layers=desc.n_layer + 1, n_cpu_moe=5)]
     assert panel.estimate.text() != before and "experts of 5 layers on the CPU" in before + (
         panel.estimate.text()
     )
@@ -226,10 +227,10 @@ def test_the_offload_panel_has_an_expert_control_for_moe_models(qtbot, moe_model
     assert panel.expert_marks.pick == desc.n_layer - 1
     assert "<b>5: 40</b>" in panel.marks.text()
     dense = replace(desc, n_expert=0, expert_bytes=[0] * desc.n_layer)
-    panel.set_model(dense, hw, FitSettings(n_ctx=2048), 3)
-    assert not panel.expert_slider.isVisible() and panel.placement() == (3, 0)
+    panel.set_model(dense, hw, FitSettings(n_ctx=2048, n_gpu_layers=3))
+    assert not panel.expert_slider.isVisible() and panel.placement() == Placement(n_gpu_layers=3)
     odd = replace(desc, expert_bytes=[0] * desc.n_layer)
-    panel.set_model(odd, hw, FitSettings(n_ctx=2048), 3)
+    panel.set_model(odd, hw, FitSettings(n_ctx=2048, n_gpu_layers=3))
     assert not panel.expert_slider.isVisible() and "not recognise" in panel.expert_note.text()
 
 

@@ -106,7 +106,7 @@ def test_offload_says_why_it_does_not_apply(remote_app):
 
 
 def test_stop_closes_the_stream_and_keeps_the_partial_reply(remote_app):
-    remote_app.configure(remote_app.settings.with_changes(max_tokens=400))
+    list(remote_app.configure(max_tokens=400))
     story = remote_app.send("Write a very long story about a lighthouse keeper.")
     events = act_after_tokens(story, 5, remote_app.stop)
     done = events[-1]

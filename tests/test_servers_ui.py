@@ -42,13 +42,13 @@ def test_the_window_switches_to_the_server_and_back(qtbot, demo_window, llama_se
     w, store, _ = demo_window
     local = w.bridge.app.engine
     n = w.loads_ended
-    w.use_server(llama_server.url, "")
+    w.models.use_server(llama_server.url, "")
     qtbot.waitUntil(lambda: w.loads_ended > n, timeout=TIMEOUT)
     assert isinstance(w.bridge.app.engine, RemoteEngine) and not local.alive
     assert "set on the server" in w.offload.heading.text()
     assert not w.offload.slider.isEnabled() and not w.offload.tune_button.isEnabled()
     assert "owns" in w.offload.reason.text()
-    w._update_memory()
+    w.readout.update()
     assert "on the server" in w.memory.vram.text()
     for question in ("What is the capital of France?", "And of Italy?"):
         # The user reads the reply first: a turn sent while the server still writes the
@@ -58,12 +58,12 @@ def test_the_window_switches_to_the_server_and_back(qtbot, demo_window, llama_se
         w.input.edit.setPlainText(question)
         w.input._submit()
         qtbot.waitUntil(lambda ended=ended: w.turns_ended > ended, timeout=TIMEOUT)
-    assert w.last_stats is not None and w.last_stats.tokens_reused > 0, "the server's cache"
-    w.open_tuner()
-    assert "server" in w.tuner.eta.text() and not w.tuner.start_button.isEnabled()
+    stats = w.readout.last_stats
+    assert stats is not None and stats.tokens_reused > 0, "the server's cache"
+    w.tuning.open()
+    assert "server" in w.tuning.dialog.eta.text() and not w.tuning.dialog.start_button.isEnabled()
     n = w.loads_ended
-    w.settings = w.settings.with_changes(server_url="", server_model="")
-    w.bridge.use_local(w.settings)
+    w.models.load_model(w.settings.load.model_path)
     qtbot.waitUntil(lambda: w.loads_ended > n, timeout=TIMEOUT)
     assert isinstance(w.bridge.app.engine, EngineClient) and w.bridge.app.engine.alive
     assert w.offload.tune_button.isEnabled()

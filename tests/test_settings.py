@@ -26,12 +26,16 @@ V1_FILE = {  # a settings.json written by version 0.1 (one flat object)
 
 
 def test_app_settings_are_the_load_sampling_and_policy_settings_composed():
-    s = AppSettings.of(model_path="m.gguf", n_ctx=2048, temperature=0.0, policy="ask")
-    assert isinstance(s.load, LoadSettings) and s.load.n_ctx == 2048 and s.n_ctx == 2048
+    s = AppSettings.of(model_path="m.gguf", n_ctx=2048, temperature=0.0, mode="ask")
+    assert isinstance(s.load, LoadSettings) and s.load.n_ctx == 2048
     assert isinstance(s.sampler, SamplingSettings) and s.sampler.temperature == 0.0
-    assert isinstance(s.history, ContextPolicy) and s.history.mode == "ask" == s.policy
-    with pytest.raises(TypeError, match="unknown setting"):
-        s.with_changes(n_cxt=1)
+    assert isinstance(s.history, ContextPolicy) and s.history.mode == "ask"
+    for wrong in ("n_cxt", "policy"):  # a typo, an old alias
+        with pytest.raises(TypeError, match="unknown setting"):
+            s.with_changes(**{wrong: 1})
+    for flat in ("n_ctx", "temperature", "mode", "policy"):  # one way to read: where it lives
+        assert not hasattr(s, flat)
+    assert s.with_changes(top_k=3).changes_from(s) == {"top_k": 3}
 
 
 def test_which_changes_need_a_reload_is_derived_from_where_the_field_lives():
@@ -51,14 +55,14 @@ def test_which_changes_need_a_reload_is_derived_from_where_the_field_lives():
         if f.name == "override_tensors":
             changes = {f.name: r"blk\.0\.ffn_up_exps=CPU"}
         assert s.with_changes(**changes).needs_reload(s), f.name
-    for name in ("temperature", "max_tokens", "policy", "system_prompt", "keep_last_turns"):
-        value = {"policy": "ask", "system_prompt": "Hi"}.get(name, 3)
+    for name in ("temperature", "max_tokens", "mode", "system_prompt", "keep_last_turns"):
+        value = {"mode": "ask", "system_prompt": "Hi"}.get(name, 3)
         assert not s.with_changes(**{name: value}).needs_reload(s), name
 
 
 def test_one_default_each():
     s, load = AppSettings(), LoadSettings(model_path="")
-    assert (s.n_ctx, FitSettings().n_ctx) == (load.n_ctx, load.n_ctx)
+    assert (s.load.n_ctx, FitSettings().n_ctx) == (load.n_ctx, load.n_ctx)
     assert FitSettings().n_ubatch == load.n_ubatch and FitSettings.of(load) == FitSettings()
 
 
@@ -66,9 +70,11 @@ def test_a_version_1_file_migrates(tmp_path):
     path = tmp_path / "settings.json"
     path.write_text(json.dumps(V1_FILE))
     s = load_app_settings(path)
-    assert (s.model_path, s.n_gpu_layers, s.n_ctx, s.type_k, s.flash_attn) == (
+    load, sampler = s.load, s.sampler
+    assert (load.model_path, load.n_gpu_layers, load.n_ctx, load.type_k, load.flash_attn) == (
         "/models/a.gguf", 12, 8192, "q8_0", True)  # fmt: skip
-    assert (s.temperature, s.top_k, s.seed, s.max_tokens) == (0.2, 20, 5, 256)
+    assert (sampler.temperature, sampler.top_k, sampler.seed, sampler.max_tokens) == (
+        0.2, 20, 5, 256)  # fmt: skip
     assert (s.history.mode, s.history.threshold, s.history.every_k_turns) == ("keep_last", 0.6, 4)
     assert s.system_prompt == "Be brief." and s.presets == {"Mine": "x"}
     save_app_settings(s, path)
@@ -82,8 +88,9 @@ def test_bad_values_fall_back_to_their_defaults_and_keep_the_rest(tmp_path):
     path.write_text(json.dumps({**V1_FILE, "n_ctx": "big", "temperature": True, "top_k": 7,
                                 "type_v": "q4_0", "flash_attn": False}))  # fmt: skip
     s = load_app_settings(path)
-    assert s.n_ctx == AppSettings().n_ctx and s.temperature == AppSettings().temperature
-    assert s.top_k == 7 and s.system_prompt == "Be brief."  # the rest is kept
+    assert s.load.n_ctx == AppSettings().load.n_ctx
+    assert s.sampler.temperature == AppSettings().sampler.temperature
+    assert s.sampler.top_k == 7 and s.system_prompt == "Be brief."  # the rest is kept
     path.write_text("{not json")
     assert load_app_settings(path) == AppSettings()
 
@@ -108,15 +115,12 @@ def test_chat_options_build_the_app_settings():
          "--system", "Be brief."]
     )  # fmt: skip
     s = _app_settings(args)
-    assert (s.model_path, s.n_ctx, s.use_mmap, s.flash_attn, s.type_v) == (
+    load = s.load
+    assert (load.model_path, load.n_ctx, load.use_mmap, load.flash_attn, load.type_v) == (
         "m.gguf", 2048, False, True, "q8_0")  # fmt: skip
-    assert (s.temperature, s.history.mode, s.n_threads, s.system_prompt) == (
-        0.0,
-        "ask",
-        3,
-        "Be brief.",
-    )
-    assert s.top_k == AppSettings().top_k  # not given: the one default
+    assert (s.sampler.temperature, s.history.mode, load.n_threads, s.system_prompt) == (
+        0.0, "ask", 3, "Be brief.")  # fmt: skip
+    assert s.sampler.top_k == AppSettings().sampler.top_k  # not given: the one default
 
 
 def test_placement_settings_are_checked():

@@ -29,11 +29,11 @@ def test_every_field_has_an_editor_and_a_bad_combination_disables_ok(qtbot):
     dialog.editors["flash_attn"].setChecked(True)
     assert dialog.ok.isEnabled() and "reload" in dialog.note.text()
     new = dialog.result_settings()
-    assert new is not None and (new.type_v, new.flash_attn) == ("q8_0", True)
+    assert new is not None and (new.load.type_v, new.load.flash_attn) == ("q8_0", True)
     dialog.editors["temperature"].setValue(0.3)
     dialog.editors["mode"].setCurrentText("keep_last")
     new = dialog.result_settings()
-    assert new is not None and new.temperature == 0.3 and new.history.mode == "keep_last"
+    assert new is not None and new.sampler.temperature == 0.3 and new.history.mode == "keep_last"
 
 
 def test_replies_render_as_commonmark_while_streaming_and_after(qtbot):

@@ -36,7 +36,7 @@ def window(qtbot, tmp_path, demo_model):
     w.close()
     assert not w.bridge.busy, "a call was left on the engine's thread"
     assert not w.workers.busy, "a worker thread was left running"
-    assert not w.bridge.client.alive, "the engine process was left running"
+    assert not w.bridge.snapshot.alive, "the engine process was left running"
     store.close()
 
 
@@ -57,8 +57,7 @@ def _load(qtbot, w, action) -> object:
 
 
 def test_tokens_stream_into_the_view_and_stop_works(qtbot, window):
-    window.settings = window.settings.with_changes(max_tokens=400)
-    window.bridge.configure(window.settings)
+    window.bridge.configure(max_tokens=400)
     window.input.edit.setPlainText("Tell me a long story about a lighthouse.")
     window.input._submit()
     qtbot.waitUntil(
@@ -95,13 +94,13 @@ def test_slider_reload_keeps_the_cache_and_the_next_turn_prefills_only_new(qtbot
     _send(qtbot, window, "Name three rivers.")
     _send(qtbot, window, "And three lakes?")
     gpu = HardwareInfo(8 << 30, 8 << 30, [GpuInfo("Test GPU", 8 << 30, 8 << 30, "test")], True)
-    window.offload.set_model(window.desc, gpu, window._fit(), 0)
+    window.offload.set_model(window.desc, gpu, window.loads.fit())
     assert window.offload.slider.isEnabled()
     n = window.loads_ended
     window.offload.slider.setValue(5)  # keyboard-like change: debounced reload
     qtbot.waitUntil(lambda: not window.input.edit.isEnabled(), timeout=5000)
     qtbot.waitUntil(lambda: window.loads_ended > n, timeout=TIMEOUT)
-    assert window.last_load.restored and window.settings.n_gpu_layers == 5
+    assert window.last_load.restored and window.settings.load.n_gpu_layers == 5
     assert "VRAM" in window.offload.estimate.text()
     assert window.input.edit.isEnabled()
     done = _send(qtbot, window, "And three seas?")
@@ -117,7 +116,7 @@ def test_no_gpu_disables_the_slider_with_the_reason(qtbot, window):
 def test_killed_engine_shows_the_banner_and_restart_recovers(qtbot, window):
     _send(qtbot, window, "Hello!")
     before = [m.content for m in window.store.path(window.conversation_id)]
-    os.kill(window.bridge.client.pid, signal.SIGKILL)
+    os.kill(window.bridge.snapshot.pid, signal.SIGKILL)
     qtbot.waitUntil(window.banner.isVisible, timeout=10_000)
     assert "SIGKILL" in window.banner.label.text()
     _load(qtbot, window, window.banner.restart.click)
@@ -125,7 +124,7 @@ def test_killed_engine_shows_the_banner_and_restart_recovers(qtbot, window):
     assert [m.content for m in window.store.path(window.conversation_id)] == before
     assert len(window.chat.messages()) == 2
     done = _send(qtbot, window, "Still there?")
-    assert done.text is not None and window.bridge.client.alive
+    assert done.text is not None and window.bridge.snapshot.alive
 
 
 def test_conversations_new_search_and_switch(qtbot, window):
@@ -189,12 +188,12 @@ def test_bad_model_file_gets_a_message_and_the_window_lives(qtbot, window, tmp_p
     bad = tmp_path / "broken.gguf"
     bad.write_bytes(b"GGUF\x03\x00\x00\x00" + os.urandom(1000))
     good = window.info.path
-    kind = _load(qtbot, window, lambda: window.load_model(str(bad))).kind
+    kind = _load(qtbot, window, lambda: window.models.load_model(str(bad))).kind
     assert kind == "corrupt"
     assert "damaged" in window.statusBar().currentMessage()
     assert "damaged" in window.memory.advice.text()
     assert window.isVisible() and window.input.edit.isEnabled()
-    _load(qtbot, window, lambda: window.load_model(good))
+    _load(qtbot, window, lambda: window.models.load_model(good))
     assert window.info.path == good
 
 
@@ -210,11 +209,11 @@ def test_first_run_loads_the_instruct_demo_and_it_answers(qtbot, tmp_path, hub):
         picker.demo.click()
     store = ConversationStore(tmp_path / "c.sqlite3")
     settings = AppSettings.of(temperature=0.0, max_tokens=32)  # otherwise the app's defaults
-    assert settings.model_path == "" and settings.system_prompt == ""
+    assert settings.load.model_path == "" and settings.system_prompt == ""
     w = MainWindow(store, settings, KVStateCache(tmp_path / "kv"), save_settings=False)
     qtbot.addWidget(w)
     w.show()
-    _load(qtbot, w, lambda: w.load_model(picker.chosen_path))
+    _load(qtbot, w, lambda: w.models.load_model(picker.chosen_path))
     assert w.info.chat_template and w.info.template_source == "gguf"
     turn = _send(qtbot, w, "What is the capital of France?")
     assert "Paris" in turn.text
@@ -227,8 +226,7 @@ def test_sigterm_closes_like_the_user_would(qtbot, window):
     from vllmchat.ui.window.app import quit_on_termination
 
     _send(qtbot, window, "Tell me about zebras, in detail, with many examples.")
-    window.settings = window.settings.with_changes(max_tokens=2000)
-    window.bridge.configure(window.settings)
+    window.bridge.configure(max_tokens=2000)
     tokens = []
     window.bridge.events.token_received.connect(tokens.append)
     timer = quit_on_termination(window)
@@ -245,7 +243,7 @@ def test_sigterm_closes_like_the_user_would(qtbot, window):
     reply = window.store.path(window.conversation_id)[-1]
     assert reply.role == "assistant" and reply.partial and reply.content
     assert window.kv.path_for(window.conversation_id).exists()
-    assert not window.bridge.client.alive
+    assert not window.bridge.snapshot.alive
 
 
 def test_chat_view_owns_its_widgets(qtbot):

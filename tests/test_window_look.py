@@ -136,7 +136,7 @@ def test_the_window_comes_back_as_it_was_left(qtbot, demo_window, tmp_path):
     w.resize(760, 540)
     w.split.setSizes([300, 500, 200])
     sizes = w.split.sizes()
-    w.save_window_state()
+    w.window_state.save(w.conversation_id)
     again = MainWindow(store, settings, KVStateCache(tmp_path / "kv2"), save_settings=False)
     qtbot.addWidget(again)
     again.show()

@@ -9,11 +9,20 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 from vllmchat.cli.options import add_options, given
 from vllmchat.core.app.chat_app import ChatApp
-from vllmchat.core.app.events import EngineDied, Loaded, LoadFailed, StorageWarning
+from vllmchat.core.app.engines import open_server
+from vllmchat.core.app.events import (
+    EngineDied,
+    Loaded,
+    LoadFailed,
+    PlacementFellBack,
+    PlacementNeedsConfirmation,
+    StorageWarning,
+)
 from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.conversations.events import (
     PromptPlanEvent,
@@ -39,8 +48,7 @@ from vllmchat.core.engine.events import (
 )
 from vllmchat.core.engine.exactness import identity_note
 from vllmchat.core.engine.protocol import Engine
-from vllmchat.core.engine.remote import RemoteEngine
-from vllmchat.core.engine.servers import api_key, url_warning
+from vllmchat.core.engine.servers import url_warning
 from vllmchat.core.paths import kv_cache_dir
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 
@@ -55,6 +63,7 @@ HELP = """commands:
   /stats          last turn's statistics
   /ngl N          reload live with N GPU layers (the conversation's KV cache is kept)
   /moe N          reload live with the experts of N layers in RAM (mixtures of experts)
+                  (past the memory estimate's bound they ask first: /ngl N! loads anyway)
   /save PATH      export the KV state       /load PATH   import a KV state
   /restart        restart the engine        /quit        leave (Ctrl+D too)
 Ctrl+C stops a reply or a summary."""
@@ -139,8 +148,8 @@ def _engine(args: argparse.Namespace) -> Engine | None:
     warning = url_warning(args.server)
     if warning:
         print(f"warning: {warning}", file=sys.stderr)
-    key = os.environ.get("VLLMCHAT_API_KEY") or api_key(args.server)
-    return RemoteEngine(args.server, model=args.model_path, api_key=key, n_ctx=args.n_ctx)
+    key = os.environ.get("VLLMCHAT_API_KEY")  # else the keyring's
+    return open_server(args.server, args.model_path, key=key, n_ctx=args.n_ctx)
 
 
 def _app_settings(args: argparse.Namespace) -> AppSettings:
@@ -189,8 +198,8 @@ def run(args: argparse.Namespace) -> int:
     note = identity_note(
         info.exact_verify,
         info.exact_verify_reason,
-        speculation=settings.speculation,
-        temperature=settings.temperature,
+        speculation=settings.sampler.speculation,
+        temperature=settings.sampler.temperature,
     )
     if note:
         out.write(note + "\n")
@@ -271,11 +280,21 @@ class WhileReading:
         return events
 
 
-def _load(app: ChatApp, settings: AppSettings, *, live: bool = False) -> Loaded | None:
-    for event in app.load(settings, live=live):
+def _load(app: ChatApp, settings: AppSettings) -> Loaded | None:
+    return _loaded(app.load(settings))
+
+
+def _loaded(events: Iterator[Any]) -> Loaded | None:
+    """The ``Loaded`` of a load, or None (its reason printed)."""
+    for event in events:
         if isinstance(event, LoadFailed):
             print(f"error: {event.message} {event.fix}".strip(), file=sys.stderr)
             return None
+        if isinstance(event, PlacementNeedsConfirmation):
+            print(f"{event.message} Repeat the command with ! to load it anyway.")
+            return None
+        if isinstance(event, PlacementFellBack):
+            print(f"note: {event.message}")
         if isinstance(event, Loaded):
             return event
     return None
@@ -366,8 +385,12 @@ def _command(text: str, app: ChatApp, state: dict[str, Any], out: Any) -> bool:
             elif restarted is not None:
                 out.write(f"error: {restarted.message} {restarted.fix}\n")
         elif name in ("/ngl", "/moe"):
-            field = "n_gpu_layers" if name == "/ngl" else "n_cpu_moe"
-            loaded = _load(app, app.settings.with_changes(**{field: int(arg)}), live=True)
+            n, confirmed = int(arg.strip(" !")), arg.strip().endswith("!")
+            now = app.settings.load.placement
+            placement = (
+                replace(now, n_gpu_layers=n) if name == "/ngl" else replace(now, n_cpu_moe=n)
+            )
+            loaded = _loaded(app.set_placement(placement, confirmed=confirmed))
             if loaded is not None and loaded.reload is not None:
                 result = loaded.reload
                 kept = "KV cache kept" if result.restored else f"re-prefill: {result.reason}"

@@ -5,6 +5,10 @@ Each setting is declared once, with its one default, in its own dataclass
 terminal's options and ``settings.json`` are all built from those fields.
 Changing a load setting needs a reload, and that is derived from where the
 field lives, not listed by hand. Version 1 files (one flat object) migrate.
+
+A setting is read one way, where it lives (``settings.load.n_ctx``,
+``settings.sampler.temperature``, ``settings.history.mode``); changes are given
+by field name (``with_changes(n_ctx=2048)``), each name belonging to one part.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any
 
 from vllmchat.core.conversations.policy import ContextPolicy
 from vllmchat.core.models.memory import FitSettings
+from vllmchat.core.placement import Placement
 from vllmchat.core.settings import GPU_MARGIN_MIB, LoadSettings, SamplingSettings
 
 VERSION = 2
@@ -33,8 +38,8 @@ DEFAULT_PRESETS = {
     "Translator": "Translate the user's messages into English. Output only the translation.",
 }
 
-# Names the front ends use for context-policy fields (and version 1 files stored).
-POLICY_NAMES = {
+# The names version 1 files stored for context-policy fields.
+V1_NAMES = {
     "policy": "mode",
     "summarize_threshold": "threshold",
     "summarize_every": "every_k_turns",
@@ -75,23 +80,11 @@ class AppSettings:
         """Defaults with some settings given by their flat names (``n_ctx=2048``)."""
         return cls().with_changes(**flat)
 
-    def __getattr__(self, name: str) -> Any:
-        """Flat read access for front ends: ``settings.n_gpu_layers``."""
-        if name.startswith("__"):
-            raise AttributeError(name)
-        name = POLICY_NAMES.get(name, name)
-        for part in ("load", "sampler", "history"):
-            value = object.__getattribute__(self, part)
-            if name in _field_names(type(value)):
-                return getattr(value, name)
-        raise AttributeError(name)
-
     def with_changes(self, **changes: Any) -> AppSettings:
         """A copy with settings changed by their flat names; each part is built once."""
         parts: dict[str, dict[str, Any]] = {"load": {}, "sampler": {}, "history": {}}
         own: dict[str, Any] = {}
         for name, value in changes.items():
-            name = POLICY_NAMES.get(name, name)
             if name in _field_names(AppSettings):
                 own[name] = value
             elif name in LOAD_FIELDS:
@@ -106,6 +99,23 @@ class AppSettings:
             if values:
                 own[part] = replace(getattr(self, part), **values)
         return replace(self, **own)
+
+    def with_placement(self, placement: Placement) -> AppSettings:
+        """These settings with the model's weights placed anew."""
+        return replace(self, load=self.load.with_placement(placement))
+
+    def flat(self) -> dict[str, Any]:
+        """Every setting by its field name (what ``with_changes`` takes)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        for part in ("load", "sampler", "history"):
+            out.pop(part)
+            out.update(asdict(getattr(self, part)))
+        return out
+
+    def changes_from(self, before: AppSettings) -> dict[str, Any]:
+        """The settings that differ from ``before``, by field name."""
+        old = before.flat()
+        return {name: value for name, value in self.flat().items() if old[name] != value}
 
     def for_model(self, path: str, **changes: Any) -> AppSettings:
         """Settings for another model file: its expert placement starts anew (the
@@ -136,16 +146,12 @@ def settings_path() -> Path:
 
 def _clean(values: dict[str, Any]) -> dict[str, Any]:
     """Flat values whose type matches the setting's default; the rest fall back."""
-    defaults = AppSettings()
+    defaults = AppSettings().flat()
     clean: dict[str, Any] = {}
-    for key, value in values.items():
-        name = POLICY_NAMES.get(key, key)
-        try:
-            default = getattr(defaults, name)
-        except AttributeError:
-            continue  # a setting this version no longer has
-        if name in NOT_STORED:
-            continue
+    for name, value in values.items():
+        if name not in defaults or name in NOT_STORED:
+            continue  # a setting this version no longer has (or never stores)
+        default = defaults[name]
         ok = isinstance(value, type(default)) and not (
             isinstance(value, bool) and not isinstance(default, bool)
         )
@@ -165,7 +171,7 @@ def migrate(data: dict[str, Any]) -> dict[str, Any]:
             {k: v for k, v in data.items() if k not in ("version", "load", "sampler", "history")}
         )
         return flat
-    return {k: v for k, v in data.items() if k != "version"}
+    return {V1_NAMES.get(k, k): v for k, v in data.items() if k != "version"}
 
 
 def load_app_settings(path: Path | None = None) -> AppSettings:

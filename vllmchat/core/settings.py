@@ -6,6 +6,10 @@ import os
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
+from vllmchat.core.placement import Placement
+from vllmchat.core.placement import parse_overrides as parse_overrides  # re-exported
+from vllmchat.core.placement import parse_split as parse_split
+
 KvType = Literal["f16", "q8_0", "q4_0"]
 SpeculationMode = Literal["off", "auto", "always"]
 KV_TYPES: tuple[str, ...] = ("f16", "q8_0", "q4_0")
@@ -23,40 +27,6 @@ def default_threads() -> int:
     """Physical-ish core count: llama.cpp is slower with hyperthreads oversubscribed."""
     n = os.cpu_count() or 2
     return max(1, n if n <= 4 else n // 2)
-
-
-def parse_split(text: str) -> tuple[float, ...]:
-    """``"3,2"`` -> ``(3.0, 2.0)``; ``""`` -> ``()``; a bad list raises ``ValueError``."""
-    if not text.strip():
-        return ()
-    try:
-        shares = tuple(float(part) for part in text.split(","))
-    except ValueError:
-        raise ValueError(
-            f"tensor_split must be numbers separated by commas, got {text!r}"
-        ) from None
-    if any(x < 0 for x in shares) or not any(shares):
-        raise ValueError(f"tensor_split needs non-negative shares, one above 0, got {text!r}")
-    return shares
-
-
-def parse_overrides(text: str) -> tuple[str, ...]:
-    """The patterns of llama.cpp's ``-ot`` rules (``REGEX=CPU,…``); only CPU is a target."""
-    import re
-
-    out = []
-    for rule in (r.strip() for r in text.strip().strip('"').split(",")):
-        if not rule:
-            continue
-        pattern, _, target = rule.rpartition("=")
-        if not pattern or target.upper() != "CPU":
-            raise ValueError(f"override_tensors rules are REGEX=CPU, got {rule!r}")
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise ValueError(f"override_tensors: {pattern!r} is not a regular expression") from exc
-        out.append(pattern)
-    return tuple(out)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -126,10 +96,15 @@ class LoadSettings:
                 raise ValueError(f"{name} must be one of {KV_TYPES}")
         if self.type_v != "f16" and not self.flash_attn:
             raise ValueError("a quantized V cache needs flash attention (flash_attn=True)")
-        if self.n_cpu_moe < 0:
-            raise ValueError(f"n_cpu_moe must be 0 or more, got {self.n_cpu_moe}")
-        parse_split(self.tensor_split)
-        parse_overrides(self.override_tensors)
+        Placement.of(self)  # checks n_cpu_moe, tensor_split and override_tensors
+
+    @property
+    def placement(self) -> Placement:
+        """Where the weights go (GPU layers, experts in RAM, ``-ot`` rules, split)."""
+        return Placement.of(self)
+
+    def with_placement(self, placement: Placement) -> LoadSettings:
+        return placement.onto(self)
 
     @property
     def split(self) -> tuple[float, ...]:

@@ -4,6 +4,12 @@ It owns the engine, the chat session of the open conversation, the cache of
 saved KV states and the settings. Every operation that takes time is a
 generator of typed events, so the terminal prints them and the window turns
 each into a signal; ``stop()`` may be called from any thread.
+
+The settings change only here, by intents (``load``, ``set_placement``,
+``configure``, ``open_model``, ``use_server``, ``apply_tune``, ``restart``);
+each change is announced as ``SettingsChanged`` and written only once the model
+has loaded with it. A placement that ends the engine is taken back: the engine
+runs again at the last placement that ran (``PlacementFellBack``).
 """
 
 from __future__ import annotations
@@ -13,7 +19,9 @@ import logging
 import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from typing import Any
 
+from vllmchat.core.app.engines import EngineSpec, open_engine, open_local, open_server
 from vllmchat.core.app.events import (
     AppEvent,
     ConversationOpened,
@@ -21,11 +29,21 @@ from vllmchat.core.app.events import (
     Loaded,
     LoadFailed,
     LoadStarted,
-    SettingsChanged,
+    PlacementFellBack,
+    PlacementNeedsConfirmation,
     StorageWarning,
     TitleMade,
     TurnStarted,
 )
+from vllmchat.core.app.placing import (
+    ABORTS,
+    fell_back,
+    learn_from_load,
+    past_bound,
+    room_for_placing,
+)
+from vllmchat.core.app.settings_model import Persist, SettingsModel
+from vllmchat.core.app.snapshot import AppSnapshot
 from vllmchat.core.app.tuning import describe_file, run_tune
 from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.conversations.background import has_one_reply, make_title, summarize_ahead
@@ -34,19 +52,17 @@ from vllmchat.core.conversations.fact_list import FactList
 from vllmchat.core.conversations.kv_cache import KVStateCache
 from vllmchat.core.conversations.session import ChatSession
 from vllmchat.core.conversations.store import ConversationStore, StoreError
-from vllmchat.core.engine.client import EngineClient
 from vllmchat.core.engine.events import DoneEvent, EngineError, ErrorEvent, ErrorKind
 from vllmchat.core.engine.protocol import Engine, measured
 from vllmchat.core.engine.remote import RemoteEngine
-from vllmchat.core.engine.servers import api_key
 from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.hardware import HardwareInfo
-from vllmchat.core.models.memory import FitSettings, estimate
-from vllmchat.core.models.overhead import learn_overhead, learned_overhead
+from vllmchat.core.placement import Placement
 from vllmchat.core.tuning.events import PointMeasured, TuneEvent
 from vllmchat.core.tuning.results import TuneConfig
 
 _log = logging.getLogger(__name__)
+
 NOT_LOCAL = "Tuning does not apply to a model on a server: the server owns its memory and threads."
 
 
@@ -60,26 +76,51 @@ class ChatApp:
         settings: AppSettings | None = None,
         *,
         engine: Engine | None = None,
+        persist: Persist | None = None,
     ) -> None:
+        """``persist``: where confirmed settings are written (None: nowhere)."""
         self.store = store
         self.kv = kv
-        self.settings = settings or AppSettings()
-        self.engine: Engine = engine or EngineClient()
+        self._settings = SettingsModel(settings or AppSettings(), persist)
+        self.engine: Engine = engine or open_local()
         self.session: ChatSession | None = None
         self.facts = FactList(store)  # every conversation's facts: front ends edit them here
+        self.hardware: HardwareInfo | None = None  # as the engine saw it at the last load
+        self.room: HardwareInfo | None = None  # as a new placement of that model finds it
+        self.description: ModelDescription | None = None
+        self._ran = False  # a model loaded with the current settings
+        self._untried: Placement | None = None  # the placement before one no turn ran at
         self._death_reported = False
         self._storage_reported: str | None = None  # the disk problem last told
         self._summarizer: RemoteEngine | None = None  # the summary server, when one is set
         self._summarizer_key = ("", "")
 
     @property
+    def settings(self) -> AppSettings:
+        """The settings the app runs with (read only: intents change them)."""
+        return self._settings.current
+
+    @property
     def conversation_id(self) -> int | None:
         return self.session.conversation_id if self.session is not None else None
 
+    def snapshot(self) -> AppSnapshot:
+        """What a front end on another thread may read (call on the engine's thread)."""
+        engine = self.engine
+        return AppSnapshot(self.settings, engine.capabilities, engine.alive, engine.pid,
+                           engine.info, self.hardware, self.room, self.description)  # fmt: skip
+
     # -- model ----------------------------------------------------------------------------
-    def load(self, settings: AppSettings, *, live: bool = False) -> Iterator[AppEvent]:
-        """Load ``settings``' model; ``live`` keeps the conversation's KV state across."""
+    def load(
+        self, settings: AppSettings, *, live: bool = False, fall_back: bool = True
+    ) -> Iterator[AppEvent]:
+        """Load ``settings``' model; ``live`` keeps the conversation's KV state across.
+
+        The settings are taken (announced, written) only once the model has loaded; when
+        the engine ends at a new placement of the same model, it is brought back at the
+        last placement that ran (``fall_back``)."""
         yield LoadStarted(live)
+        before = self.settings
         try:
             if live and self.engine.alive and self.engine.info is not None:
                 result = self.engine.reload(settings.load)
@@ -90,30 +131,74 @@ class ChatApp:
             hardware = self.engine.probe()
         except EngineError as exc:
             _log.warning("Loading %s failed: %s", settings.load.model_path, exc, exc_info=exc)
+            same_model = settings.load.model_path == before.load.model_path
+            moved = settings.load.placement != before.load.placement
+            if fall_back and exc.kind in ABORTS and self._ran and same_model and moved:
+                yield from self._fall_back(settings.load.placement, before, exc.message)
+                return
+            self._ran = self._ran and self.engine.info is not None
             yield LoadFailed(exc.kind, exc.message, exc.fix)
             return
-        self.settings = settings
+        moved = settings.load.placement != before.load.placement
+        self._untried = before.load.placement if fall_back and self._ran and moved else None
+        self._ran = True
+        yield from self._settings.adopt(settings)
         self._configure()
         self._death_reported = False
         description = describe_file(info.path)
-        self._learn_overhead(hardware, description)
-        yield SettingsChanged(settings)
+        learn_from_load(self.engine, hardware, description, settings.load)
+        self.hardware, self.description = hardware, description
+        self.room = room_for_placing(hardware, info.buffers_mib)
         yield Loaded(info, settings, result, restored, hardware, description)
 
-    def _learn_overhead(self, hw: HardwareInfo, desc: ModelDescription | None) -> None:
-        """After a GPU load: the process's real device memory teaches the estimator
-        this device's runtime overhead (used by every later estimate)."""
-        engine = measured(self.engine)
-        if engine is None or not hw.gpu_offload:
+    def _fall_back(self, failed: Placement, to: AppSettings, reason: str) -> Iterator[AppEvent]:
+        """The engine ended at ``failed``: a fresh one at ``to``'s placement, with the
+        conversation's last checkpoint."""
+        restored = to.load.placement
+        yield PlacementFellBack(failed, restored, reason, fell_back(failed, restored, reason))
+        self._untried = None
+        self.engine.close()
+        yield from self.load(to, fall_back=False)
+
+    def set_placement(self, placement: Placement, *, confirmed: bool = False) -> Iterator[AppEvent]:
+        """Reload live with the weights placed anew. A placement at or past the estimate's
+        bound loads only ``confirmed``; unconfirmed, ``PlacementNeedsConfirmation`` says why."""
+        settings = self.settings.with_placement(placement)
+        if settings == self.settings and self._ran:
             return
-        if desc is None or self.settings.load.n_gpu_layers < 1:  # the settings just loaded
+        why = past_bound(self.description, self.room, settings)
+        if why and not confirmed:
+            yield PlacementNeedsConfirmation(placement, why)
             return
-        with contextlib.suppress(EngineError):
-            vram = engine.memory().vram
-            if vram is not None:
-                overhead = learned_overhead(hw)
-                fit = FitSettings.of(self.settings.load, overhead=overhead)
-                learn_overhead(hw, vram, estimate(desc, fit).vram, overhead)
+        yield from self.load(settings, live=True)
+
+    def configure(self, **changes: Any) -> Iterator[AppEvent]:
+        """Change settings by field name; a change to the load settings reloads live."""
+        settings = self.settings.with_changes(**changes)
+        if settings.needs_reload(self.settings) and self.engine.info is not None:
+            yield from self.load(settings, live=True)
+            return
+        yield from self._settings.adopt(settings)
+        self._configure()
+
+    def start(self) -> Iterator[AppEvent]:
+        """Load the saved model, or connect to the saved server."""
+        yield from self.switch(self.settings)
+
+    def open_model(self, path: str) -> Iterator[AppEvent]:
+        """Chat with the model file at ``path`` on the local engine."""
+        yield from self.switch(self.settings.for_model(path, server_url="", server_model=""))
+
+    def use_server(self, url: str, model: str = "") -> Iterator[AppEvent]:
+        """Chat through a server from now on (its key is in the keyring)."""
+        yield from self.switch(self.settings.with_changes(server_url=url, server_model=model))
+
+    def switch(self, settings: AppSettings) -> Iterator[AppEvent]:
+        """Load ``settings`` on the engine they name (a server, or the local engine)."""
+        spec = EngineSpec.of(settings)
+        if not spec.local or not self.engine.capabilities.local_memory:
+            self.use_engine(open_engine(spec))
+        yield from self.load(settings)
 
     def restart(self, *, fewer_layers: bool = False) -> Iterator[AppEvent]:
         """A fresh engine with the last settings (a quarter fewer GPU layers if asked);
@@ -123,7 +208,7 @@ class ChatApp:
         if fewer_layers and n > 0:
             settings = settings.with_changes(n_gpu_layers=max(0, n - max(1, n // 4)))
         self.engine.close()
-        yield from self.load(settings)
+        yield from self.load(settings, fall_back=False)
 
     def use_engine(self, engine: Engine) -> None:
         """Chat through another engine (the local process, or a server) from now on.
@@ -134,15 +219,11 @@ class ChatApp:
         self.shutdown()
         self.engine = engine
         self._death_reported = False
+        self._ran, self._untried = False, None
+        self.hardware = self.room = self.description = None
         if conversation is not None:
             self.session = ChatSession(self.store, self.engine, conversation, facts=self.facts)
             self._configure()
-
-    def configure(self, settings: AppSettings) -> SettingsChanged:
-        """New sampling or context-policy settings (those that need no reload)."""
-        self.settings = settings
-        self._configure()
-        return SettingsChanged(settings)
 
     def _configure(self) -> None:
         if self.session is not None:
@@ -159,8 +240,7 @@ class ChatApp:
             return None
         key = (history.summary_server, history.summary_model)
         if self._summarizer is None or self._summarizer_key != key:
-            url, model = key[0], key[1] or None
-            self._summarizer = RemoteEngine(url, model=model, api_key=api_key(url))
+            self._summarizer = open_server(key[0], key[1] or None)
             self._summarizer_key = key
         return self._summarizer
 
@@ -235,20 +315,22 @@ class ChatApp:
             yield ErrorEvent(ErrorKind.BAD_REQUEST, "No conversation is open.")
             return
         yield TurnStarted(session.conversation_id)
-        completed = False
+        completed, ended = False, None
         try:
             for event in start(session):
                 yield event
                 if isinstance(event, ErrorEvent):  # the engine process logged its traceback
                     _log.warning("The turn failed: %s (%s)", event.message, event.kind.value)
-                if isinstance(event, ErrorEvent) and event.kind == ErrorKind.ENGINE_DIED:
-                    yield from self._died(event.message)
+                if isinstance(event, ErrorEvent) and event.kind in ABORTS:
+                    ended = event  # handled once the turn's stream (and its lock) is done
                 completed = completed or isinstance(event, DoneEvent)
+            if ended is not None:
+                yield from self._died(ended.kind, ended.message)
         except EngineError as exc:
             _log.warning("The turn failed: %s", exc, exc_info=exc)
             yield ErrorEvent(exc.kind, exc.message)
-            if exc.kind == ErrorKind.ENGINE_DIED:
-                yield from self._died(exc.message)
+            if exc.kind in ABORTS:
+                yield from self._died(exc.kind, exc.message)
             return
         except (sqlite3.Error, StoreError, OSError) as exc:
             _log.error("The conversation could not be stored: %s", exc, exc_info=exc)
@@ -259,6 +341,7 @@ class ChatApp:
             yield ErrorEvent(ErrorKind.INTERNAL, f"The turn failed: {exc!r}")
             return
         if completed:
+            self._untried = None  # a turn ran at this placement
             self.checkpoint()
             if self.kv.failure is not None and self.kv.failure != self._storage_reported:
                 yield StorageWarning(self.kv.failure)
@@ -311,8 +394,14 @@ class ChatApp:
         return self.kv.save(self.engine, self.session.conversation_id, background=True)
 
     # -- the engine's life ----------------------------------------------------------------
-    def _died(self, reason: str) -> Iterator[EngineDied]:
-        if not self._death_reported:
+    def _died(self, kind: ErrorKind, reason: str) -> Iterator[AppEvent]:
+        """A turn ended the engine (or ran out of memory): at a placement no turn ran at
+        yet, back to the last one that did; else the death is reported (once)."""
+        untried = self._untried
+        if untried is not None:
+            placement = self.settings.load.placement
+            yield from self._fall_back(placement, self.settings.with_placement(untried), reason)
+        elif kind == ErrorKind.ENGINE_DIED and not self._death_reported:
             self._death_reported = True
             _log.error("%s", reason)
             yield EngineDied(reason)
@@ -327,6 +416,10 @@ class ChatApp:
         self._death_reported = True
         _log.error("%s", reason)
         return EngineDied(reason)
+
+    def stop_tune(self) -> None:
+        """Stop the measurement in progress (any thread; within one token)."""
+        self.engine.stop()
 
     def shutdown(self) -> None:
         """Save the open conversation's KV state and end the engine."""

@@ -17,6 +17,7 @@ from vllmchat.core.engine.events import ErrorKind, Event
 from vllmchat.core.engine.info import ModelInfo, ReloadResult
 from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.hardware import HardwareInfo
+from vllmchat.core.placement import Placement
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,27 @@ class SettingsChanged:
     settings: AppSettings
 
 
+# -- settings and placement ---------------------------------------------------------------
+@dataclass(frozen=True)
+class PlacementNeedsConfirmation:
+    """``placement`` is at or past the estimate's bound; it loads only when the intent
+    is repeated with ``confirmed`` (``message``: the estimate's words)."""
+
+    placement: Placement
+    message: str
+
+
+@dataclass(frozen=True)
+class PlacementFellBack:
+    """The engine ended or ran out of memory at ``failed``; it runs again at
+    ``restored``, the last placement that ran (``message`` says so in words)."""
+
+    failed: Placement
+    restored: Placement
+    reason: str
+    message: str
+
+
 @dataclass(frozen=True)
 class StorageWarning:
     """Something could not be written to disk; ``message`` says what is safe."""
@@ -103,6 +125,8 @@ AppEvent = (
     | TitleMade
     | StorageWarning
     | SettingsChanged
+    | PlacementNeedsConfirmation
+    | PlacementFellBack
     | MessageStored
     | PromptPlanEvent
     | SummaryEvent

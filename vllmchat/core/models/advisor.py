@@ -138,12 +138,12 @@ def max_gpu_expert_layers(desc: ModelDescription, hw: HardwareInfo, s: FitSettin
     (``n_layer - n_cpu_moe``); None when even all experts in RAM do not fit."""
     if not (hw.gpu_offload and desc.is_moe):
         return None
-    full = replace(s, n_gpu_layers=desc.n_layer + 1)
-    return _largest(
-        0,
-        desc.n_layer,
-        lambda g: _fits(desc, hw, replace(full, n_cpu_moe=desc.n_layer - g)),
-    )
+    full = s.with_placement(s.placement.with_all_layers(desc.n_layer))
+    return _largest(0, desc.n_layer, lambda g: _fits(desc, hw, _experts_on_gpu(full, g, desc)))
+
+
+def _experts_on_gpu(s: FitSettings, layers: int, desc: ModelDescription) -> FitSettings:
+    return s.with_placement(s.placement.with_expert_layers_on_gpu(layers, desc.n_layer))
 
 
 def best_placement(desc: ModelDescription, hw: HardwareInfo, s: FitSettings) -> FitSettings:
@@ -168,7 +168,7 @@ def _placement(desc: ModelDescription, hw: HardwareInfo, s: FitSettings) -> FitS
         return full
     g = max_gpu_expert_layers(desc, hw, s)
     if g is not None:
-        return replace(full, n_cpu_moe=desc.n_layer - g)
+        return _experts_on_gpu(full, g, desc)
     layers_only = replace(s, n_cpu_moe=desc.n_layer if desc.is_moe else 0)
     return replace(layers_only, n_gpu_layers=max_gpu_layers(desc, hw, layers_only))
 

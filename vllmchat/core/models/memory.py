@@ -20,7 +20,8 @@ from typing import Any
 
 from vllmchat.core.gguf_header import read_header
 from vllmchat.core.models.description import ModelDescription, describe
-from vllmchat.core.settings import LoadSettings, parse_overrides, parse_split
+from vllmchat.core.placement import Placement, parse_overrides, parse_split
+from vllmchat.core.settings import LoadSettings
 
 MIB = 1 << 20
 GPU_RUNTIME_OVERHEAD = 350 * MIB  # CUDA context, cuBLAS workspace (until measured: overhead.py)
@@ -83,6 +84,15 @@ class FitSettings:
             draft_ram=draft.ram if draft else 0,
             **{name: getattr(load, name) for name in names},
         )
+
+    @property
+    def placement(self) -> Placement:
+        """Where the weights go, as the estimate places them."""
+        return Placement.of(self)
+
+    def with_placement(self, placement: Placement) -> FitSettings:
+        """These settings at another placement (the offload panel's what-if)."""
+        return placement.onto(self)
 
     def split_points(self) -> list[float]:
         """Cumulative shares of the offloaded layers per GPU, as llama.cpp computes them."""

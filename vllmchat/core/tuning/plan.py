@@ -8,6 +8,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from vllmchat.core.placement import Placement
 from vllmchat.core.tuning.results import TuneConfig, TunePoint
 
 SAME_SPEED = 0.98  # within 2% of the best decode, fewer GPU layers win
@@ -40,11 +41,14 @@ class Axis:
 
     def at(self, base: TuneConfig, value: int) -> TuneConfig:
         if self.experts:
-            return replace(base, n_gpu_layers=self.n_layer + 1, n_cpu_moe=self.n_layer - value)
+            placed = Placement.of(base).with_all_layers(self.n_layer)
+            return placed.with_expert_layers_on_gpu(value, self.n_layer).onto(base)
         return replace(base, n_gpu_layers=value)
 
     def value(self, c: TuneConfig) -> int:
-        return self.n_layer - c.n_cpu_moe if self.experts else c.n_gpu_layers
+        if self.experts:
+            return Placement.of(c).expert_layers_on_gpu(self.n_layer)
+        return c.n_gpu_layers
 
     @property
     def name(self) -> str:

@@ -28,10 +28,10 @@ HEADERS = ("quant", "size", "mean KLD", "top-1 agreement", "perplexity", "prefil
 
 def measure(files: Sequence[str], should_stop: Callable[[], bool]) -> Iterator[QuantEvent]:
     """The comparison in its own engine process (the chat's engine keeps its model)."""
-    from vllmchat.core.engine.client import EngineClient
+    from vllmchat.core.app.engines import open_local
     from vllmchat.core.tuning.quant_lab import compare
 
-    engine = EngineClient()
+    engine = open_local()
     try:
         yield from compare(engine, files, should_stop=should_stop)
     finally:

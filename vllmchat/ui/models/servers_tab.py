@@ -21,9 +21,9 @@ from vllmchat.ui.common.workers import WorkerGroup
 
 def list_server_models(url: str, key: str | None) -> list[str]:
     """Connect and list (runs on a worker thread)."""
-    from vllmchat.core.engine.remote import RemoteEngine
+    from vllmchat.core.app.engines import open_server
 
-    engine = RemoteEngine(url, api_key=key, timeout_s=10.0)
+    engine = open_server(url, key=key, timeout_s=10.0)
     try:
         return engine.models()
     finally:

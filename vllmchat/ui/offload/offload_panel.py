@@ -1,11 +1,18 @@
 """The offload controls with live estimates: GPU layers, and for a mixture of
-experts the layers whose experts are on the GPU too."""
+experts the layers whose experts are on the GPU too.
+
+The panel holds no settings of its own: it shows the placement the application
+layer announced (``follow``, under a signal blocker: no echo) and asks for a new
+one (``placement_requested``). Positions at or past the estimate's bound are
+marked red under each slider.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QSignalBlocker, Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QGroupBox,
     QLabel,
@@ -19,6 +26,7 @@ from vllmchat.core.models.advisor import check_fit
 from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.models.memory import MIB, FitSettings
+from vllmchat.core.placement import Placement
 from vllmchat.core.tuning.results import TuneResult
 from vllmchat.ui.offload.slider_marks import SliderMarks
 
@@ -30,9 +38,8 @@ def _mib(n: float) -> str:
 class OffloadPanel(QGroupBox):
     """Drag to see the estimated memory; release to reload the model live."""
 
-    reload_requested = Signal(int, int)
-    """Reload with this placement: GPU layers, layers whose experts stay in RAM
-    (debounced, on release)."""
+    placement_requested = Signal(object)
+    """``Placement``: the user placed the weights anew (debounced, on release)."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("GPU offload", parent)
@@ -74,12 +81,11 @@ class OffloadPanel(QGroupBox):
         self._debounce = QTimer(self)
         self._debounce.setSingleShot(True)
         self._debounce.setInterval(350)
-        self._debounce.timeout.connect(self._emit_reload)
+        self._debounce.timeout.connect(self._request)
         self.slider.valueChanged.connect(self._on_value)
         self.slider.sliderReleased.connect(self._debounce.start)
         self.expert_slider.valueChanged.connect(self._on_value)
         self.expert_slider.sliderReleased.connect(self._debounce.start)
-        self._loaded: tuple[int, int] = (0, 0)
         self._show_experts(False, "")
 
     @property
@@ -87,35 +93,52 @@ class OffloadPanel(QGroupBox):
         """Whether the expert control applies (a mixture of experts llama.cpp can place)."""
         return self.desc is not None and self.desc.is_moe
 
-    def placement(self) -> tuple[int, int]:
-        """(n_gpu_layers, n_cpu_moe) as the controls stand."""
-        if not self.moe or self.desc is None:
-            return self.slider.value(), 0
-        return self.slider.value(), self.desc.n_layer - self.expert_slider.value()
+    def placement(self) -> Placement:
+        """The placement the sliders show (the rest as announced)."""
+        shown = self.fit_settings.placement
+        if self.desc is None:
+            return shown
+        shown = replace(shown, n_gpu_layers=self.slider.value())
+        if not self.moe:
+            return shown
+        return shown.with_expert_layers_on_gpu(self.expert_slider.value(), self.desc.n_layer)
 
-    def set_model(
-        self,
-        desc: ModelDescription,
-        hw: HardwareInfo,
-        settings: FitSettings,
-        n_gpu_layers: int,
-        n_cpu_moe: int = 0,
-    ) -> None:
-        self.desc, self.hw, self.fit_settings = desc, hw, settings
+    def set_model(self, desc: ModelDescription, hw: HardwareInfo, settings: FitSettings) -> None:
+        """A model loaded: its layers, the machine as a new placement finds it, and the
+        settings it runs with (its placement among them)."""
+        self.desc, self.hw = desc, hw
         self.tune_button.setEnabled(True)
-        for slider, top, value in (
-            (self.slider, desc.n_layer + 1, n_gpu_layers),
-            (self.expert_slider, desc.n_layer, desc.n_layer - n_cpu_moe),
-        ):
-            slider.blockSignals(True)
+        for slider, top in ((self.slider, desc.n_layer + 1), (self.expert_slider, desc.n_layer)):
+            blocker = QSignalBlocker(slider)
             slider.setRange(0, top)
-            slider.setValue(max(0, min(value, top)))
-            slider.blockSignals(False)
-        self._loaded = self.placement()
+            blocker.unblock()
         self._show_experts(desc.is_moe, desc.moe_unplaceable_reason)
         self.set_busy(False)
         self.reason.setText("" if hw.gpu_offload else f"Offload unavailable: {hw.offload_reason}")
+        self.follow(settings)
+
+    def follow(self, settings: FitSettings) -> None:
+        """Show the settings the application layer runs with (no request goes out)."""
+        self._debounce.stop()
+        self.fit_settings = settings
+        if self.desc is None:
+            return
+        placement = settings.placement
+        for slider, value in (
+            (self.slider, placement.n_gpu_layers),
+            (self.expert_slider, placement.expert_layers_on_gpu(self.desc.n_layer)),
+        ):
+            blocker = QSignalBlocker(slider)
+            slider.setValue(max(0, min(value, slider.maximum())))
+            blocker.unblock()
         self._show_estimate()
+
+    def past_bound(self, placement: Placement) -> str:
+        """Why ``placement`` is at or past the estimate's bound ("" when it fits)."""
+        if self.desc is None or self.hw is None:
+            return ""
+        fit = check_fit(self.desc, self.hw, self.fit_settings.with_placement(placement))
+        return "" if fit.fits else fit.message
 
     def _show_experts(self, shown: bool, reason: str) -> None:
         for w in (self.expert_heading, self.expert_slider, self.expert_marks):
@@ -137,16 +160,16 @@ class OffloadPanel(QGroupBox):
         if self.desc is None or self.hw is None:
             return
         n = self.desc.n_layer
-        layers, cpu_moe = self.placement()
+        placement = self.placement()
+        layers = placement.n_gpu_layers
         self.heading.setText(f"GPU layers: {layers} of {n + 1}" + (" (all)" if layers > n else ""))
         if self.moe:
+            cpu_moe = placement.n_cpu_moe
             self.expert_heading.setText(
-                f"Expert layers on the GPU: {n - cpu_moe} of {n}"
+                f"Expert layers on the GPU: {placement.expert_layers_on_gpu(n)} of {n}"
                 + (f" (experts of {cpu_moe} layers on the CPU)" if cpu_moe else "")
             )
-        s = replace(self.fit_settings, n_gpu_layers=layers, n_cpu_moe=cpu_moe,
-                    gpu=self.hw.gpu_offload)  # fmt: skip
-        fit = check_fit(self.desc, self.hw, s)
+        fit = check_fit(self.desc, self.hw, self.fit_settings.with_placement(placement))
         e = fit.estimate
         color = "#080" if fit.fits else "#c00"
         per_gpu = ""
@@ -156,11 +179,33 @@ class OffloadPanel(QGroupBox):
             f"Estimated: VRAM {_mib(e.vram)}{per_gpu} of {_mib(self.hw.vram_free)} free · "
             f"RAM {_mib(e.ram)}<br><span style='color:{color}'>{fit.message}</span>"
         )
+        self._mark_bounds(placement)
 
-    def _emit_reload(self) -> None:
-        if self.placement() != self._loaded:
-            self._loaded = self.placement()
-            self.reload_requested.emit(*self._loaded)
+    def _mark_bounds(self, placement: Placement) -> None:
+        """Red from the first position of each slider where the estimate does not fit
+        (the other slider held where it is)."""
+        if self.desc is None or self.hw is None or not self.hw.gpu_offload:
+            self.tick_marks.set_bound(None)
+            self.expert_marks.set_bound(None)
+            return
+        desc, hw, s, n = self.desc, self.hw, self.fit_settings, self.desc.n_layer
+
+        def fits(p: Placement) -> bool:
+            return check_fit(desc, hw, s.with_placement(p)).fits
+
+        layers = _first_past(n + 1, lambda v: fits(replace(placement, n_gpu_layers=v)))
+        self.tick_marks.set_bound(layers)
+        experts = (
+            _first_past(n, lambda g: fits(placement.with_expert_layers_on_gpu(g, n)))
+            if self.moe
+            else None
+        )
+        self.expert_marks.set_bound(experts)
+
+    def _request(self) -> None:
+        placement = self.placement()
+        if placement != self.fit_settings.placement:
+            self.placement_requested.emit(placement)
 
     def show_remote(self, reason: str) -> None:
         """A model on a server: say why the slider, estimate and tuner do not apply."""
@@ -184,25 +229,26 @@ class OffloadPanel(QGroupBox):
         experts: dict[int, float] = {}
         under_layers: set[int] = set()  # placements that left less free than the margin
         under_experts: set[int] = set()
-        for p in result.points:
-            if not p.fits:
+        for point in result.points:
+            if not point.fits:
                 continue
-            c = p.config
-            if c.n_cpu_moe and c.n_gpu_layers > n:
-                experts[n - c.n_cpu_moe] = max(experts.get(n - c.n_cpu_moe, 0.0), p.decode_tok_s)
-                if p.under_margin:
-                    under_experts.add(n - c.n_cpu_moe)
-            elif not c.n_cpu_moe:
-                layers[c.n_gpu_layers] = max(layers.get(c.n_gpu_layers, 0.0), p.decode_tok_s)
-                if c.n_gpu_layers > n:
-                    experts[n] = max(experts.get(n, 0.0), p.decode_tok_s)
-                if p.under_margin:
-                    under_layers.add(c.n_gpu_layers)
-                    if c.n_gpu_layers > n:
+            p, speed = Placement.of(point.config), point.decode_tok_s
+            on_gpu = p.expert_layers_on_gpu(n)
+            if p.n_cpu_moe and p.n_gpu_layers > n:
+                experts[on_gpu] = max(experts.get(on_gpu, 0.0), speed)
+                if point.under_margin:
+                    under_experts.add(on_gpu)
+            elif not p.n_cpu_moe:
+                layers[p.n_gpu_layers] = max(layers.get(p.n_gpu_layers, 0.0), speed)
+                if p.n_gpu_layers > n:
+                    experts[n] = max(experts.get(n, 0.0), speed)
+                if point.under_margin:
+                    under_layers.add(p.n_gpu_layers)
+                    if p.n_gpu_layers > n:
                         under_experts.add(n)
-        pick = result.pick
+        pick = Placement.of(result.pick) if result.pick is not None else None
         pick_layers = pick.n_gpu_layers if pick and not pick.n_cpu_moe else None
-        pick_experts = n - pick.n_cpu_moe if pick and pick.n_gpu_layers > n else None
+        pick_experts = pick.expert_layers_on_gpu(n) if pick and pick.n_gpu_layers > n else None
         text = []
         rows = (("layers", layers, pick_layers, under_layers),
                 ("expert layers on the GPU", experts, pick_experts, under_experts))  # fmt: skip
@@ -223,3 +269,16 @@ class OffloadPanel(QGroupBox):
         cpu = sum(buffers_mib.values()) - gpu
         speed = f" · {tok_s:.1f} tok/s" if tok_s else ""
         self.measured.setText(f"Measured: GPU {gpu:,.0f} MiB · CPU {cpu:,.0f} MiB{speed}")
+
+
+def _first_past(top: int, fits: Callable[[int], bool]) -> int | None:
+    """The first of ``0..top`` where ``fits`` fails (it holds up to a point), or None."""
+    if fits(top):
+        return None
+    lo, hi = 0, top  # fits fails at hi
+    if not fits(lo):
+        return 0
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return hi

@@ -62,6 +62,7 @@ def _stalls(folder: Path) -> dict[str, Any]:
     from vllmchat.core.conversations.store import ConversationStore
     from vllmchat.core.demo_model import gemma_model_path
     from vllmchat.core.engine.events import DoneEvent
+    from vllmchat.core.placement import Placement
     from vllmchat.ui.window.main_window import MainWindow
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
@@ -103,7 +104,7 @@ def _stalls(folder: Path) -> dict[str, Any]:
     for layers in (1, 0):
         n = window.loads_ended
         t0 = time.perf_counter()
-        window.set_gpu_layers(layers)
+        window.bridge.set_placement(Placement(n_gpu_layers=layers))
         wait(lambda n=n: window.loads_ended > n)
         wait(lambda: False, 0.3)  # the estimate refresh after the reload
         reloads.append(beat.max_gap_ms(t0, time.perf_counter()))

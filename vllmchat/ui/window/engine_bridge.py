@@ -6,13 +6,17 @@ The events are published from the engine's thread as they are yielded (a direct
 connection), so they keep their order, and a call that raises ends in an
 ``ErrorEvent`` the window shows. ``stop()`` is safe from the GUI thread: it sets
 the session's flag, checked per token in the engine process.
+
+The GUI thread never reaches into the application layer's objects: it reads
+``snapshot`` (settings, capabilities, model, machine), which the engine's thread
+publishes before each event that may follow a change, and it sends intents.
 """
 
 from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QObject, Qt, QThreadPool, QTimer, Signal, SignalInstance
@@ -24,11 +28,15 @@ from vllmchat.core.app.events import (
     Loaded,
     LoadFailed,
     LoadStarted,
+    PlacementFellBack,
+    PlacementNeedsConfirmation,
     SettingsChanged,
     StorageWarning,
     TitleMade,
     TurnStarted,
 )
+from vllmchat.core.app.settings_model import Persist
+from vllmchat.core.app.snapshot import AppSnapshot
 from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.conversations.events import (
     MessageStored,
@@ -39,7 +47,6 @@ from vllmchat.core.conversations.events import (
 )
 from vllmchat.core.conversations.kv_cache import KVStateCache
 from vllmchat.core.conversations.store import ConversationStore
-from vllmchat.core.engine.client import EngineClient
 from vllmchat.core.engine.events import (
     DoneEvent,
     ErrorEvent,
@@ -49,6 +56,7 @@ from vllmchat.core.engine.events import (
     TokenEvent,
 )
 from vllmchat.core.engine.protocol import Engine
+from vllmchat.core.placement import Placement
 from vllmchat.core.tuning.events import PointMeasured, TuneFinished, TuneStarted
 from vllmchat.core.tuning.results import TuneConfig
 from vllmchat.ui.common.workers import Worker, WorkerGroup, work_name
@@ -87,6 +95,12 @@ class AppEvents(QObject):
     """``EngineDied``: reported once per death, from a turn or while idle."""
     settings_changed = Signal(object)
     """``SettingsChanged``: the settings the application layer now runs with."""
+    placement_needs_confirmation = Signal(object)
+    """``PlacementNeedsConfirmation``: past the estimate's bound; ask before loading."""
+    placement_fell_back = Signal(object)
+    """``PlacementFellBack``: the engine ended at a placement and runs at the last one again."""
+    snapshot_changed = Signal(object)
+    """``AppSnapshot``: what the GUI thread may read, as of the events that follow."""
     storage_warning = Signal(object)
     """``StorageWarning``: something could not be written to disk; what is safe."""
     thinking_received = Signal(str)
@@ -102,8 +116,10 @@ class AppEvents(QObject):
     tune_finished = Signal(object)
     """``TuneFinished``: the points and the pick."""
 
-    def __init__(self) -> None:
+    def __init__(self, app: ChatApp) -> None:
         super().__init__()
+        self.app = app
+        self._published = app.snapshot()
         self._signals: dict[type, SignalInstance] = {
             LoadStarted: self.load_started,
             Loaded: self.load_finished,
@@ -119,10 +135,19 @@ class AppEvents(QObject):
             TitleMade: self.title_made,
             StorageWarning: self.storage_warning,
             SettingsChanged: self.settings_changed,
+            PlacementNeedsConfirmation: self.placement_needs_confirmation,
+            PlacementFellBack: self.placement_fell_back,
             TuneStarted: self.tune_started,
             PointMeasured: self.tune_point,
             TuneFinished: self.tune_finished,
         }
+
+    def publish_snapshot(self, *_: object) -> None:
+        """Emit the application layer's snapshot when it changed (on the engine's thread)."""
+        snapshot = self.app.snapshot()
+        if snapshot != self._published:
+            self._published = snapshot
+            self.snapshot_changed.emit(snapshot)
 
     def publish(self, event: object) -> None:
         """Emit the signal of this event's type."""
@@ -139,19 +164,29 @@ class AppEvents(QObject):
         elif isinstance(event, ThoughtFor):
             self.thought_for.emit(event.seconds)
         elif type(event) in self._signals:
+            self.publish_snapshot()  # the GUI thread reads it as of this event
             self._signals[type(event)].emit(event)
 
 
 class EngineBridge(QObject):
-    """Queues ``ChatApp`` calls to the engine's thread; its ``events`` signal on the GUI
-    thread."""
+    """Queues ``ChatApp`` intents to the engine's thread; its ``events`` signal on the GUI
+    thread, and ``snapshot`` is what the GUI thread knows of the application layer."""
 
     def __init__(
-        self, store: ConversationStore, kv: KVStateCache, parent: QObject | None = None
+        self,
+        store: ConversationStore,
+        kv: KVStateCache,
+        parent: QObject | None = None,
+        *,
+        settings: AppSettings | None = None,
+        persist: Persist | None = None,
+        engine: Engine | None = None,
     ) -> None:
         super().__init__(parent)
-        self.app = ChatApp(store, kv)
-        self.events = AppEvents()
+        self.app = ChatApp(store, kv, settings, engine=engine, persist=persist)
+        self.snapshot: AppSnapshot = self.app.snapshot()
+        self.events = AppEvents(self.app)
+        self.events.snapshot_changed.connect(self._on_snapshot)
         self.pool = QThreadPool(self)  # the engine's one thread, for the engine's life
         self.pool.setObjectName("vllmchat-engine")
         self.pool.setMaxThreadCount(1)
@@ -166,11 +201,6 @@ class EngineBridge(QObject):
         self._timer.setInterval(500)
         self._timer.timeout.connect(self._check_alive)
         self._timer.start()
-
-    @property
-    def client(self) -> Engine:
-        """The engine the application layer chats through now."""
-        return self.app.engine
 
     @property
     def busy(self) -> bool:
@@ -189,20 +219,39 @@ class EngineBridge(QObject):
         direct = Qt.ConnectionType.DirectConnection
         worker.yielded.connect(self.events.publish, direct)
         worker.returned.connect(self.events.publish, direct)
+        worker.returned.connect(self.events.publish_snapshot, direct)
+        worker.errored.connect(self.events.publish_snapshot, direct)
         return self.jobs.start(worker)
 
     def _failed(self, name: str, exc: Exception) -> None:
         self.events.publish(ErrorEvent(ErrorKind.INTERNAL, f"{name} failed: {exc!r}"))
 
-    def load(self, settings: AppSettings, *, live: bool = False) -> None:
-        self.call(self.app.load, settings, live=live)
+    # -- intents: the application layer changes its settings, and announces them --------
+    def start(self) -> None:
+        """Load the saved model, or connect to the saved server."""
+        self.call(self.app.start)
+
+    def open_model(self, path: str) -> None:
+        """Chat with the model file at ``path`` on the local engine."""
+        self.call(self.app.open_model, path)
+
+    def use_server(self, url: str, model: str = "") -> None:
+        """Chat through a server (the local engine ended, its KV state saved)."""
+        self.call(self.app.use_server, url, model)
+
+    def set_placement(self, placement: Placement, *, confirmed: bool = False) -> None:
+        """Reload live with the weights placed anew (past the estimate's bound only
+        ``confirmed``; else the application layer asks back)."""
+        self.call(self.app.set_placement, placement, confirmed=confirmed)
+
+    def configure(self, **changes: Any) -> None:
+        """Change settings by field name (load settings reload live)."""
+        self.call(self.app.configure, **changes)
 
     def restart(self, *, fewer_layers: bool = False) -> None:
         self.call(self.app.restart, fewer_layers=fewer_layers)
 
-    def configure(self, settings: AppSettings) -> None:
-        self.call(self.app.configure, settings)
-
+    # -- conversations and turns ----------------------------------------------------------
     def open_conversation(self, conversation_id: int) -> None:
         self.call(self.app.open_conversation, conversation_id)
 
@@ -233,24 +282,6 @@ class EngineBridge(QObject):
     def stop(self) -> None:
         self.app.stop()
 
-    def use_server(self, settings: AppSettings) -> None:
-        """Chat through ``settings.server_url`` (the local engine ended, its KV state saved)."""
-        self.call(self._switch, settings)
-
-    def use_local(self, settings: AppSettings) -> None:
-        self.call(self._switch, settings)
-
-    def _switch(self, settings: AppSettings) -> Iterator[object]:
-        from vllmchat.core.engine.remote import RemoteEngine
-        from vllmchat.core.engine.servers import api_key
-
-        if settings.server_url:
-            url, model = settings.server_url, settings.server_model or None
-            self.app.use_engine(RemoteEngine(url, model=model, api_key=api_key(url)))
-        elif not isinstance(self.app.engine, EngineClient):
-            self.app.use_engine(EngineClient())
-        yield from self.app.load(settings)
-
     def tune(self, budget_s: float, *, fresh: bool = False) -> None:
         """Measure GPU layers and threads (``stop_tune`` ends it within a token)."""
         self._tune_stop.clear()
@@ -258,10 +289,13 @@ class EngineBridge(QObject):
 
     def stop_tune(self) -> None:
         self._tune_stop.set()
-        self.app.engine.stop()
+        self.app.stop_tune()
 
     def apply_tune(self, config: TuneConfig) -> None:
         self.call(self.app.apply_tune, config)
+
+    def _on_snapshot(self, snapshot: AppSnapshot) -> None:
+        self.snapshot = snapshot
 
     def _on_turn_started(self, _event: object) -> None:
         self.turn_waiting.clear()
@@ -282,3 +316,4 @@ class EngineBridge(QObject):
         self._closed = True
         self.jobs.wait(60_000)
         self.pool.waitForDone(1_000)  # the thread ends with the calls
+        self.snapshot = self.app.snapshot()  # the engine's thread has ended: the last word

@@ -1,41 +1,40 @@
-"""The main window: conversations, chat, offload and memory panels, status line."""
+"""The main window: conversations, chat, offload and memory panels, status line.
+
+It renders what the application layer announces and forwards what the user asks
+for; its parts are small objects given what they use (``ModelActions``,
+``TunerActions``, ``ConversationActions``, ``LoadView``, ``MemoryReadout``,
+``WindowState``).
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from pathlib import Path
+from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, QUrl
 from PySide6.QtGui import QAction, QCloseEvent, QDesktopServices, QKeySequence
 from PySide6.QtWidgets import (
     QInputDialog,
+    QMainWindow,
     QMenu,
+    QMessageBox,
     QProgressBar,
     QSplitter,
     QVBoxLayout,
     QWidget,
 )
 
-from vllmchat.core.app.events import (
-    EngineDied,
-    Loaded,
-    LoadFailed,
-    LoadStarted,
-    SettingsChanged,
-    TurnStarted,
-)
-from vllmchat.core.app_settings import AppSettings
+from vllmchat.core.app.events import StorageWarning, TitleMade, TurnStarted
+from vllmchat.core.app_settings import AppSettings, save_app_settings
 from vllmchat.core.conversations.events import MessageStored, PromptPlanEvent, SummaryEvent
 from vllmchat.core.conversations.kv_cache import KVStateCache
 from vllmchat.core.conversations.store import ConversationStore
 from vllmchat.core.engine.events import DoneEvent, ErrorEvent, ErrorKind, TurnStats
-from vllmchat.core.engine.info import ReloadResult
-from vllmchat.core.models.advisor import quant_label
-from vllmchat.core.models.memory import FitSettings
-from vllmchat.core.models.overhead import learned_overhead
+from vllmchat.core.engine.info import ModelInfo
+from vllmchat.core.engine.protocol import Engine
+from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.paths import log_dir
-from vllmchat.core.tuning.cache import TuneCache
 from vllmchat.ui.chat.chat_input import ChatInput
 from vllmchat.ui.chat.chat_view import ChatView, HistoryItem
 from vllmchat.ui.chat.conversation_list import ConversationList
@@ -47,12 +46,16 @@ from vllmchat.ui.models.downloads import DownloadsPanel
 from vllmchat.ui.offload.memory_panel import MemoryPanel
 from vllmchat.ui.offload.offload_panel import OffloadPanel
 from vllmchat.ui.window.banner import EngineBanner
+from vllmchat.ui.window.conversation_actions import ConversationActions
 from vllmchat.ui.window.engine_bridge import EngineBridge
+from vllmchat.ui.window.load_view import LoadView
+from vllmchat.ui.window.memory_readout import MemoryReadout
 from vllmchat.ui.window.status_line import StatusLine
-from vllmchat.ui.window.window_actions import WindowActions
+from vllmchat.ui.window.window_actions import ModelActions, TunerActions
+from vllmchat.ui.window.window_state import WindowState
 
 
-class MainWindow(WindowActions):
+class MainWindow(QMainWindow):
     """Everything a chat needs; slow work happens on the engine thread or workers."""
 
     def __init__(
@@ -62,33 +65,42 @@ class MainWindow(WindowActions):
         kv: KVStateCache,
         *,
         save_settings: bool = True,
+        engine: Engine | None = None,
     ) -> None:
+        """``settings``: the application layer's to own (written back once confirmed,
+        with ``save_settings``); ``engine``: another engine than the local one."""
         super().__init__()
         self.setWindowTitle("vllmchat")
         self.resize(1280, 800)
-        self.store, self.settings, self.kv = store, settings, kv
-        self.save_settings = save_settings
+        self.store, self.kv = store, kv
         self.workers = WorkerGroup(self)
         self._warm_up = warm_up(self)
-        self.bridge = EngineBridge(store, kv, self)
+        persist = save_app_settings if save_settings else None
+        self.bridge = EngineBridge(store, kv, self, settings=settings, persist=persist,
+                                   engine=engine)  # fmt: skip
         self.theme = ThemeWatcher(self)
-        self.info = None
-        self.desc = None
-        self.hw = None
-        self.last_stats = None
-        self.loading = False
+        self.unsent: str | None = None  # the message sent last, until the store has it
+        self.closing = False
         self.conversation_id: int | None = None
         # Counters the GUI thread updates when a turn, load or title ends (tests, benchmarks).
         self.turns_ended = 0
         self.titles_ended = 0
         self.last_turn: DoneEvent | ErrorEvent | None = None
-        self.loads_ended = 0
-        self.last_load: ReloadResult | LoadFailed | None = None
         self._build()
+        self.models = ModelActions(self.bridge, self, self.offload, self.downloads,
+                                   self.show_notice)  # fmt: skip
+        self.tuning = TunerActions(self.bridge, self, self.offload)
+        self.talk = ConversationActions(store, self, (self.chat, self.conversations),
+                                        lambda: self.conversation_id, self._status,
+                                        self.render_conversation)  # fmt: skip
+        self.readout = MemoryReadout(self.bridge, self.memory)
+        self.window_state = WindowState(self, self.split, store)
+        self.loads = LoadView(self.bridge, self, self.input, (self.offload, self.memory),
+                              self.banner, self.status_line, self.busy_bar)  # fmt: skip
         self._connect()
         self._menus()
         existing = store.conversations()
-        last = self.restore_window_state()
+        last = self.window_state.restore()
         if last is not None and any(c.id == last for c in existing):
             self.open_conversation(last)
         else:
@@ -97,8 +109,33 @@ class MainWindow(WindowActions):
         self.conversations.select(self.conversation_id or 0)
         self._memory_timer = QTimer(self)
         self._memory_timer.setInterval(2000)
-        self._memory_timer.timeout.connect(self._update_memory)
+        self._memory_timer.timeout.connect(self.readout.update)
         self._memory_timer.start()
+
+    @property
+    def settings(self) -> AppSettings:
+        """The settings the application layer runs with (its snapshot; read only)."""
+        return self.bridge.snapshot.settings
+
+    @property
+    def info(self) -> ModelInfo | None:
+        """The loaded model, as the last load's event told it."""
+        return self.loads.info
+
+    @property
+    def desc(self) -> ModelDescription | None:
+        return self.loads.desc
+
+    @property
+    def loads_ended(self) -> int:
+        return self.loads.ended
+
+    @property
+    def last_load(self) -> Any:
+        return self.loads.last
+
+    def _status(self, message: str, ms: int) -> None:
+        self.statusBar().showMessage(message, ms)
 
     # -- layout ---------------------------------------------------------------------
     def _build(self) -> None:
@@ -111,7 +148,8 @@ class MainWindow(WindowActions):
         v.addWidget(self.banner)
         v.addWidget(self.chat, 1)
         v.addWidget(self.input)
-        self.offload, self.memory = OffloadPanel(), MemoryPanel()
+        self.offload = OffloadPanel()
+        self.memory = MemoryPanel()
         side = QWidget()
         s = QVBoxLayout(side)
         for panel in (self.offload, self.memory, facts_panel(self)):
@@ -138,12 +176,10 @@ class MainWindow(WindowActions):
         e = self.bridge.events
         # Bound methods only: a lambda connected to the engine thread's signals would
         # run on that thread.
-        e.load_started.connect(self._on_load_started)
-        e.load_finished.connect(self._on_loaded)
-        e.load_failed.connect(self._on_load_failed)
+        self.loads.wire()
         e.turn_started.connect(self._on_turn_started)
         e.token_received.connect(self.chat.append_token)
-        e.token_received.connect(self.count_token)
+        e.token_received.connect(self.readout.count_token)
         e.thinking_received.connect(self.chat.append_thinking)
         e.thought_for.connect(self.chat.thought_for)
         e.prefill_progress.connect(self._on_prefill)
@@ -153,37 +189,35 @@ class MainWindow(WindowActions):
         e.turn_finished.connect(self._on_done)
         e.turn_failed.connect(self._on_failed)
         e.message_stored.connect(self._on_message_stored)
-        e.engine_died.connect(self._on_died)
         e.storage_warning.connect(self.show_storage_warning)
-        e.settings_changed.connect(self.adopt_settings)
+        e.placement_needs_confirmation.connect(self.models.ask)
+        e.placement_fell_back.connect(self.models.fell_back)
         self.input.send_requested.connect(self.send)
         self.input.stop_requested.connect(self.bridge.stop)
         self.chat.regenerate_requested.connect(self.regenerate)
         self.chat.edit_requested.connect(self.edit_message)
-        self.chat.summary_edit_requested.connect(self.edit_summary)
-        self.chat.pin_requested.connect(self.pin_message)
+        self.chat.summary_edit_requested.connect(self.talk.edit_summary)
+        self.chat.pin_requested.connect(self.talk.pin_message)
         self.conversations.conversation_selected.connect(self.open_conversation)
         self.conversations.message_selected.connect(self.show_message)
         e.title_made.connect(self._on_title)
         self.theme.changed.connect(self.chat.apply_theme)
-        self.downloads.load_requested.connect(self.load_downloaded)
+        self.downloads.load_requested.connect(self.models.load_downloaded)
         self.conversations.new_requested.connect(self.new_conversation)
-        self.offload.reload_requested.connect(self.set_gpu_layers)
-        self.offload.tune_button.clicked.connect(self.open_tuner)
-        self.banner.restart_requested.connect(lambda: self.restart(fewer_layers=False))
-        self.banner.restart_fewer_layers_requested.connect(lambda: self.restart(fewer_layers=True))
+        self.offload.placement_requested.connect(self.models.request_placement)
+        self.offload.tune_button.clicked.connect(self.tuning.open)
 
     def _menus(self) -> None:
         bar = self.menuBar()
         model = bar.addMenu("&Model")
-        self._action(model, "Choose model…", self.choose_model, "Ctrl+M")
-        self._action(model, "Settings…", self.open_settings, "Ctrl+,")
-        self._action(model, "Tune speed and memory…", self.open_tuner, "Ctrl+T")
+        self._action(model, "Choose model…", self.models.choose_model, "Ctrl+M")
+        self._action(model, "Settings…", self.models.open_settings, "Ctrl+,")
+        self._action(model, "Tune speed and memory…", self.tuning.open, "Ctrl+T")
         conv = bar.addMenu("&Conversation")
         self._action(conv, "New", lambda: self.new_conversation(), "Ctrl+N")
         self._action(conv, "Summarize now", self.bridge.summarize)
-        self._action(conv, "Export…", self.export_conversation, "Ctrl+E")
-        self._action(conv, "Import…", self.import_conversation)
+        self._action(conv, "Export…", self.talk.export_conversation, "Ctrl+E")
+        self._action(conv, "Import…", self.talk.import_conversation)
         help_menu = bar.addMenu("&Help")
         self._action(help_menu, "About and diagnostics…", self.show_diagnostics)
         self._action(
@@ -259,9 +293,6 @@ class MainWindow(WindowActions):
         self.chat.start_reply()
         self.bridge.edit(message_id, text)
 
-    def _on_load_started(self, _event: LoadStarted) -> None:
-        self._set_loading(True)
-
     def _on_turn_started(self, _event: TurnStarted) -> None:
         self.input.set_generating(True)
 
@@ -274,7 +305,7 @@ class MainWindow(WindowActions):
         self.statusBar().showMessage(f"Reading prompt {done}/{total}…")
 
     def _on_plan(self, plan: PromptPlanEvent) -> None:
-        self.live_kv = [plan.prompt_tokens, plan.n_ctx]
+        self.readout.turn_planned(plan.prompt_tokens, plan.n_ctx)
         summary = self.store.summary(plan.summary_id) if plan.summary_id else None
         self.status_line.set_plan(plan.prompt_tokens, plan.n_ctx, summary.tokens if summary else 0,
                                   plan.pinned_tokens)  # fmt: skip
@@ -290,7 +321,7 @@ class MainWindow(WindowActions):
             self.chat.insert_summary(event.text, event.summary_id, after)
 
     def _on_stats(self, stats: TurnStats) -> None:
-        self.last_stats, self.live_kv = stats, None
+        self.readout.turn_measured(stats)
         self.status_line.set_stats(stats)
 
     def _on_done(self, event: DoneEvent) -> None:
@@ -300,7 +331,7 @@ class MainWindow(WindowActions):
         self.input.set_generating(False)
         self.statusBar().clearMessage()
         self.conversations.refresh()
-        self._update_memory()
+        self.readout.update()
         if self.info is not None:
             self.offload.show_measured(self.info.buffers_mib, event.stats.decode_tok_s)
         self.ask_for_title()
@@ -313,7 +344,7 @@ class MainWindow(WindowActions):
             self.chat.finish_reply(event.partial_text, partial=True)
         else:
             self.chat.discard_reply()
-        self._set_loading(False) if self.loading else None
+        self.loads.set_loading(False) if self.loads.loading else None
         self.restore_unsent()
         if event.kind == ErrorKind.ENGINE_DIED:
             return  # the banner comes with the EngineDied event
@@ -321,90 +352,70 @@ class MainWindow(WindowActions):
         self.statusBar().showMessage(f"{event.message} {event.fix}".strip(), 15000)
 
     # -- model ---------------------------------------------------------------------------
-    def restart(self, *, fewer_layers: bool) -> None:
-        self.banner.hide()
-        self.bridge.restart(fewer_layers=fewer_layers)
-
-    def _set_loading(self, loading: bool) -> None:
-        self.loading = loading
-        self.input.set_loading(loading)
-        self.offload.set_busy(loading)
-        self.busy_bar.setVisible(loading)
-        if loading:
-            self.statusBar().showMessage("Loading the model…")
-
-    def _on_loaded(self, event: Loaded) -> None:
-        self.loads_ended += 1
-        self.last_load = event.reload
-        info, reload = event.info, event.reload
-        self.info = info
-        if event.settings.n_gpu_layers != self.settings.n_gpu_layers:  # fewer after a crash
-            self.settings = self.settings.with_changes(n_gpu_layers=event.settings.n_gpu_layers)
-            self._save()
-        self._set_loading(False)
-        self.memory.clear_error()
-        self.input.edit.setFocus()  # ready to type, also right after the first-run picker
-        quant = quant_label(Path(info.path).name)
-        self.status_line.set_model(info.name, quant, info.n_ctx)
-        note = ""
-        if reload is not None:
-            note = (
-                f"Reloaded in {reload.seconds:.2f}s; the KV cache of "
-                f"{reload.tokens} tokens was kept."
-                if reload.restored
-                else f"Reloaded; the history will be read again ({reload.reason})."
-            )
-        self.statusBar().showMessage(note or f"{info.name} loaded in {info.load_s:.2f}s.", 8000)
-        self.offload.show_measured(info.buffers_mib, None)
-        self.desc, self.hw = event.description, event.hardware
-        if not self.bridge.app.engine.capabilities.offload:
-            reason = self.hw.offload_reason if self.hw else "The server owns the model's memory."
-            self.offload.show_remote(reason + " The tuner measures local models only.")
-            self.memory.show_remote()
-        elif self.desc is not None and self.hw is not None:
-            self.offload.set_model(self.desc, self.hw, self._fit(), self.settings.n_gpu_layers,
-                                   self.settings.n_cpu_moe)  # fmt: skip
-            cached = TuneCache().get(self.settings.load, self.hw, self.settings.gpu_margin_mib)
-            if cached is not None:  # measured before on this device: marks on the slider
-                self.offload.show_tuning(cached)
-        self.offload.set_busy(self.loading)
-
-    def _on_load_failed(self, event: LoadFailed) -> None:
-        self.loads_ended += 1
-        self.last_load = event
-        self._set_loading(False)
-        self.memory.show_error(event.kind.value, event.message, event.fix)
-        self.statusBar().showMessage(event.message, 20000)
-        if self.info is not None and self.bridge.app.engine.info is not None:
-            self.adopt_settings(SettingsChanged(self.bridge.app.settings))  # what still runs
-        if not self.bridge.app.engine.alive:
-            self.banner.show_reason(
-                event.message, fewer_layers_possible=self.settings.n_gpu_layers > 0
-            )
-
-    def _on_died(self, event: EngineDied) -> None:
-        self.input.set_generating(False)
-        self.banner.show_reason(event.reason, fewer_layers_possible=self.settings.n_gpu_layers > 0)
-
     def start(self) -> None:
         """After the window is shown: load the model, or offer the picker on first run."""
-        path = self.settings.model_path
-        if self.settings.server_url:
-            self.bridge.use_server(self.settings)
-        elif path and os.path.exists(path):
-            self.bridge.load(self.settings)
+        s = self.settings
+        if s.server_url or (s.load.model_path and os.path.exists(s.load.model_path)):
+            self.bridge.start()
         else:
-            QTimer.singleShot(0, self.choose_model)
+            QTimer.singleShot(0, self.models.choose_model)
+
+    # -- messages, titles ------------------------------------------------------------------
+    def ask_for_title(self) -> None:
+        """After a reply: the engine thread decides whether it was the first and, if so,
+        asks the model for a title (no store reads on the GUI thread per turn)."""
+        if self.conversation_id is not None:
+            self.bridge.make_title()
+            self.bridge.prepare_next()
+
+    def _on_title(self, event: TitleMade) -> None:
+        self.titles_ended += 1
+        if self.closing:
+            return  # a title that came back while the window closed
+        self.conversations.refresh()
+        if event.by_model:
+            self.statusBar().showMessage(f"Named “{event.title}”.", 4000)
+
+    def show_message(self, conversation_id: int, message_id: int) -> None:
+        """A search hit: open its conversation and scroll to the message (loaded if needed)."""
+        self.open_conversation(conversation_id)
+        self.chat.jump_to(message_id)
+
+    def restore_unsent(self) -> None:
+        """A message the store never took goes back into the input box: nothing typed
+        is lost, and sending again works once the cause is gone."""
+        text, self.unsent = self.unsent, None
+        if text is None:
+            return
+        self.chat.remove_unsaved_message()
+        if not self.input.edit.toPlainText().strip():
+            self.input.edit.setPlainText(text)
+
+    def show_storage_warning(self, event: StorageWarning) -> None:
+        self.last_warning = event.message
+        self.statusBar().showMessage(event.message, 30000)
+
+    def show_notice(self, title: str, text: str) -> None:
+        """Tell the user something once, without stopping the window (not modal)."""
+        box = QMessageBox(QMessageBox.Icon.Information, title, text, parent=self)
+        box.setModal(False)
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        box.show()
+        self.notice = box
+        self.statusBar().showMessage(text, 30000)
+
+    def show_diagnostics(self) -> None:
+        from vllmchat.ui.dialogs.diagnostics_dialog import DiagnosticsDialog
+
+        dialog = DiagnosticsDialog(self)
+        dialog.start()
+        dialog.exec()
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.closing = True
         self._memory_timer.stop()
-        self.save_window_state()
+        self.window_state.save(self.conversation_id)
         self.downloads.join()
         self.workers.join()
         self.bridge.close()
         super().closeEvent(event)
-
-    def _fit(self) -> FitSettings:
-        """The memory-relevant settings, for estimates."""
-        return self.settings.fit_settings(learned_overhead(self.hw) if self.hw else None)

@@ -1,0 +1,140 @@
+"""The window and the application layer's settings: the offload panel follows announced
+changes without echo, asks before a placement past the estimate's bound, and an
+aborting placement from the slider comes back at the last one that ran (no banner)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("PySide6")
+
+from PySide6.QtWidgets import QMessageBox
+
+from vllmchat.core.app_settings import AppSettings
+from vllmchat.core.conversations.kv_cache import KVStateCache
+from vllmchat.core.conversations.store import ConversationStore
+from vllmchat.core.engine.client import EngineClient
+from vllmchat.core.models.hardware import GpuInfo, HardwareInfo
+from vllmchat.core.models.memory import estimate
+from vllmchat.core.placement import Placement
+
+TIMEOUT = 60_000
+GIB = 1 << 30
+
+
+class AbortsAt(EngineClient):
+    """The real engine, made to abort (SIGABRT in its process) when asked to load at
+    ``layers`` GPU layers: what a GPU allocation past the card does (no GPU here)."""
+
+    def __init__(self, layers: int) -> None:
+        super().__init__()
+        self.layers = layers
+
+    def load(self, settings):
+        if settings.n_gpu_layers == self.layers:
+            self.crash("abort")
+        return super().load(settings)
+
+    def reload(self, settings):
+        if settings.n_gpu_layers == self.layers:
+            self.crash("abort")
+        return super().reload(settings)
+
+
+@pytest.fixture
+def make_window(qtbot, tmp_path: Path, demo_model: Path):
+    """``make(engine=None) -> MainWindow``: the demo loaded (greedy, short replies)."""
+    from vllmchat.ui.window.main_window import MainWindow
+
+    made = []
+
+    def make(engine=None):
+        store = ConversationStore(tmp_path / "c.sqlite3")
+        settings = AppSettings.of(model_path=str(demo_model), n_ctx=1024, n_threads=2,
+                                  max_tokens=12, temperature=0.0, speculation="off")  # fmt: skip
+        w = MainWindow(store, settings, KVStateCache(tmp_path / "kv"), save_settings=False,
+                       engine=engine)  # fmt: skip
+        made.append((w, store))
+        qtbot.addWidget(w)
+        w.show()
+        w.start()
+        qtbot.waitUntil(lambda: w.loads_ended == 1 and w.desc is not None, timeout=TIMEOUT)
+        return w
+
+    yield make
+    for w, store in made:
+        w.close()
+        assert not w.bridge.snapshot.alive, "the engine process was left running"
+        store.close()
+
+
+def _gpu_fitting(w, layers: int) -> HardwareInfo:
+    """A GPU on which ``layers`` GPU layers just fit (plain data: no GPU here)."""
+    fit = w.loads.fit()
+    need = estimate(w.desc, fit.with_placement(Placement(n_gpu_layers=layers))).vram
+    more = estimate(w.desc, fit.with_placement(Placement(n_gpu_layers=layers + 1))).vram
+    free = int((need + (more - need) / 2) / 0.92)
+    return HardwareInfo(32 * GIB, 32 * GIB, [GpuInfo("Test GPU", free, free, "test")], True)
+
+
+def _answer(box: QMessageBox, button: QMessageBox.StandardButton) -> None:
+    box.button(button).click()
+
+
+def test_the_panel_follows_announced_placements_and_asks_past_the_bound(qtbot, make_window):
+    w = make_window()
+    with pytest.raises(AttributeError):
+        w.settings = w.settings.with_changes(n_ctx=2048)  # the window holds no copy
+    # A change made elsewhere (not by the slider) is announced; the panel follows it
+    # without asking for it again.
+    n = w.loads_ended
+    announced = []
+    w.bridge.events.settings_changed.connect(announced.append)  # on the engine's thread
+    with qtbot.assertNotEmitted(w.offload.placement_requested, wait=500):
+        w.bridge.set_placement(Placement(n_gpu_layers=3))
+        qtbot.waitUntil(lambda: w.loads_ended > n, timeout=TIMEOUT)
+    assert [e.settings.load.n_gpu_layers for e in announced] == [3]
+    assert w.settings.load.n_gpu_layers == 3 and w.settings is announced[0].settings
+    assert w.offload.slider.value() == 3 and w.loads_ended == n + 1
+    # Past the estimate's bound the slider is marked, and a release asks first.
+    w.offload.set_model(w.desc, _gpu_fitting(w, 5), w.loads.fit())
+    assert w.offload.tick_marks.bound == 6 and w.offload.slider.isEnabled()
+    n = w.loads_ended
+    w.offload.slider.setValue(8)  # keyboard-like: the request goes out after a pause
+    qtbot.waitUntil(lambda: w.models.confirmation is not None, timeout=5000)
+    box = w.models.confirmation
+    assert box.isVisible() and "Load 8 GPU layers anyway?" in box.text()
+    assert "Does not fit" in box.text()
+    _answer(box, QMessageBox.StandardButton.No)
+    assert w.offload.slider.value() == 3 and w.loads_ended == n  # back to what runs
+    w.offload.slider.setValue(8)
+    qtbot.waitUntil(lambda: w.models.confirmation is not None, timeout=5000)
+    _answer(w.models.confirmation, QMessageBox.StandardButton.Yes)
+    qtbot.waitUntil(lambda: w.loads_ended > n, timeout=TIMEOUT)
+    assert w.settings.load.n_gpu_layers == 8 and w.offload.slider.value() == 8
+
+
+def test_an_aborting_placement_from_the_slider(qtbot, make_window):
+    w = make_window(AbortsAt(5))
+    n = w.turns_ended
+    w.send(  # long enough for the conversation's KV state to be checkpointed
+        "I am planning a week of walking in the mountains in late spring and would like "
+        "advice on what to pack, how to plan each day and what to do if the weather turns."
+    )
+    qtbot.waitUntil(lambda: w.turns_ended > n, timeout=TIMEOUT)
+    w.offload.set_model(w.desc, _gpu_fitting(w, 20), w.loads.fit())  # well within the bound
+    n = w.loads_ended
+    w.offload.slider.setValue(5)  # the engine aborts there
+    qtbot.waitUntil(lambda: w.loads_ended > n, timeout=TIMEOUT)
+    assert w.models.confirmation is None  # within the bound: not asked
+    assert "aborted" in w.notice.text() and "at 5 GPU layers." in w.notice.text()
+    assert "runs again at 0 GPU layers, the last placement that ran" in w.notice.text()
+    assert not w.banner.isVisible() and w.bridge.snapshot.alive
+    assert w.settings.load.n_gpu_layers == 0 and w.offload.slider.value() == 0
+    n = w.turns_ended
+    w.send("And three lakes?")
+    qtbot.waitUntil(lambda: w.turns_ended > n, timeout=TIMEOUT)
+    assert w.last_turn.stats.tokens_reused > 0, "the conversation's KV state came back"
+    assert [m.role for m in w.store.path(w.conversation_id)] == ["user", "assistant"] * 2

@@ -1,0 +1,56 @@
+"""Where engines are made: the local llama.cpp process, or a server.
+
+The front ends never construct an engine class; they ask for one here and then
+ask it for its ``capabilities``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vllmchat.core.app_settings import AppSettings
+from vllmchat.core.engine.client import EngineClient
+from vllmchat.core.engine.protocol import Engine
+from vllmchat.core.engine.remote import RemoteEngine
+from vllmchat.core.engine.servers import api_key
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """Which engine: the local one (no URL) or a server and, optionally, its model."""
+
+    server_url: str = ""
+    server_model: str = ""
+
+    @classmethod
+    def of(cls, settings: AppSettings) -> EngineSpec:
+        return cls(settings.server_url, settings.server_model)
+
+    @property
+    def local(self) -> bool:
+        return not self.server_url
+
+
+def open_local(*, memory_limit: int | None = None) -> EngineClient:
+    """The llama.cpp engine in a child process (started by its first load)."""
+    return EngineClient(memory_limit=memory_limit)
+
+
+def open_server(
+    url: str,
+    model: str | None = None,
+    *,
+    key: str | None = None,
+    n_ctx: int | None = None,
+    timeout_s: float = 120.0,
+) -> RemoteEngine:
+    """An OpenAI-compatible server; ``key`` defaults to the one kept in the keyring."""
+    key = key or api_key(url)
+    return RemoteEngine(url, model=model, api_key=key, n_ctx=n_ctx, timeout_s=timeout_s)
+
+
+def open_engine(spec: EngineSpec) -> Engine:
+    """The engine ``spec`` names."""
+    if spec.local:
+        return open_local()
+    return open_server(spec.server_url, spec.server_model or None)
