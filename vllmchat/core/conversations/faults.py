@@ -80,22 +80,25 @@ def _code(exc: BaseException) -> int | None:
 
 def is_locked(exc: BaseException) -> bool:
     """Whether ``exc`` is SQLite saying another connection holds a lock."""
-    if not isinstance(exc, sqlite3.OperationalError):
-        return False
-    code = _code(exc)
-    if code is not None:
-        return code in (BUSY, LOCKED)
-    return any(text in str(exc) for text in _LOCK_TEXTS)  # Python 3.10
+    return _says(exc, sqlite3.OperationalError, (BUSY, LOCKED), _LOCK_TEXTS)
 
 
 def is_corrupt(exc: BaseException) -> bool:
     """Whether ``exc`` is SQLite saying the file is damaged or no database."""
-    if not isinstance(exc, sqlite3.DatabaseError):
+    return _says(exc, sqlite3.DatabaseError, (CORRUPT, NOTADB), _DAMAGE_TEXTS)
+
+
+def _says(
+    exc: BaseException, kind: type[Exception], codes: tuple[int, ...], texts: tuple[str, ...]
+) -> bool:
+    """Whether ``exc`` is SQLite's error of ``kind`` with one of these primary codes (or,
+    on Python 3.10, which has no codes, one of these texts)."""
+    if not isinstance(exc, kind):
         return False
     code = _code(exc)
     if code is not None:
-        return code in (CORRUPT, NOTADB)
-    return any(text in str(exc) for text in _DAMAGE_TEXTS)  # Python 3.10
+        return code in codes
+    return any(text in str(exc) for text in texts)
 
 
 def lock_wait_s() -> float:
