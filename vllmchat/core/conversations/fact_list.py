@@ -155,13 +155,17 @@ class FactList:
                 (users[0].conversation_id,),
             )
         }
-        for m in users:
-            if m.id not in taken:
-                self._write(self._take_one, m)
+        new = [m for m in users if m.id not in taken]
+        if new:  # one transaction for all: an old conversation's first opening is one write
+            self._write(self._take_all, new)
 
     @staticmethod
-    def _take_one(db: sqlite3.Connection, message: Message) -> None:
-        if db.execute("INSERT OR IGNORE INTO facts_taken(id) VALUES (?)", (message.id,)).rowcount:
+    def _take_all(db: sqlite3.Connection, messages: Sequence[Message]) -> None:
+        for message in messages:
+            if not db.execute(
+                "INSERT OR IGNORE INTO facts_taken(id) VALUES (?)", (message.id,)
+            ).rowcount:
+                continue
             for text in statements([message.content]):
                 db.execute(
                     "INSERT INTO facts(conversation_id, message_id, text, created) "
