@@ -385,6 +385,8 @@ def _command(text: str, app: ChatApp, state: dict[str, Any], out: Any) -> bool:
             elif restarted is not None:
                 out.write(f"error: {restarted.message} {restarted.fix}\n")
         elif name in ("/ngl", "/moe"):
+            if not arg.strip(" !").isdigit():
+                raise ValueError(f"{name} takes a number of layers, e.g. {name} 12 (! to confirm)")
             n, confirmed = int(arg.strip(" !")), arg.strip().endswith("!")
             now = app.settings.load.placement
             placement = (
