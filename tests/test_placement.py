@@ -180,9 +180,22 @@ class AbortsOnFirstTurnAt(EngineClient):
     def __init__(self, layers: int) -> None:
         super().__init__()
         self.layers = layers
+        self.held = None  # the settings of the last load or reload
+
+    def load(self, settings):
+        self.held = None
+        info = super().load(settings)
+        self.held = settings
+        return info
+
+    def reload(self, settings):
+        self.held = None
+        result = super().reload(settings)
+        self.held = settings
+        return result
 
     def chat(self, messages, sampling=None):
-        if self.settings is not None and self.settings.n_gpu_layers == self.layers:
+        if self.held is not None and self.held.n_gpu_layers == self.layers:
             self.crash("abort")
         return super().chat(messages, sampling)
 
