@@ -75,7 +75,7 @@ def test_an_engine_crash_leaves_its_python_traceback_in_the_log(log_folder):
         client.close()
     text = _wait_for(path, "Segmentation fault")
     assert "Fatal Python error: Segmentation fault" in text
-    assert "worker.py" in text and "op_crash" in text  # where the engine was
+    assert "handlers.py" in text and "in crash" in text  # where the engine was
 
 
 def test_an_unwritable_log_folder_falls_back_to_stderr_with_one_warning(log_folder, tmp_path):

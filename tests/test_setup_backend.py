@@ -192,7 +192,7 @@ def test_setup_rebuilds_only_when_the_backend_changes(tmp_path):
         return log.read_text().splitlines()[len(before) :] if log.exists() else []
 
     first = setup("cpu")
-    assert first == ["wheel CMAKE_ARGS=-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF CUDACXX=", "install"]
+    assert first == ["wheel CMAKE_ARGS=-DGGML_NATIVE=OFF -DLLAVA_BUILD=ON CUDACXX=", "install"]
     assert setup("cpu") == []  # the stamp matches: nothing is rebuilt or reinstalled
     if find_nvcc() is None:
         pytest.skip("no CUDA toolkit on this machine for the backend switch")

@@ -202,11 +202,18 @@ def test_the_status_line_marks_greedy_output_that_can_differ(qtbot):
     from vllmchat.core.app.events import Loaded, SettingsChanged
     from vllmchat.core.app_settings import AppSettings
     from vllmchat.core.engine.info import ModelInfo
-    from vllmchat.ui.window.engine_bridge import AppEvents
+    from PySide6.QtCore import QObject, Signal
+
     from vllmchat.ui.window.status_line import StatusLine
 
-    events = AppEvents(None)  # type: ignore[arg-type]  # only its signals are used
-    line = StatusLine(events)
+    class BridgeSignals(QObject):
+        """The two bridge signals the status line listens to."""
+
+        load_finished = Signal(object)
+        settings_changed = Signal(object)
+
+    events = BridgeSignals()
+    line = StatusLine(events)  # type: ignore[arg-type]
     qtbot.addWidget(line)
     line.show()
     reason = "on the GPU a verify is exact with flash attention only"

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 BACKENDS = ("cuda", "vulkan", "metal", "hip", "cpu")
-PORTABLE_CPU_ARGS = ("-DGGML_NATIVE=OFF", "-DLLAVA_BUILD=OFF")
+PORTABLE_CPU_ARGS = ("-DGGML_NATIVE=OFF", "-DLLAVA_BUILD=ON")
 VULKAN_APT_PACKAGES = ("libvulkan-dev", "glslc")
 CUDA_HINT = (
     "install NVIDIA's CUDA toolkit (nvcc; Debian/Ubuntu: apt install nvidia-cuda-toolkit, "
