@@ -1,13 +1,8 @@
-#!/usr/bin/env bash
+#!/bin/sh
 # Set everything up (once) and run the whole test suite with lint, the import
 # contracts (the core never imports Qt; the layers; no cycles) and mypy (strict
-# for the core).
-set -euo pipefail
-cd "$(dirname "$0")/.."
-scripts/setup.sh dev
-export QT_QPA_PLATFORM=offscreen
-.venv/bin/ruff check .
-.venv/bin/ruff format --check .
-.venv/bin/lint-imports
-.venv/bin/mypy
-exec .venv/bin/python -m pytest "$@"
+# for the core): python -m vllmchat.setup test [PYTEST ARGS].
+cd "$(dirname "$0")/.." || exit 1
+python=${PYTHON:-python3}
+command -v "$python" >/dev/null 2>&1 || exec scripts/setup.sh
+exec "$python" -m vllmchat.setup test "$@"

@@ -1,8 +1,10 @@
 """Which llama.cpp backend to build, as a pure function of what was detected.
 
-CUDA when an NVIDIA GPU and a CUDA toolkit are present, Metal on macOS, ROCm/HIP
-when ``hipcc`` and an AMD GPU are present, Vulkan when a GPU and Vulkan's build
-requirements are (or can be installed with apt), else the portable CPU build.
+CUDA when an NVIDIA GPU and a CUDA toolkit are present, Metal on Apple-silicon
+macOS, ROCm/HIP when ``hipcc`` and an AMD GPU are present, Vulkan when a GPU and
+Vulkan's build requirements are (or can be installed with apt), else the portable
+CPU build. On Windows: CUDA with an NVIDIA GPU and the toolkit, else Vulkan when
+its SDK is installed (``VULKAN_SDK``), else the CPU.
 ``VLLMCHAT_BACKEND`` forces one; a forced backend whose requirements are missing
 is an error saying what to install, while auto-detection falls back to the CPU
 and says why. The CPU side is always built portably (``GGML_NATIVE=OFF``: a
@@ -13,16 +15,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from vllmchat.core.machine.install_hints import install_hint, setup_command
+
 BACKENDS = ("cuda", "vulkan", "metal", "hip", "cpu")
 PORTABLE_CPU_ARGS = ("-DGGML_NATIVE=OFF", "-DLLAVA_BUILD=ON")
 VULKAN_APT_PACKAGES = ("libvulkan-dev", "glslc")
-CUDA_HINT = (
-    "install NVIDIA's CUDA toolkit (nvcc; Debian/Ubuntu: apt install nvidia-cuda-toolkit, "
-    "or the cuda-toolkit package from NVIDIA) or point CUDA_HOME at it"
-)
-VULKAN_HINT = (
-    "install the Vulkan headers and glslc (Debian/Ubuntu: apt install libvulkan-dev glslc)"
-)
+CUDA_HINT = install_hint("cuda", "linux")
+VULKAN_HINT = install_hint("vulkan", "linux")
 HIP_HINT = "install ROCm's HIP SDK (hipcc; see rocm.docs.amd.com) or point ROCM_PATH at it"
 
 
@@ -31,6 +30,7 @@ class MachineFacts:
     """What detection found; every field is plain data so choices are testable."""
 
     system: str = "linux"  # platform.system().lower()
+    machine: str = ""  # platform.machine().lower(): "x86_64", "amd64", "arm64"
     nvidia_gpus: tuple[str, ...] = ()
     nvidia_compute_caps: tuple[str, ...] = ()  # e.g. ("9.0",)
     nvcc: str | None = None
@@ -49,6 +49,10 @@ class MachineFacts:
     @property
     def vulkan_ready(self) -> bool:
         return self.vulkan_headers and self.glslc is not None
+
+    @property
+    def intel_mac(self) -> bool:
+        return self.system == "darwin" and self.machine in ("x86_64", "amd64", "i386")
 
 
 @dataclass(frozen=True)
@@ -103,13 +107,19 @@ def _forced(facts: MachineFacts, backend: str) -> BackendChoice:
         return _cpu(f"{forced}: the portable CPU build")
     if backend == "cuda":
         if not facts.nvcc:
-            return _failed(backend, f"{forced}, but no CUDA toolkit (nvcc) was found: {CUDA_HINT}")
-        return _cuda(facts, f"{forced} (nvcc at {facts.nvcc})")
+            hint = install_hint("cuda", facts.system)
+            return _failed(backend, f"{forced}, but no CUDA toolkit (nvcc) was found: {hint}")
+        cuda = _cuda(facts, f"{forced} (nvcc at {facts.nvcc})")
+        if facts.nvidia_gpus:
+            return cuda
+        note = "no NVIDIA GPU answers here: the build runs only where one (and its driver) is"
+        return BackendChoice(cuda.backend, cuda.cmake_args, cuda.reason, notes=(note,))
     if backend == "vulkan":
         if not facts.vulkan_ready and not facts.apt_as_root:
             have = {"headers": facts.vulkan_headers, "glslc": facts.glslc is not None}
             missing = " and ".join(name for name, ok in have.items() if not ok)
-            return _failed(backend, f"{forced}, but Vulkan's {missing} missing: {VULKAN_HINT}")
+            hint = install_hint("vulkan", facts.system)
+            return _failed(backend, f"{forced}, but Vulkan's {missing} missing: {hint}")
         return _vulkan(facts, forced)
     if backend == "metal":
         if facts.system != "darwin":
@@ -132,7 +142,11 @@ def choose_backend(facts: MachineFacts, requested: str | None = None) -> Backend
     if requested and requested != "auto":
         return _forced(facts, requested)
     if facts.system == "darwin":
+        if facts.intel_mac:
+            return _cpu("an Intel Mac: the CPU build (llama.cpp's Metal is for Apple silicon)")
         return BackendChoice("metal", PORTABLE_CPU_ARGS, "macOS: Metal (llama.cpp's default there)")
+    if facts.system == "windows":
+        return _windows(facts)
     notes: list[str] = []
     if facts.nvidia_gpus:
         gpu = facts.nvidia_gpus[0]
@@ -151,15 +165,45 @@ def choose_backend(facts: MachineFacts, requested: str | None = None) -> Backend
         notes.append(f"a GPU but no Vulkan build requirements: for Vulkan, {VULKAN_HINT}")
         return _cpu("no GPU backend can be built here (see the notes)", tuple(notes))
     if facts.nvcc:
-        notes.append(f"a CUDA toolkit ({facts.nvcc}) but no NVIDIA GPU")
+        notes.append(
+            f"a CUDA toolkit ({facts.nvcc}) but no NVIDIA GPU: the CPU build is used; "
+            f"if this machine has one, {install_hint('driver', facts.system)}"
+        )
     return _cpu("no GPU was found", tuple(notes))
+
+
+def _windows(facts: MachineFacts) -> BackendChoice:
+    """CUDA with an NVIDIA GPU and the toolkit, else Vulkan with its SDK, else the CPU."""
+    notes: list[str] = []
+    if facts.nvidia_gpus:
+        gpu = facts.nvidia_gpus[0]
+        if facts.nvcc:
+            return _cuda(facts, f"NVIDIA GPU ({gpu}) and a CUDA toolkit (nvcc at {facts.nvcc})")
+        notes.append(
+            f"NVIDIA GPU ({gpu}) but no CUDA toolkit: for CUDA, {install_hint('cuda', 'windows')}"
+        )
+    elif facts.nvcc:
+        notes.append(
+            f"a CUDA toolkit ({facts.nvcc}) but no NVIDIA GPU answers: "
+            f"{install_hint('driver', 'windows')}"
+        )
+    if facts.vulkan_ready:
+        return BackendChoice(
+            "vulkan",
+            ("-DGGML_VULKAN=on", *PORTABLE_CPU_ARGS),
+            "the Vulkan SDK (VULKAN_SDK) and glslc",
+            notes=tuple(notes),
+        )
+    notes.append(f"for a GPU build, {install_hint('vulkan', 'windows')}")
+    return _cpu("no CUDA toolkit with an NVIDIA GPU, and no Vulkan SDK", tuple(notes))
 
 
 def rebuild_advice(facts: MachineFacts) -> str:
     """The exact command that rebuilds llama.cpp for this machine's GPU (and what to install)."""
     choice = choose_backend(facts)
     if choice.backend != "cpu":
-        return f"rebuild llama.cpp for the GPU: VLLMCHAT_BACKEND={choice.backend} scripts/setup.sh"
+        command = setup_command(facts.system, choice.backend)
+        return f"rebuild llama.cpp for the GPU: {command}"
     wanted = "cuda" if facts.nvidia_gpus else "hip" if facts.amd_gpus else "vulkan"
     first = "; ".join(choice.notes)
-    return f"{first}; then: VLLMCHAT_BACKEND={wanted} scripts/setup.sh"
+    return f"{first}; then: {setup_command(facts.system, wanted)}"

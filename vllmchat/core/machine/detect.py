@@ -26,9 +26,10 @@ def _run(*cmd: str, timeout: float = 10) -> str:
 def find_nvcc(env: dict[str, str] | None = None) -> str | None:
     """nvcc from CUDACXX, CUDA_HOME/CUDA_PATH, PATH, or /usr/local/cuda."""
     env = dict(os.environ) if env is None else env
+    exe = "nvcc.exe" if os.name == "nt" else "nvcc"
     candidates = [env.get("CUDACXX", "")]
     candidates += [
-        str(Path(env[k]) / "bin" / "nvcc") for k in ("CUDA_HOME", "CUDA_PATH") if env.get(k)
+        str(Path(env[k]) / "bin" / exe) for k in ("CUDA_HOME", "CUDA_PATH") if env.get(k)
     ]
     candidates += [shutil.which("nvcc") or "", "/usr/local/cuda/bin/nvcc"]
     return next((c for c in candidates if c and os.access(c, os.X_OK)), None)
@@ -73,9 +74,20 @@ def _amd_gfx_targets() -> tuple[str, ...]:
 
 def _vulkan_headers(env: dict[str, str]) -> bool:
     roots = [Path("/usr/include"), Path("/usr/local/include")]
-    if env.get("VULKAN_SDK"):
-        roots.insert(0, Path(env["VULKAN_SDK"]) / "include")
+    if env.get("VULKAN_SDK"):  # LunarG's SDK: Include\ on Windows, include/ elsewhere
+        sdk = Path(env["VULKAN_SDK"])
+        roots[:0] = [sdk / "include", sdk / "Include"]
     return any((r / "vulkan" / "vulkan.h").exists() for r in roots)
+
+
+def _glslc(env: dict[str, str]) -> str | None:
+    """glslc on PATH, or in the Vulkan SDK's Bin folder (where LunarG's installer puts it)."""
+    found = shutil.which("glslc")
+    if found or not env.get("VULKAN_SDK"):
+        return found
+    sdk = Path(env["VULKAN_SDK"])
+    names = ("Bin/glslc.exe", "bin/glslc.exe", "bin/glslc", "Bin/glslc")
+    return next((str(sdk / n) for n in names if (sdk / n).is_file()), None)
 
 
 def detect_machine(env: dict[str, str] | None = None) -> MachineFacts:
@@ -94,6 +106,7 @@ def detect_machine(env: dict[str, str] | None = None) -> MachineFacts:
         other = len(list(Path("/dev/dri").glob("renderD*")))
     return MachineFacts(
         system=system,
+        machine=platform.machine().lower(),
         nvidia_gpus=names,
         nvidia_compute_caps=caps,
         nvcc=find_nvcc(env),
@@ -102,7 +115,7 @@ def detect_machine(env: dict[str, str] | None = None) -> MachineFacts:
         amd_gfx=gfx,
         other_gpus=other,
         vulkan_headers=_vulkan_headers(env),
-        glslc=shutil.which("glslc"),
+        glslc=_glslc(env),
         apt_as_root=hasattr(os, "getuid") and os.getuid() == 0 and bool(shutil.which("apt-get")),
     )
 
