@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from vllmchat.core.doctor import engine_checks, system_checks
+from vllmchat.core.doctor import build_checks, engine_checks, system_checks
 from vllmchat.core.doctor.findings import Finding, Report, Status
 from vllmchat.core.machine.detect import detect_machine
+from vllmchat.core.machine.toolchain import find_compiler
 
 
 def run_doctor(*, load_model: bool = True, model_path: str | None = None) -> Report:
@@ -21,6 +22,7 @@ def run_doctor(*, load_model: bool = True, model_path: str | None = None) -> Rep
     found += engine.findings
     found.append(system_checks.cpu(engine.hardware.system_info if engine.hardware else ""))
     found += [toolkit] if toolkit else []
+    found.append(build_checks.build_tools(facts, find_compiler(facts.system)))
     found += [system_checks.display(), *system_checks.models_folder(), demo]
     found.append(system_checks.log_file())
     return Report(tuple(found))

