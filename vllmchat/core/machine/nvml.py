@@ -1,13 +1,17 @@
 """NVIDIA's management library through ctypes: device memory and per-process VRAM.
 
-Stdlib only and safe anywhere: it never creates a CUDA context. Every function
-answers ``[]`` / ``None`` where NVML (or an NVIDIA driver) is absent.
+Stdlib only and safe anywhere: it never creates a CUDA context. NVML comes with the
+NVIDIA driver on Linux and Windows; every function answers ``[]`` / ``None`` where
+NVML (or an NVIDIA driver) is absent, as on macOS.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import ntpath
+import os
+import sys
 from dataclasses import dataclass
 
 
@@ -30,15 +34,33 @@ class _ProcessInfo(ctypes.Structure):  # nvmlProcessInfo_t (v2 and v3 calls)
                 ("gpuInstanceId", ctypes.c_uint), ("computeInstanceId", ctypes.c_uint)]  # fmt: skip
 
 
+def library_candidates(
+    platform: str = sys.platform, env: dict[str, str] | None = None
+) -> tuple[str, ...]:
+    """Where NVML is on ``platform``: the driver's ``libnvidia-ml.so.1`` on Linux;
+    ``nvml.dll`` in System32 on Windows (older drivers: in NVSMI); none on macOS."""
+    env = dict(os.environ) if env is None else env
+    if platform == "win32":
+        system32 = ntpath.join(env.get("SystemRoot", "C:\\Windows"), "System32", "nvml.dll")
+        programs = env.get("ProgramFiles", "C:\\Program Files")
+        nvsmi = ntpath.join(programs, "NVIDIA Corporation", "NVSMI", "nvml.dll")
+        return ("nvml.dll", system32, nvsmi)
+    if platform == "darwin":
+        return ()
+    return ("libnvidia-ml.so.1",)
+
+
 @functools.cache
 def _library() -> ctypes.CDLL | None:
     """NVML, loaded and initialised once per process (the memory panel asks every few
     seconds on the GUI thread: initialising each time would cost tens of ms there)."""
-    try:
-        lib = ctypes.CDLL("libnvidia-ml.so.1")
-    except OSError:
-        return None
-    return lib if lib.nvmlInit_v2() == 0 else None
+    for candidate in library_candidates():
+        try:
+            lib = ctypes.CDLL(candidate)
+        except OSError:
+            continue
+        return lib if lib.nvmlInit_v2() == 0 else None
+    return None
 
 
 def _handles(lib: ctypes.CDLL) -> list[ctypes.c_void_p]:

@@ -84,9 +84,11 @@ class Fit:
 
 
 def _budget(hw: HardwareInfo) -> tuple[int, int]:
-    vram = int(hw.vram_free * VRAM_MARGIN) if hw.gpu_offload else 0
+    """The GPU's and the RAM's budget; on one pool (``hw.unified``) the GPU's is the
+    smaller of its working-set limit and the RAM's, and both draw on the RAM's."""
     ram = max(0, int(hw.ram_available * RAM_MARGIN) - RAM_RESERVE)
-    return vram, ram
+    vram = int(hw.vram_free * VRAM_MARGIN) if hw.gpu_offload else 0
+    return (min(vram, ram) if hw.unified else vram), ram
 
 
 def _ok(e: MemoryEstimate, hw: HardwareInfo, s: FitSettings) -> bool:
@@ -94,6 +96,8 @@ def _ok(e: MemoryEstimate, hw: HardwareInfo, s: FitSettings) -> bool:
     # larger than RAM pages from disk on every token, so count them.
     vram, ram = _budget(hw)
     if e.ram > ram or e.vram > vram:
+        return False
+    if hw.unified and e.vram + e.ram > ram:  # one pool: the GPU's part is RAM too
         return False
     if len(hw.gpus) > 1 and hw.gpu_offload:  # each GPU holds its own part
         per = e.vram_by_device
@@ -185,11 +189,15 @@ def check_fit(desc: ModelDescription, hw: HardwareInfo, s: FitSettings) -> Fit:
     if e.draft_gpu or e.draft_cpu:
         need += f" (the draft model's {(e.draft_gpu + e.draft_cpu) / MIB:,.0f} MiB included)"
     experts = f", experts of {e.cpu_moe_layers} layers on the CPU" if e.cpu_moe_layers else ""
+    if hw.unified:
+        need = f"needs {(e.vram + e.ram) / MIB:,.0f} MiB of the one memory pool (GPU "
+        need += f"{e.vram / MIB:,.0f} + CPU {e.ram / MIB:,.0f})"
     if not _ok(e, hw, s):
         kind = NO_FIT
-        message = (
-            f"Does not fit: {need}, {vram / MIB:,.0f} MiB VRAM + {ram / MIB:,.0f} MiB RAM free."
-        )
+        free = f"{vram / MIB:,.0f} MiB VRAM + {ram / MIB:,.0f} MiB RAM free"
+        if hw.unified:
+            free = f"{ram / MIB:,.0f} MiB free, of which the GPU may use {vram / MIB:,.0f}"
+        message = f"Does not fit: {need}, {free}."
     elif e.gpu_layers == 0:
         kind, message = RAM_ONLY, f"Runs from RAM only: {need}."
     elif e.gpu_layers > desc.n_layer and not e.cpu_moe_layers:

@@ -1,11 +1,18 @@
 """What this machine offers: RAM, GPUs with free memory, and whether llama.cpp can offload.
 
-``quick_probe()`` reads RAM and NVIDIA GPUs without llama.cpp (safe anywhere);
-``hardware_probe.probe()`` asks llama.cpp's own device API.
+``quick_probe()`` reads RAM and NVIDIA GPUs without llama.cpp (safe anywhere: NVML on
+Linux and Windows); ``hardware_probe.probe()`` asks llama.cpp's own device API.
+
+On Apple silicon (and integrated GPUs) RAM and GPU memory are one pool
+(``unified``): a GPU's "free" is then the most the GPU may use of it (Metal's
+working-set limit, as llama.cpp's device list reports it), and what the GPU holds
+is taken from the same RAM the CPU's part uses.
 """
 
 from __future__ import annotations
 
+import platform
+import sys
 from dataclasses import dataclass, field
 
 import psutil
@@ -42,6 +49,13 @@ class HardwareInfo:
     offload_reason: str = ""
     backends: tuple[BackendInfo, ...] = ()
     system_info: str = ""  # llama_print_system_info(): the CPU features compiled in
+    unified: bool = False  # GPU memory is the RAM (Apple silicon, integrated GPUs)
+
+    @property
+    def gpu_limit(self) -> int:
+        """The most the GPUs may hold: their free memory, or on one pool the smaller of
+        the GPU's working-set limit and the available RAM."""
+        return min(self.vram_free, self.ram_available) if self.unified else self.vram_free
 
     @property
     def vram_free(self) -> int:
@@ -50,6 +64,12 @@ class HardwareInfo:
     @property
     def vram_total(self) -> int:
         return sum(g.total for g in self.gpus)
+
+
+def apple_silicon(system: str = sys.platform, machine: str | None = None) -> bool:
+    """Whether this is a Mac with an Apple GPU (arm64): one memory pool."""
+    machine = platform.machine().lower() if machine is None else machine
+    return system == "darwin" and machine == "arm64"
 
 
 def nvml_devices() -> list[GpuInfo]:
@@ -63,4 +83,6 @@ def quick_probe() -> HardwareInfo:
     """
     vm = psutil.virtual_memory()
     reason = "Offload is known once a model is loaded."
-    return HardwareInfo(vm.total, vm.available, nvml_devices(), False, reason)
+    return HardwareInfo(
+        vm.total, vm.available, nvml_devices(), False, reason, unified=apple_silicon()
+    )

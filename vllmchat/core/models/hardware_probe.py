@@ -12,7 +12,13 @@ import ctypes
 import psutil
 
 from vllmchat.core.machine.llama_libs import llama_library
-from vllmchat.core.models.hardware import BackendInfo, GpuInfo, HardwareInfo, nvml_devices
+from vllmchat.core.models.hardware import (
+    BackendInfo,
+    GpuInfo,
+    HardwareInfo,
+    apple_silicon,
+    nvml_devices,
+)
 
 _GPU, _IGPU = 1, 2  # ggml_backend_dev_type
 
@@ -66,18 +72,20 @@ def ggml_backends() -> tuple[BackendInfo, ...]:
     return tuple(backends)
 
 
-def _ggml_devices() -> list[GpuInfo]:
+def _ggml_devices() -> tuple[list[GpuInfo], bool]:
+    """The GPUs llama.cpp sees, and whether any shares the RAM (an integrated GPU)."""
     ggml = _ggml()
     if ggml is None:
-        return []
-    gpus = []
+        return [], False
+    gpus, shared = [], False
     for i in range(ggml.ggml_backend_reg_count()):
         reg = ggml.ggml_backend_reg_get(i)
         for j in range(ggml.ggml_backend_reg_dev_count(reg)):
             kind, info = _device(ggml, ggml.ggml_backend_reg_dev_get(reg, j))
             if kind in (_GPU, _IGPU):
                 gpus.append(info)
-    return gpus
+                shared = shared or kind == _IGPU
+    return gpus, shared
 
 
 def probe() -> HardwareInfo:
@@ -87,11 +95,11 @@ def probe() -> HardwareInfo:
         import llama_cpp
 
         offload = bool(llama_cpp.llama_supports_gpu_offload())
-        gpus = _ggml_devices()
+        gpus, shared = _ggml_devices()
         backends = ggml_backends()
         system_info = llama_cpp.llama_print_system_info().decode(errors="replace").strip()
     except (ImportError, OSError, AttributeError):
-        offload, gpus, backends, system_info = False, [], (), ""
+        offload, gpus, shared, backends, system_info = False, [], False, (), ""
     if not gpus:
         gpus = nvml_devices()
     if offload and gpus:
@@ -105,6 +113,7 @@ def probe() -> HardwareInfo:
         reason = f"This llama.cpp build is CPU-only: {rebuild_advice(detect_machine())}."
     else:
         reason = "No GPU was found and this llama.cpp build is CPU-only."
+    unified = apple_silicon() or shared  # Metal's "free" is its working-set limit
     return HardwareInfo(
-        vm.total, vm.available, gpus, offload and bool(gpus), reason, backends, system_info
+        vm.total, vm.available, gpus, offload and bool(gpus), reason, backends, system_info, unified
     )

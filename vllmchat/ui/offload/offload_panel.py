@@ -175,9 +175,15 @@ class OffloadPanel(QGroupBox):
         per_gpu = ""
         if len(e.vram_by_device) > 1:
             per_gpu = " (" + " + ".join(_mib(b) for b in e.vram_by_device) + ")"
+        used = f"VRAM {_mib(e.vram)}{per_gpu} of {_mib(self.hw.vram_free)} free · RAM {_mib(e.ram)}"
+        if self.hw.unified:  # Apple silicon: one pool, the GPU's share capped
+            used = (
+                f"memory {_mib(e.vram + e.ram)} of {_mib(self.hw.ram_available)} free "
+                f"(one pool: GPU {_mib(e.vram)} of at most {_mib(self.hw.gpu_limit)}, "
+                f"CPU {_mib(e.ram)})"
+            )
         self.estimate.setText(
-            f"Estimated: VRAM {_mib(e.vram)}{per_gpu} of {_mib(self.hw.vram_free)} free · "
-            f"RAM {_mib(e.ram)}<br><span style='color:{color}'>{fit.message}</span>"
+            f"Estimated: {used}<br><span style='color:{color}'>{fit.message}</span>"
         )
         self._mark_bounds(placement)
 
