@@ -92,8 +92,11 @@ def test_a_toolkit_without_a_gpu_and_a_gpu_without_a_toolkit_name_the_fix_on_lin
     assert forced.backend == "cuda" and any("no NVIDIA GPU" in n for n in forced.notes)
 
 
-def test_an_intel_mac_builds_for_the_cpu():
-    assert choose_backend(MachineFacts(system="darwin", machine="x86_64")).backend == "cpu"
+def test_a_cpu_build_on_macos_turns_metal_off():
+    intel = choose_backend(MachineFacts(system="darwin", machine="x86_64"))
+    forced = choose_backend(MachineFacts(system="darwin", machine="arm64"), "cpu")
+    for choice in (intel, forced):
+        assert choice.backend == "cpu" and "-DGGML_METAL=OFF" in choice.cmake_args
 
 
 def test_a_forced_backend_that_cannot_be_built_exits_2_with_the_fix(capsys, monkeypatch):

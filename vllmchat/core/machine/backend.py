@@ -101,10 +101,16 @@ def _cpu(reason: str, notes: tuple[str, ...] = ()) -> BackendChoice:
     return BackendChoice("cpu", PORTABLE_CPU_ARGS, reason, notes=notes)
 
 
+def _without_metal(choice: BackendChoice) -> BackendChoice:
+    """A CPU build on macOS, where llama.cpp turns Metal on unless told not to."""
+    return BackendChoice("cpu", (*choice.cmake_args, "-DGGML_METAL=OFF"), choice.reason)
+
+
 def _forced(facts: MachineFacts, backend: str) -> BackendChoice:
     forced = f"VLLMCHAT_BACKEND={backend}"
     if backend == "cpu":
-        return _cpu(f"{forced}: the portable CPU build")
+        choice = _cpu(f"{forced}: the portable CPU build")
+        return _without_metal(choice) if facts.system == "darwin" else choice
     if backend == "cuda":
         if not facts.nvcc:
             hint = install_hint("cuda", facts.system)
@@ -143,7 +149,8 @@ def choose_backend(facts: MachineFacts, requested: str | None = None) -> Backend
         return _forced(facts, requested)
     if facts.system == "darwin":
         if facts.intel_mac:
-            return _cpu("an Intel Mac: the CPU build (llama.cpp's Metal is for Apple silicon)")
+            reason = "an Intel Mac: the CPU build (llama.cpp's Metal is for Apple silicon)"
+            return _without_metal(_cpu(reason))
         return BackendChoice("metal", PORTABLE_CPU_ARGS, "macOS: Metal (llama.cpp's default there)")
     if facts.system == "windows":
         return _windows(facts)
