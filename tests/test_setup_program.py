@@ -58,7 +58,7 @@ def _sdist(path: Path) -> Path:
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
         info = tarfile.TarInfo(f"llama_cpp_python-{VERSION}/llama_cpp")
-        info.type = tarfile.DIRTYPE
+        info.type, info.mode = tarfile.DIRTYPE, 0o755
         tar.addfile(info)
     return path
 
@@ -178,6 +178,13 @@ def test_a_checkout_under_spaces_and_accents_sets_up(world):
     shutil.copy(ROOT / "pyproject.toml", checkout)
     venv = checkout / ".venv dir é"
     shutil.copytree(tmp / "venv", venv)
-    done = _setup({**env, "VLLMCHAT_VENV": str(venv)}, cwd=checkout)
+    (checkout / "tmp ø").mkdir()
+    places = {
+        "VLLMCHAT_VENV": str(venv),
+        "TMPDIR": str(checkout / "tmp ø"),
+        "VLLMCHAT_WHEEL_CACHE": str(checkout / "wheels ü"),
+    }
+    done = _setup({**env, **places}, cwd=checkout)
     assert done.returncode == 0, done.stderr
     assert (venv / ".vllmchat-llama").read_text() == _want(env) + "\n"
+    assert len(list((checkout / "wheels ü").rglob("*.whl"))) == 1
