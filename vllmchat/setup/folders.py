@@ -26,8 +26,9 @@ _OVERRIDES = {
     "models": "VLLMCHAT_MODELS_DIR",
     "wheels": "VLLMCHAT_WHEEL_CACHE",
 }
+_HOME = "/placeholder-home"  # absolute (platformdirs ignores a relative HOME); shown as ~
 _PLACEHOLDERS = {
-    "HOME": "~",
+    "HOME": _HOME,
     "LOCALAPPDATA": "%LOCALAPPDATA%",
     "APPDATA": "%APPDATA%",
     "USERPROFILE": "%USERPROFILE%",
@@ -51,16 +52,27 @@ def _dirs_class(sys_platform: str) -> Any:
     return platformdirs_module("unix").Unix
 
 
+def _placeholder_win_folder(csidl_name: str) -> str:
+    """Windows' known folders as placeholders (platformdirs asks the OS on Windows)."""
+    name = {"CSIDL_APPDATA": "APPDATA", "CSIDL_LOCAL_APPDATA": "LOCALAPPDATA"}.get(csidl_name)
+    return f"%{name}%" if name else f"%USERPROFILE%\\{csidl_name.removeprefix('CSIDL_')}"
+
+
 @contextlib.contextmanager
 def _placeholder_home() -> Iterator[None]:
-    """The environment with a placeholder home and no XDG folders, restored after."""
+    """A placeholder home, no XDG folders and Windows' folders as placeholders, while
+    the folders of another OS are computed; everything is restored after."""
     saved = dict(os.environ)
+    windows = platformdirs_module("windows")
+    resolver = windows.get_win_folder
     try:
         for key in [k for k in os.environ if k.startswith("XDG_")]:
             del os.environ[key]
         os.environ.update(_PLACEHOLDERS)
+        windows.get_win_folder = _placeholder_win_folder
         yield
     finally:
+        windows.get_win_folder = resolver
         os.environ.clear()
         os.environ.update(saved)
 
@@ -114,4 +126,4 @@ def folders(sys_platform: str, *, injected: bool) -> dict[str, str]:
         found = _folders(_dirs_class(sys_platform)(appname=APP))
     if sys_platform == "win32":
         return {k: str(PureWindowsPath(v)) for k, v in found.items()}
-    return found
+    return {k: "~" + v.removeprefix(_HOME) if v.startswith(_HOME) else v for k, v in found.items()}
