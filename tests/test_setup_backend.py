@@ -145,37 +145,14 @@ def test_setup_plan_on_this_machine_exits_2_for_a_backend_it_cannot_build():
     assert "-DGGML_NATIVE=OFF" in done.stdout
 
 
-FAKE_PYTHON = """#!/bin/bash
-# A venv python whose pip only records what it was asked to build and install
-# (a real CUDA build takes many minutes and needs a GPU machine's toolkit).
-if [ "$1" = -m ] && [ "$2" = pip ]; then
-  case "$3" in
-    wheel)
-      echo "wheel CMAKE_ARGS=$CMAKE_ARGS CUDACXX=${CUDACXX:-}" >> "$LOG"
-      while [ $# -gt 0 ]; do [ "$1" = -w ] && out=$2; shift; done
-      touch "$out/llama_cpp_python-0.3.36-py3-none-linux_x86_64.whl"; exit 0;;
-    install) case "$*" in *llama_cpp_python*) echo "install" >> "$LOG";; esac; exit 0;;
-  esac
-fi
-exec REAL "$@"
-"""
-
-
 def test_setup_rebuilds_only_when_the_backend_changes(tmp_path):
+    """The venv's pip is mocked (``tests/fake_venv.py``): a CUDA build takes many
+    minutes and a GPU machine's toolkit."""
+    from tests.fake_venv import fake_venv
     from vllmchat.core.machine.detect import find_nvcc
 
-    venv = tmp_path / "venv"
-    (venv / "bin").mkdir(parents=True)
-    fake = venv / "bin" / "python"
-    fake.write_text(FAKE_PYTHON.replace("REAL", sys.executable))
-    fake.chmod(0o755)
     log = tmp_path / "log"
-    env = {
-        **os.environ,
-        "VLLMCHAT_VENV": str(venv),
-        "LOG": str(log),
-        "VLLMCHAT_WHEEL_CACHE": str(tmp_path / "wheels"),
-    }
+    env = {**os.environ, **fake_venv(tmp_path)}
     env.pop("CMAKE_ARGS", None)
 
     def setup(backend: str) -> list[str]:

@@ -1,86 +1,33 @@
 """The set-up program on Linux: its wheel cache and stamps (the ones ``setup.sh`` used),
 no compiler, an interrupted build run again, and a checkout under spaces and accents.
 
-The venv's python is a script whose pip only records what it was asked to build and
-install, and whose ``pip download`` hands over a small sdist holding exactly the text
-the batch-invariance edits replace: a real llama.cpp build takes many minutes. The
-edits, the stamps, the cache and the process handling are the real ones.
+The venv's pip is mocked (``tests/fake_venv.py``: a real llama.cpp build takes many
+minutes); the edits, the stamps, the cache and the process handling are the real ones.
 """
 
 from __future__ import annotations
 
-import io
 import os
 import shutil
 import signal
 import subprocess
 import sys
-import tarfile
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.fake_venv import VERSION, WHEEL, fake_venv
 from vllmchat.setup import batch_invariant
 from vllmchat.setup.steps import cache_key
 
 ROOT = Path(__file__).resolve().parents[1]
-VERSION = "0.3.36"
-WHEEL = f"llama_cpp_python-{VERSION}-py3-none-linux_x86_64.whl"
-
-FAKE_PYTHON = """#!/bin/bash
-if [ "$1" = -m ] && [ "$2" = pip ]; then
-  case "$3" in
-    download)
-      while [ $# -gt 0 ]; do [ "$1" = -d ] && out=$2; shift; done
-      cp "$SDIST" "$out/"; exit 0;;
-    wheel)
-      echo "wheel CMAKE_ARGS=$CMAKE_ARGS" >> "$LOG"
-      while [ $# -gt 0 ]; do [ "$1" = -w ] && out=$2; shift; done
-      if [ -n "$SLEEP" ]; then : > "$out/WHEEL"; sleep "$SLEEP"; fi
-      echo built > "$out/WHEEL"; exit 0;;
-    install) case "$*" in *llama_cpp_python*) echo "install" >> "$LOG";; esac; exit 0;;
-  esac
-fi
-exec REAL "$@"
-"""
-
-
-def _sdist(path: Path) -> Path:
-    """llama-cpp-python's sdist as far as the edits see it: each edited text once."""
-    texts: dict[str, str] = {}
-    for edit in batch_invariant.EDITS:
-        texts[edit.path] = texts.get(edit.path, "") + edit.old + "\n/* ... */\n"
-    with tarfile.open(path, "w:gz") as tar:
-        for name, text in texts.items():
-            data = text.encode()
-            info = tarfile.TarInfo(f"llama_cpp_python-{VERSION}/{name}")
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-        info = tarfile.TarInfo(f"llama_cpp_python-{VERSION}/llama_cpp")
-        info.type, info.mode = tarfile.DIRTYPE, 0o755
-        tar.addfile(info)
-    return path
 
 
 @pytest.fixture
 def world(tmp_path):
     """A fake venv, an empty wheel cache, a log, and the environment that uses them."""
-    venv = tmp_path / "venv"
-    (venv / "bin").mkdir(parents=True)
-    fake = venv / "bin" / "python"
-    fake.write_text(FAKE_PYTHON.replace("REAL", sys.executable).replace("WHEEL", WHEEL))
-    fake.chmod(0o755)
-    (tmp_path / "tmp").mkdir()
-    env = {
-        **os.environ,
-        "VLLMCHAT_VENV": str(venv),
-        "LOG": str(tmp_path / "log"),
-        "SDIST": str(_sdist(tmp_path / f"llama_cpp_python-{VERSION}.tar.gz")),
-        "VLLMCHAT_WHEEL_CACHE": str(tmp_path / "wheels"),
-        "VLLMCHAT_BACKEND": "cpu",
-        "TMPDIR": str(tmp_path / "tmp"),
-    }
+    env = {**os.environ, **fake_venv(tmp_path), "VLLMCHAT_BACKEND": "cpu"}
     env.pop("CMAKE_ARGS", None)
     return tmp_path, env
 
@@ -123,7 +70,7 @@ def test_a_build_is_cached_and_stamped_with_setup_shs_key(world):
     tmp, env = world
     done = _setup(env)
     assert done.returncode == 0, done.stderr
-    assert _log(tmp) == ["wheel CMAKE_ARGS=-DGGML_NATIVE=OFF -DLLAVA_BUILD=ON", "install"]
+    assert _log(tmp) == ["wheel CMAKE_ARGS=-DGGML_NATIVE=OFF -DLLAVA_BUILD=ON CUDACXX=", "install"]
     want = _want(env)
     assert (tmp / "venv" / ".vllmchat-llama").read_text() == want + "\n"
     assert (tmp / "wheels" / f"cpu-{cache_key(want)}" / WHEEL).read_text() == "built\n"
