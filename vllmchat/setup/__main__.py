@@ -10,7 +10,7 @@ import sys
 MINIMUM = (3, 10)
 
 
-def refusal(version, executable, platform):
+def refusal(version, executable, platform):  # type: (tuple[object, ...], str, str) -> str | None
     """The message for a Python older than ``MINIMUM`` (None when it is new enough)."""
     if tuple(version[:2]) >= MINIMUM:
         return None

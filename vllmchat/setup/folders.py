@@ -63,7 +63,7 @@ def _placeholder_home() -> Iterator[None]:
     """A placeholder home, no XDG folders and Windows' folders as placeholders, while
     the folders of another OS are computed; everything is restored after."""
     saved = dict(os.environ)
-    windows = platformdirs_module("windows")
+    windows: Any = platformdirs_module("windows")
     resolver = windows.get_win_folder
     try:
         for key in [k for k in os.environ if k.startswith("XDG_")]:
