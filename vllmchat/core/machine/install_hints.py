@@ -44,14 +44,6 @@ _HINTS: dict[str, dict[str, str]] = {
         "nvidia-smi must answer",
         "darwin": "macOS has no NVIDIA driver: the Metal build is used",
     },
-    "python": {
-        "linux": "install Python 3.10 or newer (Debian/Ubuntu: sudo apt-get install python3 "
-        "python3-venv; or python.org), then run: PYTHON=python3.12 scripts/setup.sh",
-        "windows": "install Python 3.10 or newer (winget install Python.Python.3.12, or "
-        "python.org), then run: scripts\\setup.ps1 (it asks the py launcher for the newest)",
-        "darwin": "install Python 3.10 or newer (python.org's installer, or brew install "
-        "python@3.12), then run: PYTHON=python3.12 scripts/setup.sh",
-    },
     "venv": {
         "linux": "install Python's venv module: sudo apt-get install python3-venv "
         "(the one for this Python's version, e.g. python3.12-venv)",
@@ -65,7 +57,8 @@ _HINTS: dict[str, dict[str, str]] = {
 
 def install_hint(what: str, system: str) -> str:
     """The exact thing to install for ``what`` ("compiler", "cuda", "vulkan", "driver",
-    "python", "venv") on ``system``; other Unix systems get Linux's text."""
+    "venv") on ``system``; other Unix systems get Linux's text. (Python itself is named
+    in ``vllmchat/setup/__main__.py``, which old Pythons must be able to read.)"""
     texts = _HINTS[what]
     return texts.get(system, texts["linux"])
 
