@@ -45,6 +45,7 @@ from vllmchat.core.paths import models_dir
 from vllmchat.core.resources import curated_models
 from vllmchat.ui.common.workers import WorkerGroup
 from vllmchat.ui.models.downloads import DownloadsPanel
+from vllmchat.ui.models.draft_field import DraftTab
 from vllmchat.ui.models.servers_tab import ServersTab
 
 BADGE_COLORS = {GPU_FULL: "#2e7d32", GPU_PARTIAL: "#f9a825", RAM_ONLY: "#1565c0",
@@ -85,6 +86,8 @@ class ModelPicker(QDialog):
         folders: list[str] | None = None,
         first_run: bool = False,
         downloads: DownloadsPanel | None = None,
+        model_path: str = "",  # the model loaded, for its Draft models tab
+        draft: str = "",  # and its draft model, if any
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
@@ -95,6 +98,7 @@ class ModelPicker(QDialog):
         self.folders = folders or []
         self.chosen_path: str | None = None
         self.chosen_server: tuple[str, str] | None = None  # (url, model)
+        self.chosen_draft: str | None = None  # a draft model for the loaded one ('' none)
         self.workers = WorkerGroup(self)
         # Downloads run in the window's panel, so they go on after this dialog closes.
         self.downloads = downloads or DownloadsPanel(self)
@@ -116,6 +120,9 @@ class ModelPicker(QDialog):
         self.servers = ServersTab()
         self.servers.server_chosen.connect(self._use_server)
         self.tabs.addTab(self.servers, "Servers")
+        self.drafts = DraftTab(model_path, draft, self.folders)
+        self.drafts.chosen.connect(self._use_draft)
+        self.tabs.addTab(self.drafts, "Draft models")
         layout.addWidget(self.tabs)
         row = QHBoxLayout()
         self.demo = QPushButton("Use the demo model (offline)")
@@ -193,6 +200,10 @@ class ModelPicker(QDialog):
 
     def _use_server(self, url: str, model: str) -> None:
         self.chosen_server = (url, model)
+        self.accept()
+
+    def _use_draft(self, path: str) -> None:
+        self.chosen_draft = path
         self.accept()
 
     def _use_installed(self, row: int) -> None:
@@ -380,6 +391,7 @@ class ModelPicker(QDialog):
         if self.downloads.parent() is self:
             self.downloads.join()  # no window to carry it: stop with the dialog
         self.workers.join()
+        self.drafts.field.close_workers()
         super().done(result)
 
 
