@@ -18,6 +18,7 @@ from vllmchat.cli.chat_output import loaded, show
 from vllmchat.cli.options import add_options, given
 from vllmchat.core.app.chat_app import ChatApp
 from vllmchat.core.app.engines import open_server
+from vllmchat.core.app.events import EditRefused
 from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.conversations.memory.policy import ContextPolicy
 from vllmchat.core.conversations.store.faults import LockEvent
@@ -132,7 +133,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings = _app_settings(args)
         if args.conversation == "new":
-            conv = store.create(system_prompt=args.system)
+            made = app.edits.create(system_prompt=args.system)
+            if isinstance(made, EditRefused):
+                raise StoreError(made.message)
+            conv = store.conversation(made.conversation_id)
         else:
             conv = store.conversation(int(args.conversation))
     except (StoreError, ValueError, EngineError) as exc:
