@@ -397,5 +397,4 @@ class ModelPicker(QDialog):
 
 def _tint(color: str) -> QColor:
     c = QColor(color)
-    c.setAlpha(60)
-    return c
+    return QColor(c.red(), c.green(), c.blue(), 60)
