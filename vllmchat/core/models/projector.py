@@ -149,3 +149,26 @@ def matching_projector(model_file: str, files: list[str]) -> str | None:
         return order, low
 
     return min(same, key=rank)
+
+
+def projector_beside(model_path: str | os.PathLike[str]) -> str | None:
+    """A projector in the model file's folder made for a model of its width (what a
+    downloaded repository holds beside its quant); None when there is none."""
+    model = Path(model_path)
+    try:
+        header = read_header(model)
+        names = sorted(p.name for p in model.parent.iterdir() if looks_like_projector(p.name))
+    except (OSError, ValueError):
+        return None
+    n_embd = header.arch_value("embedding_length", 0)
+    for name in names:
+        path = model.parent / name
+        if path == model:
+            continue
+        try:
+            info = read_projector(path)
+        except (OSError, ValueError, KeyError):
+            continue
+        if not info.fits(int(n_embd or 0)):
+            return str(path)
+    return None

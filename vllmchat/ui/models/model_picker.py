@@ -295,6 +295,8 @@ class ModelPicker(QDialog):
             text, color = badge(advice.fit)
             star = "★ recommended · " if advice.recommended else ""
             parts = f" ({len(quant.parts)} parts)" if quant.is_split else ""
+            if quant.projector is not None:  # downloaded with it: the model takes images
+                parts += f" + vision {_size(quant.projector.size)}"
             for j, value in enumerate(
                 [quant.label or quant.filename, _size(quant.size) + parts, star + text]
             ):
