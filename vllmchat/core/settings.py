@@ -80,8 +80,7 @@ class LoadSettings:
     mmproj_path: str = field(
         default="",
         metadata={
-            "help": "a multimodal projector GGUF (mmproj) made for this model: it then "
-            "takes images"
+            "help": "a multimodal projector GGUF (mmproj) made for this model: it then takes images"
         },
     )
     # Full-size sliding-window cache (models such as Gemma 3). Off, the cache of

@@ -28,6 +28,7 @@ from vllmchat.core.engine.events import (
     StatsEvent,
     TokenEvent,
 )
+from vllmchat.core.engine.images import ImageInput
 from vllmchat.core.engine.info import (
     KvUsage,
     ModelInfo,
@@ -38,7 +39,6 @@ from vllmchat.core.engine.info import (
     StateTransfer,
     TextScore,
 )
-from vllmchat.core.engine.images import ImageInput
 from vllmchat.core.engine.protocol import LOCAL, Capabilities
 from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.settings import LoadSettings, SamplingSettings

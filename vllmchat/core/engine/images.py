@@ -68,20 +68,17 @@ def check_images(messages: Sequence[Mapping[str, str]], n_images: int, *, vision
     if n_images and not vision:
         raise EngineError(
             ErrorKind.NO_VISION,
-            "This model cannot see images: it was loaded without a multimodal projector "
-            "(mmproj).",
+            "This model cannot see images: it was loaded without a multimodal projector (mmproj).",
         )
     if markers != n_images:
         raise EngineError(
             ErrorKind.BAD_REQUEST,
-            f"The messages place {markers} image(s) ({MEDIA_MARKER}) but {n_images} "
-            "were sent.",
+            f"The messages place {markers} image(s) ({MEDIA_MARKER}) but {n_images} were sent.",
         )
 
 
 def _too_large(name: str, size: int) -> EngineError:
     return EngineError(
         ErrorKind.BAD_REQUEST,
-        f"{name} is {size / (1 << 20):.0f} MB; images up to "
-        f"{MAX_IMAGE_BYTES >> 20} MB are taken.",
+        f"{name} is {size / (1 << 20):.0f} MB; images up to {MAX_IMAGE_BYTES >> 20} MB are taken.",
     )

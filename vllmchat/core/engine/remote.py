@@ -229,7 +229,8 @@ class RemoteEngine:
             return
         if images:
             yield ErrorEvent(
-                ErrorKind.NO_VISION, "A server engine is sent text only: images go to a local model."
+                ErrorKind.NO_VISION,
+                "A server engine is sent text only: images go to a local model.",
             )
             return
         sampling = sampling or SamplingSettings()
