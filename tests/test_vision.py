@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import done, error, stats_of
-from vllmchat.bench.synth_mmproj import VisionShape, png_bytes, write_gemma3_mmproj
+from vllmchat.bench.synthetic.synth_mmproj import VisionShape, png_bytes, write_gemma3_mmproj
 from vllmchat.core.engine.events import EngineError, ErrorKind
 from vllmchat.core.engine.images import MAX_IMAGE_SIDE, MEDIA_MARKER
 from vllmchat.core.settings import LoadSettings, SamplingSettings
@@ -90,7 +90,7 @@ def test_the_saved_state_brings_images_back_after_a_restart(make_client, vision_
 def test_an_oversized_image_is_scaled_down_keeping_its_ratio(make_client, vision_settings):
     import numpy as np
 
-    from vllmchat.core.engine.process.llama_adapter import shrink
+    from vllmchat.core.engine.process.llama.llama_adapter import shrink
 
     rng = np.random.default_rng(0)
     pixels = rng.integers(0, 256, size=(1500, 3000, 3), dtype=np.uint8)
@@ -142,7 +142,7 @@ def test_a_projector_for_another_model_is_refused_with_the_mismatch(
 
 
 def test_the_media_marker_is_mtmds_own():
-    from vllmchat.core.engine.process.llama_adapter import media_marker, mtmd_missing
+    from vllmchat.core.engine.process.llama.llama_adapter import media_marker, mtmd_missing
 
     assert mtmd_missing() == []
     assert media_marker() == MEDIA_MARKER

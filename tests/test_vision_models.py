@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from vllmchat.bench.synth import write_llama_gguf
-from vllmchat.bench.synth_mmproj import VisionShape, write_gemma3_mmproj
+from vllmchat.bench.synthetic.synth import write_llama_gguf
+from vllmchat.bench.synthetic.synth_mmproj import VisionShape, write_gemma3_mmproj
 from vllmchat.core.gguf_header import read_header
 from vllmchat.core.models.catalog import list_quants
 from vllmchat.core.models.description import describe

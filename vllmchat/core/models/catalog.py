@@ -118,11 +118,10 @@ def group_quants(repo: str, files: list[RemoteFile], revision: str = "main") -> 
         singles.append(QuantFile(repo, quant_label(stem + ".gguf"), parts, revision))
     if by_name:
         names = list(by_name)
-        singles = [
-            replace(q, projector=by_name[m])
-            if (m := matching_projector(q.filename, names)) else q
-            for q in singles
-        ]  # fmt: skip
+        for i, quant in enumerate(singles):
+            projector = matching_projector(quant.filename, names)
+            if projector is not None:
+                singles[i] = replace(quant, projector=by_name[projector])
     return sorted(singles, key=lambda q: q.size)
 
 

@@ -22,8 +22,8 @@ import llama_cpp  # before numpy: the CUDA build segfaults in the other order
 from vllmchat.core.engine.events import EngineError, ErrorKind
 from vllmchat.core.engine.images import MAX_IMAGE_SIDE, image_id
 from vllmchat.core.engine.model_check import check_model_file, model_fingerprint
-from vllmchat.core.engine.process import llama_adapter as adapter
-from vllmchat.core.engine.process import llama_log
+from vllmchat.core.engine.process.llama import llama_adapter as adapter
+from vllmchat.core.engine.process.llama import llama_log
 from vllmchat.core.models.projector import ProjectorInfo, describe_projector, max_image_side
 from vllmchat.core.settings import LoadSettings
 
