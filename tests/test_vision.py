@@ -139,6 +139,16 @@ def test_a_projector_for_another_model_is_refused_with_the_mismatch(
     with pytest.raises(EngineError) as refused:
         client.load(LoadSettings(model_path=str(demo_model), mmproj_path=str(other), n_ctx=512))
     assert "n_embd 2048" in refused.value.message and "n_embd 576" in refused.value.message
+    assert refused.value.kind == ErrorKind.BAD_REQUEST and "mmproj" in refused.value.fix
+
+    # A projector whose header claims the right width: llama.cpp's own check refuses it.
+    silent = write_gemma3_mmproj(tmp_path / "mmproj-lying.gguf", 2048, declared_width=576)
+    with pytest.raises(EngineError) as refused:
+        client.load(LoadSettings(model_path=str(demo_model), mmproj_path=str(silent), n_ctx=512))
+    assert "mismatch" in refused.value.message and "2048" in refused.value.message
+    assert "576" in refused.value.message
+    info = client.load(LoadSettings(model_path=str(demo_model), n_ctx=512))  # nothing held
+    assert not info.vision
 
 
 def test_the_media_marker_is_mtmds_own():

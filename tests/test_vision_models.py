@@ -100,3 +100,14 @@ def test_doctor_reports_vision(tiny_vision, tmp_path):
     lone = tmp_path / "Lone.gguf"
     lone.write_bytes(tiny_vision["model"].read_bytes())
     assert "text only" in vision(str(lone)).detail
+
+
+def test_opening_a_model_takes_the_projector_beside_it(tiny_vision, tmp_path):
+    from vllmchat.core.app_settings import AppSettings
+
+    settings = AppSettings.of(model_path=str(tmp_path / "first.gguf"))
+    opened = settings.for_model(str(tiny_vision["model"]))
+    assert opened.load.mmproj_path == str(tiny_vision["f16"])
+    lone = tmp_path / "Lone.gguf"
+    lone.write_bytes(tiny_vision["model"].read_bytes())
+    assert opened.for_model(str(lone)).load.mmproj_path == ""  # not the last model's

@@ -36,9 +36,16 @@ class VisionShape:
 
 
 def write_gemma3_mmproj(
-    path: str | Path, n_embd_text: int, shape: VisionShape | None = None, *, seed: int = 0
+    path: str | Path,
+    n_embd_text: int,
+    shape: VisionShape | None = None,
+    *,
+    seed: int = 0,
+    declared_width: int | None = None,
 ) -> Path:
-    """Write a ``gemma3`` projector whose image embeddings are ``n_embd_text`` wide."""
+    """Write a ``gemma3`` projector whose image embeddings are ``n_embd_text`` wide.
+    ``declared_width``: the width its header claims (``clip.vision.projection_dim``;
+    default ``n_embd_text``), to test llama.cpp's own check of the real one."""
     import gguf
 
     sh = shape or VisionShape()
@@ -53,7 +60,7 @@ def write_gemma3_mmproj(
     w.add_uint32("clip.vision.embedding_length", sh.n_embd)
     w.add_uint32("clip.vision.feed_forward_length", sh.n_ff)
     w.add_uint32("clip.vision.block_count", sh.n_layer)
-    w.add_uint32("clip.vision.projection_dim", n_embd_text)
+    w.add_uint32("clip.vision.projection_dim", declared_width or n_embd_text)
     w.add_uint32("clip.vision.attention.head_count", sh.n_head)
     w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-6)
     w.add_uint32("clip.vision.image_size", sh.image_size)
