@@ -111,3 +111,35 @@ def test_opening_a_model_takes_the_projector_beside_it(tiny_vision, tmp_path):
     lone = tmp_path / "Lone.gguf"
     lone.write_bytes(tiny_vision["model"].read_bytes())
     assert opened.for_model(str(lone)).load.mmproj_path == ""  # not the last model's
+
+
+def test_the_picker_marks_and_filters_models_with_vision(qtbot, hub, tiny_vision, tmp_path):
+    """The real picker dialog, offscreen: installed models and the hub's quants."""
+    from vllmchat.core.models.hardware import HardwareInfo
+    from vllmchat.ui.models.model_picker import ModelPicker
+
+    mine, other = tmp_path / "mine", tmp_path / "other"
+    mine.mkdir(), other.mkdir()
+    for key in ("model", "f16"):
+        (mine / tiny_vision[key].name).write_bytes(tiny_vision[key].read_bytes())
+    (other / "Lone.gguf").write_bytes(tiny_vision["model"].read_bytes())
+    hub.add(REPO, {"Tiny-Q8_0.gguf": tiny_vision["model"],
+                   "mmproj-Tiny-f16.gguf": tiny_vision["f16"]})  # fmt: skip
+    hw = HardwareInfo(16 << 30, 16 << 30, [], False, "CPU-only build")
+    picker = ModelPicker(hw, FitSettings(n_ctx=512), folders=[str(mine), str(other)])
+    qtbot.addWidget(picker)
+    qtbot.waitUntil(lambda: picker.installed.rowCount() >= 2, timeout=20_000)
+    rows = {picker.installed.item(r, 0).text(): r for r in range(picker.installed.rowCount())}
+    assert picker.installed.item(rows["Tiny-Q8_0.gguf"], 1).text().endswith("· vision")
+    picker.show_vision_only()
+    assert picker.installed.isRowHidden(rows["Lone.gguf"])
+    assert not picker.installed.isRowHidden(rows["Tiny-Q8_0.gguf"])
+
+    picker.tabs.setCurrentIndex(1)
+    picker.query.setText("vision")
+    picker.search()
+    qtbot.waitUntil(lambda: picker.repos.count() == 1, timeout=20_000)
+    picker.repos.setCurrentRow(0)
+    qtbot.waitUntil(lambda: picker.quant_table.rowCount() == 1, timeout=20_000)
+    assert "+ vision" in picker.quant_table.item(0, 1).text()
+    picker.workers.join()
