@@ -134,7 +134,7 @@ def mtmd_missing() -> list[str]:
 _MTMD_CALLS = (
     "mtmd_default_marker", "mtmd_init_from_file", "mtmd_helper_bitmap_init_from_buf",
     "mtmd_tokenize", "mtmd_encode_chunk", "mtmd_get_output_embd",
-    "mtmd_helper_decode_image_chunk", "mtmd_input_chunk_get_n_pos", "mtmd_log_set",
+    "mtmd_helper_decode_image_chunk", "mtmd_input_chunk_get_n_pos", "mtmd_helper_log_set",
 )  # fmt: skip
 
 

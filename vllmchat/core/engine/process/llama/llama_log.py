@@ -78,4 +78,6 @@ def overridden_tensors(lines: list[str]) -> dict[str, str]:
 
 def install_mtmd(mtmd: Any) -> None:
     """Route the multimodal library's log (its errors: a refused projector) here too."""
-    mtmd.mtmd_log_set(_CALLBACK, ctypes.c_void_p(0))
+    # The helper's setter also sets the library's own (mtmd_helper_log_set calls
+    # mtmd_log_set): both print to stderr otherwise.
+    mtmd.mtmd_helper_log_set(_CALLBACK, ctypes.c_void_p(0))
