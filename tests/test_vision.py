@@ -107,7 +107,7 @@ def test_an_oversized_image_is_scaled_down_keeping_its_ratio(make_client, vision
 
 
 def test_an_image_to_a_model_without_vision_is_refused_with_the_reason(
-    make_client, demo_model, vision_settings
+    make_client, demo_model, vision_settings, tmp_path
 ):
     client = make_client()
     client.load(LoadSettings(model_path=str(demo_model), n_ctx=2048, n_threads=2))
@@ -128,7 +128,10 @@ def test_an_image_to_a_model_without_vision_is_refused_with_the_reason(
     assert error(events).kind == ErrorKind.BAD_REQUEST  # two images, one marker
     events = list(seeing.chat(_first(), GREEDY, [b"this is not an image"]))
     assert "could not be read" in error(events).message
+    events = list(seeing.chat(_first(), GREEDY, [str(tmp_path / "gone.png")]))
+    assert "gone.png cannot be read" in error(events).message
     done(list(seeing.chat(_first(), GREEDY, [png_bytes(64, 64)])))  # nothing was lost
+    done(list(seeing.chat(_first(), GREEDY)))  # a marker typed with no image is text
 
 
 def test_a_projector_for_another_model_is_refused_with_the_mismatch(

@@ -70,7 +70,7 @@ def check_images(messages: Sequence[Mapping[str, str]], n_images: int, *, vision
             ErrorKind.NO_VISION,
             "This model cannot see images: it was loaded without a multimodal projector (mmproj).",
         )
-    if markers != n_images:
+    if n_images and markers != n_images:  # with no image, a marker typed is plain text
         raise EngineError(
             ErrorKind.BAD_REQUEST,
             f"The messages place {markers} image(s) ({MEDIA_MARKER}) but {n_images} were sent.",
