@@ -1,5 +1,5 @@
 """Images through the real engine process: the demo model (SmolLM2-135M) with a synthetic
-Gemma 3-shaped projector made for its width (``bench/synth_mmproj.py``; no small vision
+Gemma 3-shaped projector made for its width (``bench/synthetic/synth_mmproj.py``; no small vision
 GGUF with its projector ships on PyPI), real PNGs, llama.cpp's mtmd library."""
 
 from __future__ import annotations
