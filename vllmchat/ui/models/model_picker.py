@@ -8,6 +8,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
+    QCheckBox,
     QDialog,
     QFileDialog,
     QHBoxLayout,
@@ -147,6 +148,9 @@ class ModelPicker(QDialog):
         self.installed.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
         self.installed.cellDoubleClicked.connect(lambda r, _c: self._use_installed(r))
         v.addWidget(self.installed)
+        self.vision_only = QCheckBox("Only models that take images (a projector beside them)")
+        self.vision_only.toggled.connect(lambda _on: self._filter_installed())
+        v.addWidget(self.vision_only)
         self.installed.setSelectionMode(QTableWidget.SelectionMode.ExtendedSelection)
         use = QPushButton("Load selected")
         use.clicked.connect(lambda: self._use_installed(self.installed.currentRow()))
@@ -188,7 +192,8 @@ class ModelPicker(QDialog):
         self.installed_rows = rows
         self.installed.setRowCount(len(rows))
         for i, (m, _kind, _text, color, message) in enumerate(rows):
-            cells = [m.name, m.label or "?", _size(m.size), message]
+            label = (m.label or "?") + (" · vision" if m.vision else "")
+            cells = [m.name, label, _size(m.size), message]
             for j, value in enumerate(cells):
                 item = QTableWidgetItem(value)
                 item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsEditable)
@@ -197,6 +202,17 @@ class ModelPicker(QDialog):
                     item.setBackground(_tint(color))
                 self.installed.setItem(i, j, item)
         self.installed.resizeColumnsToContents()
+        self._filter_installed()
+
+    def show_vision_only(self, on: bool = True) -> None:
+        """List only the installed models that take images (after an image was sent to
+        a model without vision)."""
+        self.vision_only.setChecked(on)
+
+    def _filter_installed(self) -> None:
+        only = self.vision_only.isChecked()
+        for i, row in enumerate(getattr(self, "installed_rows", [])):
+            self.installed.setRowHidden(i, only and not row[0].vision)
 
     def _use_server(self, url: str, model: str) -> None:
         self.chosen_server = (url, model)
@@ -306,6 +322,8 @@ class ModelPicker(QDialog):
             text, color = badge(advice.fit)
             star = "★ recommended · " if advice.recommended else ""
             parts = f" ({len(quant.parts)} parts)" if quant.is_split else ""
+            if quant.projector is not None:  # downloaded with it: the model takes images
+                parts += f" + vision {_size(quant.projector.size)}"
             for j, value in enumerate(
                 [quant.label or quant.filename, _size(quant.size) + parts, star + text]
             ):
