@@ -22,10 +22,14 @@ def register(sub: Any) -> None:
             "summary",
             "speculative",
             "store",
+            "vision",
         ],
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--model", help="GGUF to use (default: the demo model)")
+    p.add_argument(
+        "--mmproj", help="vision: the model's projector (default: a synthetic one for the demo)"
+    )
     p.add_argument("--quick", action="store_true", help="fewer repetitions")
     p.add_argument("--server", help="summary: a server that writes the summaries")
     p.add_argument(
@@ -132,6 +136,10 @@ def run(args: argparse.Namespace) -> int:
         from vllmchat.bench.conversations import store_bench
 
         result = store_bench.run(quick=args.quick)
+    elif args.name == "vision":
+        from vllmchat.bench.engine import vision_bench
+
+        result = vision_bench.run_vision_bench(args.model, args.mmproj, n_threads=args.threads)
     elif args.name == "estimate":
         from vllmchat.bench.placement import estimate_bench
 

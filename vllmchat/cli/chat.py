@@ -1,4 +1,7 @@
-"""``vllmchat chat``: streaming chat in the terminal, stored like the app's conversations."""
+"""``vllmchat chat``: streaming chat in the terminal, stored like the app's conversations.
+
+Here: the options, opening the store, the loop that reads lines; the slash commands
+are in ``chat_commands``, what is printed of the events in ``chat_output``."""
 
 from __future__ import annotations
 
@@ -8,43 +11,26 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
-from dataclasses import replace
 from typing import Any
 
+from vllmchat.cli.chat_commands import command
+from vllmchat.cli.chat_output import loaded, show
 from vllmchat.cli.options import add_options, given
 from vllmchat.core.app.chat_app import ChatApp
 from vllmchat.core.app.engines import open_server
-from vllmchat.core.app.events import (
-    EngineDied,
-    Loaded,
-    LoadFailed,
-    PlacementFellBack,
-    PlacementNeedsConfirmation,
-    StorageWarning,
-)
+from vllmchat.core.app.events import EditRefused
 from vllmchat.core.app_settings import AppSettings
-from vllmchat.core.conversations.events import (
-    PromptPlanEvent,
-    SummaryEvent,
-    ThinkingEvent,
-    ThoughtFor,
-)
 from vllmchat.core.conversations.memory.policy import ContextPolicy
 from vllmchat.core.conversations.store.faults import LockEvent
 from vllmchat.core.conversations.store.recovery import open_default_store
 from vllmchat.core.conversations.store.schema import NewerStoreError
 from vllmchat.core.conversations.store.store import StoreError
-from vllmchat.core.conversations.transfer import export_file
 from vllmchat.core.conversations.turns.kv_cache import KVStateCache
 from vllmchat.core.demo_model import demo_model_path
 from vllmchat.core.engine.events import (
-    DoneEvent,
     EngineError,
     ErrorEvent,
     ErrorKind,
-    PrefillProgressEvent,
-    TokenEvent,
 )
 from vllmchat.core.engine.exactness import identity_note
 from vllmchat.core.engine.protocol import Engine
@@ -53,20 +39,6 @@ from vllmchat.core.paths import kv_cache_dir
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 
 log = logging.getLogger(__name__)
-HELP = """commands:
-  /history        the messages the model is given, and the summary (numbered)
-  /pin N          keep message N word for word in every prompt (/unpin N undoes it)
-  /summary        summarize the older turns now
-  /facts          the facts kept word for word through summaries (numbered)
-  /remember TEXT  add a fact   /fact N TEXT  reword fact N   /forget N  remove it
-  /export PATH    write the conversation to PATH (.md or .json)
-  /stats          last turn's statistics
-  /ngl N          reload live with N GPU layers (the conversation's KV cache is kept)
-  /moe N          reload live with the experts of N layers in RAM (mixtures of experts)
-                  (past the memory estimate's bound they ask first: /ngl N! loads anyway)
-  /save PATH      export the KV state       /load PATH   import a KV state
-  /restart        restart the engine        /quit        leave (Ctrl+D too)
-Ctrl+C stops a reply or a summary."""
 
 
 def register(sub: Any) -> None:
@@ -129,18 +101,6 @@ def run_conversations(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_stats(stats: Any, out: Any) -> None:
-    out.write(
-        f"[{stats.tokens_prefilled} prefilled, {stats.tokens_reused} reused, "
-        f"ttft {stats.ttft_s * 1000:.0f} ms, {stats.decode_tokens} tokens at "
-        f"{stats.decode_tok_s:.1f} tok/s, {stats.kv_tokens}/{stats.n_ctx} ctx, "
-        f"{stats.stop_reason}"
-        + (f", drafted {stats.drafted}, accepted {stats.accepted}" if stats.drafted else "")
-        + "]\n"
-        + (f"[{stats.note}]\n" if stats.note else "")
-    )
-
-
 def _engine(args: argparse.Namespace) -> Engine | None:
     """A remote engine for ``--server`` (its key from ``VLLMCHAT_API_KEY``), else the local one."""
     if not args.server:
@@ -173,7 +133,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings = _app_settings(args)
         if args.conversation == "new":
-            conv = store.create(system_prompt=args.system)
+            made = app.edits.create(system_prompt=args.system)
+            if isinstance(made, EditRefused):
+                raise StoreError(made.message)
+            conv = store.conversation(made.conversation_id)
         else:
             conv = store.conversation(int(args.conversation))
     except (StoreError, ValueError, EngineError) as exc:
@@ -182,13 +145,13 @@ def run(args: argparse.Namespace) -> int:
         store.close()
         return 2
     app.open_conversation(conv.id)
-    loaded = _load(app, settings)
-    if loaded is None:
+    started = loaded(app.load(settings))
+    if started is None:
         app.shutdown()
         store.close()
         return 2
-    info = loaded.info
-    restored = loaded.restored_tokens
+    info = started.info
+    restored = started.restored_tokens
     out.write(
         f"{info.name} · {info.architecture} · {info.chat_template} template · "
         f"n_ctx {info.n_ctx} · loaded in {info.load_s:.2f}s · conversation {conv.id}"
@@ -220,18 +183,18 @@ def run(args: argparse.Namespace) -> int:
             out.write("you> ")
             out.flush()
             line = sys.stdin.readline()
-            _show(iter(ahead.finish()), out, False, state)
+            show(iter(ahead.finish()), out, False, state)
             if not line:
                 out.write("\n")
                 return 0
             text = line.rstrip("\n")
             if text.startswith("/"):
-                if _command(text, app, state, out):
+                if command(text, app, state, out):
                     return 0
             elif text.strip():
                 state["streaming"] = True
                 try:
-                    _show(app.send(text), out, args.stats, state)
+                    show(app.send(text), out, args.stats, state)
                 finally:
                     state["streaming"] = False
                 ahead.start()
@@ -278,157 +241,3 @@ class WhileReading:
             self.thread = None
         events, self.events = self.events, []
         return events
-
-
-def _load(app: ChatApp, settings: AppSettings) -> Loaded | None:
-    return _loaded(app.load(settings))
-
-
-def _loaded(events: Iterator[Any]) -> Loaded | None:
-    """The ``Loaded`` of a load, or None (its reason printed)."""
-    for event in events:
-        if isinstance(event, LoadFailed):
-            print(f"error: {event.message} {event.fix}".strip(), file=sys.stderr)
-            return None
-        if isinstance(event, PlacementNeedsConfirmation):
-            print(f"{event.message} Repeat the command with ! to load it anyway.")
-            return None
-        if isinstance(event, PlacementFellBack):
-            print(f"note: {event.message}")
-        if isinstance(event, Loaded):
-            return event
-    return None
-
-
-def _show(events: Iterator[Any], out: Any, show_stats: bool, state: dict[str, Any]) -> None:
-    started = False
-    for event in events:
-        if isinstance(event, SummaryEvent):
-            out.write(f"[summary {event.status}: {event.message}]\n")
-        elif isinstance(event, PromptPlanEvent) and event.dropped_messages:
-            out.write(f"[context: the {event.dropped_messages} oldest messages are left out]\n")
-        elif isinstance(event, PrefillProgressEvent):
-            out.write(f"\r[reading prompt {event.done}/{event.total}]")
-        elif isinstance(event, ThinkingEvent) and not state.get("thinking"):
-            state["thinking"] = True
-            out.write("[thinking…]")
-        elif isinstance(event, ThoughtFor):
-            state["thinking"] = False
-            out.write(f"\r[thought for {event.seconds:.0f} s]\n")
-        elif isinstance(event, TokenEvent):
-            if not started:
-                out.write("ai> ")
-                started = True
-            out.write(event.text)
-        elif isinstance(event, DoneEvent):
-            out.write(" [stopped]\n" if event.stop_reason == "stopped" else "\n")
-            state["last"] = event.stats
-            if show_stats:
-                _print_stats(event.stats, out)
-        elif isinstance(event, ErrorEvent):
-            out.write(f"\nerror: {event.message} {event.fix}\n")
-        elif isinstance(event, EngineDied):
-            out.write("(/restart brings the engine back; the conversation is kept)\n")
-        elif isinstance(event, StorageWarning):
-            out.write(f"[disk: {event.message}]\n")
-        out.flush()
-
-
-def _command(text: str, app: ChatApp, state: dict[str, Any], out: Any) -> bool:
-    name, _, arg = text.partition(" ")
-    session, engine = app.session, app.engine
-    assert session is not None
-    try:
-        if name in ("/quit", "/exit"):
-            return True
-        if name == "/help":
-            out.write(HELP + "\n")
-        elif name == "/history":
-            info = session.context_info()
-            store, conv = session.store, session.conversation_id
-            summary = store.summary_for(conv, store.path(conv))
-            if summary:
-                out.write(f"summary: {summary.content}\n")
-            verbatim = False
-            for number, m in enumerate(store.path(conv), 1):
-                verbatim = verbatim or m.id == info.first_message_id
-                mark = "📌" if m.pinned else "  " if verbatim else "× "
-                out.write(f"{number:3} {mark}{m.role}: {m.content[:100]}\n")
-            out.write(
-                f"({info.prompt_tokens} of {info.n_ctx} tokens, pinned {info.pinned_tokens}; "
-                "× = summarized or left out, 📌 = pinned: word for word in every prompt)\n"
-            )
-        elif name in ("/pin", "/unpin"):
-            branch = session.store.path(session.conversation_id)
-            number = int(arg)
-            if not 1 <= number <= len(branch):
-                raise ValueError(f"there is no message {number} (/history numbers them)")
-            message = session.store.set_pinned(branch[number - 1].id, name == "/pin")
-            word = "pinned: word for word in every prompt" if message.pinned else "unpinned"
-            out.write(f"message {number} {word}\n")
-        elif name in ("/facts", "/remember", "/fact", "/forget"):
-            _facts_command(name, arg, app, out)
-        elif name == "/summary":
-            _show(app.summarize(), out, False, state)
-        elif name == "/export":
-            path = export_file(session.store, session.conversation_id, arg.strip())
-            out.write(f"exported to {path}\n")
-        elif name == "/stats":
-            _print_stats(state["last"], out) if state["last"] else out.write("no turn yet\n")
-        elif name == "/restart":
-            restarted = next((e for e in app.restart() if isinstance(e, Loaded | LoadFailed)), None)
-            if isinstance(restarted, Loaded):
-                out.write(
-                    "engine restarted; the conversation is kept"
-                    f" ({restarted.restored_tokens} tokens of KV cache restored)\n"
-                )
-            elif restarted is not None:
-                out.write(f"error: {restarted.message} {restarted.fix}\n")
-        elif name in ("/ngl", "/moe"):
-            if not arg.strip(" !").isdigit():
-                raise ValueError(f"{name} takes a number of layers, e.g. {name} 12 (! to confirm)")
-            n, confirmed = int(arg.strip(" !")), arg.strip().endswith("!")
-            now = app.settings.load.placement
-            placement = (
-                replace(now, n_gpu_layers=n) if name == "/ngl" else replace(now, n_cpu_moe=n)
-            )
-            loaded = _loaded(app.set_placement(placement, confirmed=confirmed))
-            if loaded is not None and loaded.reload is not None:
-                result = loaded.reload
-                kept = "KV cache kept" if result.restored else f"re-prefill: {result.reason}"
-                out.write(f"reloaded in {result.seconds:.2f}s ({kept})\n")
-        elif name == "/save":
-            r = engine.export_state(arg.strip())
-            out.write(f"saved {r.tokens} tokens ({r.bytes / 2**20:.1f} MiB)\n")
-        elif name == "/load":
-            out.write(f"restored {engine.import_state(arg.strip()).tokens} tokens\n")
-        else:
-            out.write(f"unknown command {name}; /help lists them\n")
-    except (EngineError, StoreError, ValueError, OSError) as exc:
-        log.warning("%s failed: %s", name, exc, exc_info=exc)
-        out.write(f"error: {exc}\n")
-    return False
-
-
-def _facts_command(name: str, arg: str, app: ChatApp, out: Any) -> None:
-    """List the conversation's facts, after adding, rewording or removing one."""
-    conv = app.conversation_id
-    assert conv is not None
-    if name == "/remember":
-        app.facts.add(conv, arg)
-    elif name in ("/fact", "/forget"):
-        number, _, text = arg.strip().partition(" ")
-        facts = app.facts.facts(conv)
-        if not number.isdigit() or not 1 <= int(number) <= len(facts):
-            raise ValueError(f"there is no fact {number or '(no number)'} (/facts numbers them)")
-        fact = facts[int(number) - 1]
-        if name == "/forget":
-            app.facts.delete(fact.id)
-        else:
-            app.facts.edit(fact.id, text)
-    facts = app.facts.facts(conv)
-    for n, fact in enumerate(facts, 1):
-        mark = "  (yours)" if fact.edited or fact.message_id is None else ""
-        out.write(f"{n:3} {fact.text}{mark}\n")
-    if not facts:
-        out.write("no facts yet (/remember TEXT adds one)\n")

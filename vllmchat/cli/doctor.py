@@ -12,12 +12,16 @@ def register(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-load", action="store_true", help="do not load a model")
     p.add_argument("--model", help="check offload and chat with this GGUF (default: the demo)")
+    p.add_argument("--mmproj", help="the model's projector (default: one beside the model)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from vllmchat.core.app.engines import open_local
     from vllmchat.core.doctor import run_doctor
 
-    report = run_doctor(load_model=not args.no_load, model_path=args.model)
+    report = run_doctor(
+        open_local, load_model=not args.no_load, model_path=args.model, mmproj_path=args.mmproj
+    )
     print(json.dumps(report.to_dict(), indent=2) if args.json else report.to_text())
     return 0 if report.chat_works else 1

@@ -56,8 +56,8 @@ def _stop_on_signals(engine: Any) -> threading.Event:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
+    from vllmchat.core.app.engines import open_local
     from vllmchat.core.app.tuning import run_tune
-    from vllmchat.core.engine.client import EngineClient
     from vllmchat.core.tuning.events import PointMeasured, TuneFinished
 
     if not os.path.exists(args.model):
@@ -72,7 +72,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
         margin_mib = load_app_settings().gpu_margin_mib
     settings = LoadSettings(model_path=args.model, **given(args, args.load_fields))
-    engine = EngineClient()
+    engine = open_local()
     stop = _stop_on_signals(engine)
     result = None
     try:
@@ -107,7 +107,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 
 def cmd_quants(args: argparse.Namespace) -> int:
-    from vllmchat.core.engine.client import EngineClient
+    from vllmchat.core.app.engines import open_local
     from vllmchat.core.tuning.events import QuantProgress, QuantsCompared
     from vllmchat.core.tuning.quant_lab import compare
 
@@ -115,7 +115,7 @@ def cmd_quants(args: argparse.Namespace) -> int:
     if missing:
         print(f"vllmchat quants: no such file: {', '.join(missing)}")
         return 2
-    engine = EngineClient()
+    engine = open_local()
     stop = _stop_on_signals(engine)
     done = None
     try:

@@ -22,6 +22,7 @@ from typing import Any
 
 from vllmchat.core.conversations.memory.policy import ContextPolicy
 from vllmchat.core.models.memory import FitSettings
+from vllmchat.core.models.projector import projector_beside
 from vllmchat.core.placement import Placement
 from vllmchat.core.settings import GPU_MARGIN_MIB, LoadSettings, SamplingSettings
 
@@ -119,8 +120,10 @@ class AppSettings:
 
     def for_model(self, path: str, **changes: Any) -> AppSettings:
         """Settings for another model file: its expert placement starts anew (the
-        experts of one model mean nothing for another)."""
-        return self.with_changes(model_path=path, n_cpu_moe=0, **changes)
+        experts of one model mean nothing for another), and its projector is the one
+        beside it made for its width (as a download places it), or none."""
+        fresh: dict[str, Any] = {"n_cpu_moe": 0, "mmproj_path": projector_beside(path) or ""}
+        return self.with_changes(model_path=path, **{**fresh, **changes})
 
     def fit_settings(self, overhead: int | None = None) -> FitSettings:
         """The settings the memory estimate needs (``overhead``: the GPU runtime's own

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -141,13 +141,16 @@ def prompt_tokens(
     roles: Sequence[str],
     known_replies: Mapping[str, Sequence[int]] | None = None,
     markup_cache: dict[str, list[str | int]] | None = None,
+    media: tuple[str, Callable[[], list[int]]] | None = None,
 ) -> list[int]:
     """Token ids for rendered segments.
 
     Plain markup text and message text are joined into runs between control
     tokens and tokenized with special tokens off. An assistant message whose
     text this engine generated keeps the exact ids it was sampled as, so the
-    KV cache of a reply is reused on the next turn.
+    KV cache of a reply is reused on the next turn. ``media``: a marker and a
+    function giving the ids of the next image; each marker in a message's text is
+    replaced by them, in order.
     """
     known_replies = known_replies or {}
     ids: list[int] = []
@@ -179,6 +182,14 @@ def prompt_tokens(
         if reply_ids is not None:
             flush()
             ids.extend(reply_ids)
+        elif media is not None and media[0] in seg.text:
+            marker, next_image = media
+            pieces = seg.text.split(marker)
+            for i, piece in enumerate(pieces):
+                if i:
+                    flush()
+                    ids.extend(next_image())
+                run.append(piece)
         else:
             run.append(seg.text)
     flush()

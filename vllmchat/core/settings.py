@@ -77,6 +77,12 @@ class LoadSettings:
     draft_n_gpu_layers: int = field(
         default=0, metadata={"help": "the draft model's layers on the GPU"}
     )
+    mmproj_path: str = field(
+        default="",
+        metadata={
+            "help": "a multimodal projector GGUF (mmproj) made for this model: it then takes images"
+        },
+    )
     # Full-size sliding-window cache (models such as Gemma 3). Off, the cache of
     # sliding-window layers holds only the window: less memory, faster long
     # chats, but rolling back further than the window re-prefills.

@@ -7,12 +7,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from vllmchat.core.app.engines import open_local
 from vllmchat.core.conversations.events import PromptPlanEvent, SummaryEvent
 from vllmchat.core.conversations.memory.policy import ContextPolicy
 from vllmchat.core.conversations.store.store import ConversationStore
 from vllmchat.core.conversations.turns.kv_cache import KVStateCache
 from vllmchat.core.conversations.turns.session import ChatSession
-from vllmchat.core.engine.client import EngineClient
 from vllmchat.core.engine.events import DoneEvent, ErrorEvent, TokenEvent
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 
@@ -20,7 +20,7 @@ TOPICS = ["rivers", "bread", "stars", "cats", "trains", "music", "rain", "chess"
 
 
 def _soak(model: str, folder: Path, turns: int) -> dict[str, Any]:
-    client = EngineClient()
+    client = open_local()
     store = ConversationStore(folder / "soak.sqlite3")
     try:
         client.load(LoadSettings(model_path=model, n_ctx=2048, n_threads=2))
@@ -84,7 +84,7 @@ def _reopen(model: str, folder: Path) -> dict[str, Any]:
     store = ConversationStore(folder / "reopen.sqlite3")
     kv = KVStateCache(folder / "kv")
     sampling = SamplingSettings(temperature=0.0, max_tokens=64, ignore_eos=True)
-    client = EngineClient()
+    client = open_local()
     try:
         client.load(settings)
         conv = store.create(system_prompt="You are a storyteller.")
@@ -99,7 +99,7 @@ def _reopen(model: str, folder: Path) -> dict[str, Any]:
         client.close()
         timings = {}
         for mode in ("restored", "cold"):
-            client = EngineClient()
+            client = open_local()
             client.load(settings)
             reopened = ChatSession(store, client, conv.id, sampling=sampling)
             t0 = time.perf_counter()

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from vllmchat.core.app.engines import open_local
 from vllmchat.core.engine.client import EngineClient
 from vllmchat.core.engine.events import DoneEvent, ErrorEvent, StatsEvent
 from vllmchat.core.engine.process.llama.llama_adapter import drop_kv_after
@@ -182,7 +183,7 @@ def run(*, model: str | None = None, quick: bool = False) -> dict[str, Any]:
     from vllmchat.core.demo_model import gemma_model_path
 
     settings = LoadSettings(model_path=model or str(gemma_model_path()), n_ctx=4096, n_threads=2)
-    client = EngineClient()
+    client = open_local()
     result: dict[str, Any] = {"model": Path(settings.model_path).name}
     try:
         t0 = time.perf_counter()

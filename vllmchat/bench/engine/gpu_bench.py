@@ -25,7 +25,7 @@ from vllmchat.bench.engine.engine_bench import (
     _raw_decode_tps,
     _reload_figures,
 )
-from vllmchat.core.engine.client import EngineClient
+from vllmchat.core.app.engines import open_local
 from vllmchat.core.engine.process.inference.runtime import LlamaRuntime
 from vllmchat.core.gguf_header import read_header
 from vllmchat.core.models.description import describe
@@ -95,7 +95,7 @@ def engine_figures(model: str, n_layer: int) -> dict[str, Any]:
     full = LoadSettings(
         model_path=model, n_gpu_layers=n_layer + 1, n_ctx=4096, flash_attn=True, n_threads=8
     )
-    client = EngineClient()
+    client = open_local()
     try:
         t0 = time.perf_counter()
         client.load(full)

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from vllmchat.bench.engine import verify_cost
+from vllmchat.core.app.engines import open_local
 from vllmchat.core.demo_model import demo_model_path
 from vllmchat.core.engine.client import EngineClient
 from vllmchat.core.engine.events import DoneEvent
@@ -126,7 +127,7 @@ class Placement:
 
 
 def _client(model: str, at: Placement, *, flash_attn: bool, draft: str = "") -> EngineClient:
-    client = EngineClient()
+    client = open_local()
     client.load(LoadSettings(model_path=model, n_ctx=4096, n_gpu_layers=at.n_gpu_layers,
                              n_threads=at.n_threads, flash_attn=flash_attn,
                              draft_model=draft, draft_n_gpu_layers=at.n_gpu_layers))  # fmt: skip

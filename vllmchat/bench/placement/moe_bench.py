@@ -29,6 +29,7 @@ from typing import Any
 from vllmchat.bench.engine.engine_bench import _grow, _reload_figures
 from vllmchat.bench.placement.moe_gpu import Stages, gpu_figures, log
 from vllmchat.bench.synthetic.synth_moe import MOE_SHAPES, write_moe_gguf
+from vllmchat.core.app.engines import open_local
 from vllmchat.core.app.tuning import describe_file
 from vllmchat.core.engine.client import EngineClient
 from vllmchat.core.engine.events import EngineError
@@ -154,7 +155,7 @@ def run(
 def _measure_all(path: str, desc: ModelDescription, n_ctx: int | None, budget_s: float,
                  flash_attn: bool, quick: bool, fit_args: str | None, full: bool,
                  stages: Stages) -> dict[str, Any]:  # fmt: skip
-    engine = EngineClient()
+    engine = open_local()
     try:
         hw = engine.probe()
         gpu = hw.gpu_offload

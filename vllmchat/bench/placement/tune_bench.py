@@ -12,6 +12,7 @@ import statistics
 from dataclasses import replace
 from typing import Any
 
+from vllmchat.core.app.engines import open_local
 from vllmchat.core.app.tuning import describe_file
 from vllmchat.core.demo_model import demo_model_path
 from vllmchat.core.engine.client import EngineClient
@@ -57,7 +58,7 @@ def run(
     path = model or str(demo_model_path())
     base = LoadSettings(model_path=path, n_ctx=n_ctx, flash_attn=flash_attn)
     desc = describe_file(path)
-    engine = EngineClient()
+    engine = open_local()
     try:
         hw = engine.probe()
         limits = memory_limits(engine, hw)

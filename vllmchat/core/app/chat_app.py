@@ -6,10 +6,10 @@ generator of typed events, so the terminal prints them and the window turns
 each into a signal; ``stop()`` may be called from any thread.
 
 The settings change only here, by intents (``load``, ``set_placement``,
-``configure``, ``open_model``, ``use_server``, ``apply_tune``, ``restart``);
-each change is announced as ``SettingsChanged`` and written only once the model
-has loaded with it. A placement that ends the engine is taken back: the engine
-runs again at the last placement that ran (``PlacementFellBack``).
+``configure``, ``open_model``, ``use_server``, ``apply_tune``, ``restart``),
+announced as ``SettingsChanged`` and written once the model has loaded with them;
+a placement that ends the engine is taken back (``PlacementFellBack``). The
+user's changes to stored conversations are ``edits`` and ``delete_conversation``.
 """
 
 from __future__ import annotations
@@ -21,10 +21,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
-from vllmchat.core.app.engines import EngineSpec, open_engine, open_local, open_server
+from vllmchat.core.app.conversation_edits import ConversationEdits
+from vllmchat.core.app.engines import EngineSpec, SummaryServer, open_engine, open_local
 from vllmchat.core.app.events import (
     AppEvent,
+    ConversationDeleted,
     ConversationOpened,
+    EditRefused,
     EngineDied,
     Loaded,
     LoadFailed,
@@ -42,28 +45,25 @@ from vllmchat.core.app.placing import (
     past_bound,
     room_for_placing,
 )
+from vllmchat.core.app.reading import summarized_ahead, title_made
 from vllmchat.core.app.settings_model import Persist, SettingsModel
 from vllmchat.core.app.snapshot import AppSnapshot
-from vllmchat.core.app.tuning import describe_file, run_tune
+from vllmchat.core.app.tuning import describe_file, tune_loaded
 from vllmchat.core.app_settings import AppSettings
-from vllmchat.core.conversations.events import SessionEvent, SummaryEvent
+from vllmchat.core.conversations.events import SessionEvent
 from vllmchat.core.conversations.memory.fact_list import FactList
 from vllmchat.core.conversations.store.store import ConversationStore, StoreError
-from vllmchat.core.conversations.turns.background import has_one_reply, make_title, summarize_ahead
 from vllmchat.core.conversations.turns.kv_cache import KVStateCache
 from vllmchat.core.conversations.turns.session import ChatSession
 from vllmchat.core.engine.events import DoneEvent, EngineError, ErrorEvent, ErrorKind
-from vllmchat.core.engine.protocol import Engine, measured
-from vllmchat.core.engine.remote import RemoteEngine
+from vllmchat.core.engine.protocol import Engine
 from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.placement import Placement
-from vllmchat.core.tuning.events import PointMeasured, TuneEvent
+from vllmchat.core.tuning.events import TuneEvent
 from vllmchat.core.tuning.results import TuneConfig
 
 _log = logging.getLogger(__name__)
-
-NOT_LOCAL = "Tuning does not apply to a model on a server: the server owns its memory and threads."
 
 
 class ChatApp:
@@ -85,6 +85,7 @@ class ChatApp:
         self.engine: Engine = engine or open_local()
         self.session: ChatSession | None = None
         self.facts = FactList(store)  # every conversation's facts: front ends edit them here
+        self.edits = ConversationEdits(store)  # new, rename, pin, summaries, import
         self.hardware: HardwareInfo | None = None  # as the engine saw it at the last load
         self.room: HardwareInfo | None = None  # as a new placement of that model finds it
         self.description: ModelDescription | None = None
@@ -92,8 +93,7 @@ class ChatApp:
         self._untried: Placement | None = None  # the placement before one no turn ran at
         self._death_reported = False
         self._storage_reported: str | None = None  # the disk problem last told
-        self._summarizer: RemoteEngine | None = None  # the summary server, when one is set
-        self._summarizer_key = ("", "")
+        self._summary_server = SummaryServer()
 
     @property
     def settings(self) -> AppSettings:
@@ -230,19 +230,10 @@ class ChatApp:
             self.session.sampling = self.settings.sampler
             self.session.policy = self.settings.history
             self.session.model_name = self.engine.info.name if self.engine.info else ""
-            self.session.summarizer = self._summary_server()
-
-    def _summary_server(self) -> RemoteEngine | None:
-        """The server that writes summaries (connected at its first summary), if set."""
-        history = self.settings.history
-        if not history.summary_server:
-            self._summarizer = None
-            return None
-        key = (history.summary_server, history.summary_model)
-        if self._summarizer is None or self._summarizer_key != key:
-            self._summarizer = open_server(key[0], key[1] or None)
-            self._summarizer_key = key
-        return self._summarizer
+            history = self.settings.history
+            self.session.summarizer = self._summary_server.engine(
+                history.summary_server, history.summary_model
+            )
 
     def _reprime(self) -> int:
         """Give the engine this conversation's reply ids and its saved KV state."""
@@ -257,24 +248,11 @@ class ChatApp:
     ) -> Iterator[AppEvent | TuneEvent]:
         """Sweep GPU layers and threads for the loaded model (the cached result when
         there is one); then the model is loaded back with the conversation's KV state."""
-        engine = measured(self.engine)
-        if engine is None:
-            yield ErrorEvent(ErrorKind.BAD_REQUEST, NOT_LOCAL)
-            return
-        if self.session is not None and engine.alive and engine.info is not None:
-            self.kv.save(engine, self.session.conversation_id)
-        settings = self.settings.load
-        took_points = False
-        try:
-            for event in run_tune(engine, settings, budget_s, fresh=fresh,
-                                  should_stop=should_stop, restore=False,
-                                  margin_mib=self.settings.gpu_margin_mib):  # fmt: skip
-                took_points = took_points or isinstance(event, PointMeasured)
-                yield event
-        except EngineError as exc:
-            _log.warning("Tuning failed: %s", exc, exc_info=exc)
-            yield ErrorEvent(exc.kind, exc.message)
-        if took_points or engine.info is None:
+        load_back = yield from tune_loaded(
+            self.engine, self.settings, budget_s, fresh=fresh, should_stop=should_stop,
+            before=self._save_state,
+        )  # fmt: skip
+        if load_back:
             yield from self.load(self.settings)  # with the reply ids and the KV state
 
     def apply_tune(self, config: TuneConfig) -> Iterator[AppEvent]:
@@ -295,6 +273,15 @@ class ChatApp:
         with contextlib.suppress(EngineError):
             restored = self._reprime()
         return ConversationOpened(conversation_id, restored)
+
+    def delete_conversation(self, conversation_id: int) -> ConversationDeleted | EditRefused:
+        """Delete a conversation with its saved KV state; the open one is let go of."""
+        event = self.edits.delete(conversation_id)
+        if isinstance(event, ConversationDeleted):
+            self.kv.forget(conversation_id)
+            if self.conversation_id == conversation_id:
+                self.session = None
+        return event
 
     # -- turns ----------------------------------------------------------------------------
     def send(self, text: str) -> Iterator[AppEvent]:
@@ -350,35 +337,16 @@ class ChatApp:
     def make_title(
         self, *, busy: Callable[[], bool] = lambda: False, after_first_reply: bool = False
     ) -> Iterator[TitleMade]:
-        """Ask the model for the open conversation's title. When another turn is waiting
-        (``busy``, checked per token) the first words are kept: a turn waits at most one
-        token for a title. ``after_first_reply``: nothing unless the branch holds exactly
-        one complete reply (the check runs here, off the GUI thread)."""
-        session = self.session
-        if session is None or (after_first_reply and not has_one_reply(session)):
-            return
-        conversation_id = session.conversation_id
-        title = None
-        if not busy() and self.engine.alive and self.engine.info is not None:
-            with contextlib.suppress(EngineError):
-                title = make_title(session, busy)
-        name = title or self.store.conversation(conversation_id).title
-        yield TitleMade(conversation_id, name, title is not None)
+        """The open conversation's title by the model (a waiting turn: its first words)."""
+        if self.session is not None:
+            yield from title_made(self.session, self.engine, busy,
+                                  after_first_reply=after_first_reply)  # fmt: skip
 
     def prepare_next(self, *, busy: Callable[[], bool] = lambda: False) -> Iterator[AppEvent]:
         """While the user reads: the summary the next turn would need, and its prompt
         prefilled. ``busy`` (a turn waiting) stops it within a token."""
-        session = self.session
-        if session is None or busy() or not self.engine.alive or self.engine.info is None:
-            return
-        try:
-            yield from summarize_ahead(session, busy)
-        except EngineError as exc:
-            _log.warning("Summarizing ahead failed: %s", exc, exc_info=exc)
-            yield SummaryEvent("fallback", message=f"Summarizing ahead failed: {exc.message}")
-        except (sqlite3.Error, StoreError, OSError) as exc:
-            _log.error("The summary could not be stored: %s", exc, exc_info=exc)
-            yield StorageWarning(f"The summary could not be stored: {exc}.")
+        if self.session is not None:
+            yield from summarized_ahead(self.session, self.engine, busy)
 
     def stop(self) -> None:
         """Stop the reply or summary in progress (any thread; within one token)."""
@@ -421,8 +389,12 @@ class ChatApp:
         """Stop the measurement in progress (any thread; within one token)."""
         self.engine.stop()
 
-    def shutdown(self) -> None:
-        """Save the open conversation's KV state and end the engine."""
+    def _save_state(self) -> None:
+        """Save the open conversation's KV state (when a model holds one)."""
         if self.session is not None and self.engine.alive and self.engine.info is not None:
             self.kv.save(self.engine, self.session.conversation_id)
+
+    def shutdown(self) -> None:
+        """Save the open conversation's KV state and end the engine."""
+        self._save_state()
         self.engine.close()

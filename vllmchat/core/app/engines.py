@@ -54,3 +54,22 @@ def open_engine(spec: EngineSpec) -> Engine:
     if spec.local:
         return open_local()
     return open_server(spec.server_url, spec.server_model or None)
+
+
+class SummaryServer:
+    """The server that writes summaries, when the settings name one: connected at its
+    first summary, and again only when its address or model change."""
+
+    def __init__(self) -> None:
+        self._engine: RemoteEngine | None = None
+        self._key = ("", "")
+
+    def engine(self, url: str, model: str) -> RemoteEngine | None:
+        """The server at ``url`` (None when no address is set)."""
+        if not url:
+            self._engine = None
+            return None
+        if self._engine is None or self._key != (url, model):
+            self._engine = open_server(url, model or None)
+            self._key = (url, model)
+        return self._engine

@@ -115,6 +115,75 @@ class StorageWarning:
     message: str
 
 
+# -- conversations changed by the user ------------------------------------------------------
+@dataclass(frozen=True)
+class ConversationCreated:
+    """A new, empty conversation."""
+
+    conversation_id: int
+
+
+@dataclass(frozen=True)
+class ConversationRenamed:
+    """A conversation's title, as the user gave it."""
+
+    conversation_id: int
+    title: str
+
+
+@dataclass(frozen=True)
+class ConversationDeleted:
+    """A conversation, its messages, summaries and saved KV state are gone."""
+
+    conversation_id: int
+
+
+@dataclass(frozen=True)
+class ConversationImported:
+    """A conversation read from a file, stored as a new one."""
+
+    conversation_id: int
+    title: str
+
+
+@dataclass(frozen=True)
+class MessagePinned:
+    """A message pinned (word for word in every prompt) or unpinned."""
+
+    conversation_id: int
+    message_id: int
+    pinned: bool
+
+
+@dataclass(frozen=True)
+class SummaryEdited:
+    """A summary rewritten by hand (kept as written by later summaries)."""
+
+    conversation_id: int
+    summary_id: int
+    text: str
+
+
+@dataclass(frozen=True)
+class EditRefused:
+    """A change the user asked for was not made; ``action`` names it (``"rename"``,
+    ``"delete"``, ``"pin"``, ``"summary"``, ``"import"``), ``message`` says why."""
+
+    action: str
+    message: str
+
+
+ConversationEdit = (
+    ConversationCreated
+    | ConversationRenamed
+    | ConversationDeleted
+    | ConversationImported
+    | MessagePinned
+    | SummaryEdited
+    | EditRefused
+)
+
+
 AppEvent = (
     LoadStarted
     | Loaded
@@ -127,6 +196,7 @@ AppEvent = (
     | SettingsChanged
     | PlacementNeedsConfirmation
     | PlacementFellBack
+    | ConversationEdit
     | MessageStored
     | PromptPlanEvent
     | SummaryEvent

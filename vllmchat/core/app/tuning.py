@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import logging
+from collections.abc import Callable, Generator, Iterator
 
-from vllmchat.core.engine.protocol import MeasuredEngine
+from vllmchat.core.app_settings import AppSettings
+from vllmchat.core.engine.events import EngineError, ErrorEvent, ErrorKind
+from vllmchat.core.engine.protocol import Engine, MeasuredEngine, measured
 from vllmchat.core.gguf_header import read_header
 from vllmchat.core.models.description import ModelDescription, describe
 from vllmchat.core.settings import GPU_MARGIN_MIB, LoadSettings
 from vllmchat.core.tuning.cache import TuneCache
-from vllmchat.core.tuning.events import TuneEvent, TuneFinished, TuneStarted
+from vllmchat.core.tuning.events import PointMeasured, TuneEvent, TuneFinished, TuneStarted
 from vllmchat.core.tuning.tuner import TuneRequest, tune
+
+_log = logging.getLogger(__name__)
+
+NOT_LOCAL = "Tuning does not apply to a model on a server: the server owns its memory and threads."
 
 
 def describe_file(path: str) -> ModelDescription | None:
@@ -48,3 +55,33 @@ def run_tune(
         if isinstance(event, TuneFinished):
             cache.put(settings, hw, event.result, req.margin_mib)
         yield event
+
+
+def tune_loaded(
+    engine: Engine,
+    settings: AppSettings,
+    budget_s: float,
+    *,
+    fresh: bool,
+    should_stop: Callable[[], bool],
+    before: Callable[[], None],
+) -> Generator[TuneEvent | ErrorEvent, None, bool]:
+    """Tune the model ``engine`` holds with ``settings`` (``before``: called once the
+    engine is known to be local, ahead of the first load). Returns whether the model
+    must be loaded back (a point was measured, or the engine holds no model)."""
+    local = measured(engine)
+    if local is None:
+        yield ErrorEvent(ErrorKind.BAD_REQUEST, NOT_LOCAL)
+        return False
+    before()
+    took_points = False
+    try:
+        for event in run_tune(local, settings.load, budget_s, fresh=fresh,
+                              should_stop=should_stop, restore=False,
+                              margin_mib=settings.gpu_margin_mib):  # fmt: skip
+            took_points = took_points or isinstance(event, PointMeasured)
+            yield event
+    except EngineError as exc:
+        _log.warning("Tuning failed: %s", exc, exc_info=exc)
+        yield ErrorEvent(exc.kind, exc.message)
+    return took_points or local.info is None

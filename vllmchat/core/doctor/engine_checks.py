@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from vllmchat.core.doctor.findings import Finding, Status
-from vllmchat.core.engine.client import EngineClient
 from vllmchat.core.engine.events import DoneEvent, EngineError, ErrorEvent
+from vllmchat.core.engine.protocol import Engine
 from vllmchat.core.machine.backend import MachineFacts, rebuild_advice
 from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.settings import LoadSettings, SamplingSettings
+
+OpenEngine = Callable[[], Engine]
 
 MIB = 1 << 20
 QUESTION = "What is the capital of France?"
@@ -89,7 +92,7 @@ def _offload(info: object, n_layer: int) -> Finding:
     )
 
 
-def _answer(client: EngineClient) -> Finding:
+def _answer(client: Engine) -> Finding:
     sampling = SamplingSettings(temperature=0.0, max_tokens=24)
     done: DoneEvent | None = None
     for event in client.chat([{"role": "user", "content": QUESTION}], sampling):
@@ -116,10 +119,11 @@ def _answer(client: EngineClient) -> Finding:
 
 
 def engine_checks(
-    facts: MachineFacts, model_path: str | None, *, load: bool = True
+    facts: MachineFacts, model_path: str | None, open_engine: OpenEngine, *, load: bool = True
 ) -> EngineFindings:
-    """Probe llama.cpp in the engine process; load the model on the GPU and ask it a question."""
-    client = EngineClient()
+    """Probe llama.cpp in a new engine process (``open_engine``: the application
+    layer's local engine); load the model on the GPU and ask it a question."""
+    client = open_engine()
     try:
         try:
             hw: HardwareInfo = client.probe()

@@ -28,6 +28,7 @@ from vllmchat.core.engine.events import (
     StatsEvent,
     TokenEvent,
 )
+from vllmchat.core.engine.images import ImageInput
 from vllmchat.core.engine.info import (
     KvUsage,
     ModelInfo,
@@ -38,11 +39,12 @@ from vllmchat.core.engine.info import (
     StateTransfer,
     TextScore,
 )
-from vllmchat.core.engine.protocol import LOCAL
+from vllmchat.core.engine.protocol import LOCAL, Capabilities
 from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 
 _POLL_S = 0.05
+VISION = replace(LOCAL, vision=True)
 ReplyT = TypeVar("ReplyT")
 
 
@@ -88,8 +90,13 @@ class EngineClient:
         self._send_lock = threading.Lock()
         self._current: int | None = None
         self._held: rq.LoadedModel | None = None  # the model loaded, and its settings
-        self.capabilities = LOCAL
         self.last_error: EngineError | None = None
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """A local engine's capabilities; ``vision`` while the model has a projector."""
+        info = self.info
+        return VISION if info is not None and info.vision else LOCAL
 
     @property
     def info(self) -> ModelInfo | None:
@@ -296,9 +303,12 @@ class EngineClient:
     def kv(self) -> KvUsage:
         return self.call(rq.Kv())
 
-    def render(self, messages: Sequence[Mapping[str, str]]) -> list[int]:
-        """Prompt token ids for these messages (what the next turn would prefill)."""
-        return self.call(rq.Render([dict(m) for m in messages]))
+    def render(
+        self, messages: Sequence[Mapping[str, str]], images: Sequence[ImageInput] = ()
+    ) -> list[int]:
+        """Prompt token ids for these messages (what the next turn would prefill; an
+        image's positions hold negative ids)."""
+        return self.call(rq.Render([dict(m) for m in messages], _portable(images)))
 
     def control_tokens(self, ids: Sequence[int]) -> list[int]:
         """The ids among ``ids`` that are control tokens, in order."""
@@ -323,15 +333,27 @@ class EngineClient:
         self,
         messages: Sequence[Mapping[str, str]],
         sampling: SamplingSettings | None = None,
+        images: Sequence[ImageInput] = (),
     ) -> Iterator[Event]:
-        """Stream the reply to the last message as events; ends with Done or Error."""
+        """Stream the reply to the last message as events; ends with Done or Error.
+        ``images``: one per ``MEDIA_MARKER`` in the messages, in order (bytes or paths)."""
         sampling = sampling or SamplingSettings()
         payload = [{"role": m["role"], "content": m["content"]} for m in messages]
+        if images and not self.capabilities.vision:
+            yield ErrorEvent(
+                ErrorKind.NO_VISION,
+                "This model cannot see images: it was loaded without a multimodal "
+                "projector (mmproj).",
+            )
+            return
         with self._request_lock:
-            yield from self._chat_locked(payload, sampling)
+            yield from self._chat_locked(payload, sampling, _portable(images))
 
     def _chat_locked(
-        self, payload: list[dict[str, str]], sampling: SamplingSettings
+        self,
+        payload: list[dict[str, str]],
+        sampling: SamplingSettings,
+        images: tuple[bytes | str, ...] = (),
     ) -> Iterator[Event]:
         rid = next(self._ids)
         parts: list[str] = []
@@ -341,7 +363,7 @@ class EngineClient:
         try:
             self._require_alive()
             self._current = rid
-            self._send(rq.Call(rid, rq.Chat(payload, sampling)))
+            self._send(rq.Call(rid, rq.Chat(payload, sampling, images)))
             while True:
                 message = self._recv()
                 if type(message) is tuple:  # tokens, the hot path
@@ -397,3 +419,8 @@ class EngineClient:
                     return
         except EngineError:
             return
+
+
+def _portable(images: Sequence[ImageInput]) -> tuple[bytes | str, ...]:
+    """Images as they cross the pipe: bytes, or a file's path (read by the engine)."""
+    return tuple(bytes(i) if isinstance(i, bytes | bytearray) else str(i) for i in images)

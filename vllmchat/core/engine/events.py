@@ -31,6 +31,7 @@ class ErrorKind(str, enum.Enum):
     SERVER_ERROR = "server_error"
     NOT_REMOTE = "not_remote"
     STORAGE = "storage"
+    NO_VISION = "no_vision"
 
 
 FIXES: dict[ErrorKind, str] = {
@@ -58,6 +59,9 @@ FIXES: dict[ErrorKind, str] = {
     ErrorKind.SERVER_ERROR: "The server failed: retry; its own log tells why.",
     ErrorKind.NOT_REMOTE: "The server owns its memory and its cache.",
     ErrorKind.STORAGE: "Free some disk space; what is already stored is safe.",
+    ErrorKind.NO_VISION: (
+        "Load the model with its projector (mmproj_path), or pick a model with vision."
+    ),
 }
 
 
@@ -100,6 +104,8 @@ class TurnStats:
     drafted: int = 0  # tokens guessed by speculation and checked
     accepted: int = 0  # of those, taken (each one a decode step saved)
     note: str = ""  # something the user should know about this turn
+    images_encoded: int = 0  # image chunks the projector encoded (0: all came from the KV)
+    image_tokens: int = 0  # of ``tokens_prefilled``, those of images
 
     @property
     def decode_tok_s(self) -> float:

@@ -35,6 +35,11 @@ class ModelInfo:
     # or on CUDA with flash attention (``engine/exactness.py``); the reason when not.
     exact_verify: bool = False
     exact_verify_reason: str = ""
+    # A projector loaded beside the model: it takes images (``Capabilities.vision``).
+    vision: bool = False
+    mmproj_path: str = ""
+    image_tokens: int = 0  # context tokens one image takes (one tile)
+    image_max_side: int = 0  # larger images are scaled down to this longer side first
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 from vllmchat.core.engine.events import Event
+from vllmchat.core.engine.images import ImageInput
 from vllmchat.core.engine.info import (
     KvUsage,
     ModelInfo,
@@ -31,6 +32,7 @@ class Capabilities:
     tuning: bool = False  # it measures speed and memory and changes threads live
     kv_files: bool = False  # its KV state is written to and read from files here
     prompt_cache: bool = False  # a prompt prefilled ahead (max_tokens 0) is reused next turn
+    vision: bool = False  # the model loaded takes images (it has a projector)
 
 
 LOCAL = Capabilities(local_memory=True, offload=True, tuning=True, kv_files=True, prompt_cache=True)
@@ -39,7 +41,10 @@ LOCAL = Capabilities(local_memory=True, offload=True, tuning=True, kv_files=True
 class Engine(Protocol):
     """Load a model, stream replies, move its KV state, survive and report its death."""
 
-    capabilities: Capabilities
+    @property
+    def capabilities(self) -> Capabilities:
+        """What this engine can do now (``vision`` follows the model loaded)."""
+        ...
 
     @property
     def info(self) -> ModelInfo | None:
@@ -68,8 +73,15 @@ class Engine(Protocol):
     def close(self) -> None: ...
 
     def chat(
-        self, messages: Sequence[Mapping[str, str]], sampling: SamplingSettings | None = None
-    ) -> Iterator[Event]: ...
+        self,
+        messages: Sequence[Mapping[str, str]],
+        sampling: SamplingSettings | None = None,
+        images: Sequence[ImageInput] = (),
+    ) -> Iterator[Event]:
+        """Stream the reply to the last message. ``images``: one per ``MEDIA_MARKER``
+        in the messages' texts, in order (``images.py``); an engine without
+        ``Capabilities.vision`` answers them with an ``ErrorKind.NO_VISION`` error."""
+        ...
 
     def stop(self) -> None: ...
 

@@ -31,6 +31,7 @@ from vllmchat.core.engine.events import (
     TokenEvent,
     TurnStats,
 )
+from vllmchat.core.engine.images import ImageInput
 from vllmchat.core.engine.info import KvUsage, ModelInfo, ReloadResult, StateTransfer
 from vllmchat.core.engine.protocol import Capabilities
 from vllmchat.core.models.advisor import display_name
@@ -217,11 +218,20 @@ class RemoteEngine:
         return request
 
     def chat(
-        self, messages: Sequence[Mapping[str, str]], sampling: SamplingSettings | None = None
+        self,
+        messages: Sequence[Mapping[str, str]],
+        sampling: SamplingSettings | None = None,
+        images: Sequence[ImageInput] = (),
     ) -> Iterator[Event]:
         """Stream the reply as the local engine's events; failures end in an ``ErrorEvent``."""
         if self.info is None or self.model is None:
             yield ErrorEvent(ErrorKind.NO_MODEL, "Not connected to a server.")
+            return
+        if images:
+            yield ErrorEvent(
+                ErrorKind.NO_VISION,
+                "A server engine is sent text only: images go to a local model.",
+            )
             return
         sampling = sampling or SamplingSettings()
         self._stop.clear()

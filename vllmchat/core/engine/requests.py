@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Generic, TypeVar, get_args, get_origin
 
+from vllmchat.core.engine.images import ImageInput
 from vllmchat.core.engine.info import (
     KvUsage,
     ModelInfo,
@@ -192,6 +193,7 @@ class ControlTokens(Request[list[int]]):
 @dataclass(frozen=True)
 class Render(Request[list[int]]):
     messages: Sequence[Mapping[str, str]]
+    images: Sequence[ImageInput] = ()
 
 
 @dataclass(frozen=True)
@@ -207,6 +209,7 @@ class Chat(Request[None]):
     stoppable: ClassVar[bool] = True
     messages: Sequence[Mapping[str, str]]
     sampling: SamplingSettings
+    images: Sequence[ImageInput] = ()  # one per MEDIA_MARKER in the messages, in order
 
 
 @dataclass(frozen=True)

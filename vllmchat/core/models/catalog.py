@@ -8,10 +8,11 @@ so a quant's fit is known before it is downloaded.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from vllmchat.core.gguf_header import GGUFHeader, NeedMoreBytes, parse_header
 from vllmchat.core.models.advisor import quant_label
+from vllmchat.core.models.projector import looks_like_projector, matching_projector
 
 SPLIT_RE = re.compile(r"^(?P<stem>.*)-(?P<part>\d{5})-of-(?P<total>\d{5})\.gguf$")
 
@@ -37,6 +38,9 @@ class QuantFile:
     label: str
     parts: list[RemoteFile] = field(default_factory=list)
     revision: str = "main"
+    # The repository's multimodal projector for this quant (downloaded with it): the
+    # model then takes images.
+    projector: RemoteFile | None = None
 
     @property
     def filename(self) -> str:
@@ -50,6 +54,15 @@ class QuantFile:
     @property
     def is_split(self) -> bool:
         return len(self.parts) > 1
+
+    @property
+    def files(self) -> list[RemoteFile]:
+        """What a download fetches: the parts, then the projector."""
+        return self.parts + ([self.projector] if self.projector else [])
+
+    @property
+    def download_size(self) -> int:
+        return sum(f.size for f in self.files)
 
 
 @dataclass(frozen=True)
@@ -80,13 +93,20 @@ def _hub_error(exc: Exception, repo: str) -> CatalogError:
     return CatalogError(f"Cannot reach the hub ({type(exc).__name__}: {exc}).")
 
 
+def projectors(files: list[RemoteFile]) -> list[RemoteFile]:
+    """A repository's multimodal projectors (``mmproj*.gguf``), by name."""
+    return sorted((f for f in files if looks_like_projector(f.filename)), key=lambda f: f.filename)
+
+
 def group_quants(repo: str, files: list[RemoteFile], revision: str = "main") -> list[QuantFile]:
-    """Group a repository's GGUF files into quants, split sets as one; sorted by size."""
+    """Group a repository's GGUF files into quants, split sets as one, each with the
+    projector to download beside it (if the repository has one); sorted by size."""
     singles: list[QuantFile] = []
     splits: dict[str, list[RemoteFile]] = {}
+    by_name = {p.filename: p for p in projectors(files)}
     for f in files:
         name = f.filename.rsplit("/", 1)[-1]
-        if not name.endswith(".gguf") or name.startswith("mmproj"):
+        if not name.endswith(".gguf") or f.filename in by_name:
             continue
         m = SPLIT_RE.match(f.filename)
         if m:
@@ -96,6 +116,12 @@ def group_quants(repo: str, files: list[RemoteFile], revision: str = "main") -> 
     for stem, parts in splits.items():
         parts.sort(key=lambda p: p.filename)
         singles.append(QuantFile(repo, quant_label(stem + ".gguf"), parts, revision))
+    if by_name:
+        names = list(by_name)
+        for i, quant in enumerate(singles):
+            projector = matching_projector(quant.filename, names)
+            if projector is not None:
+                singles[i] = replace(quant, projector=by_name[projector])
     return sorted(singles, key=lambda q: q.size)
 
 

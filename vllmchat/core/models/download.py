@@ -53,6 +53,13 @@ def local_path(models_dir: Path, repo: str, filename: str) -> Path:
     return models_dir / repo / filename
 
 
+def projector_path(models_dir: Path, quant: QuantFile) -> Path | None:
+    """Where a quant's projector is downloaded (None: the repository has none)."""
+    if quant.projector is None:
+        return None
+    return local_path(models_dir, quant.repo, quant.projector.filename)
+
+
 def _retryable(exc: Exception) -> bool:
     import httpx2
 
@@ -89,13 +96,15 @@ class Downloader:
         on_progress: Callable[[DownloadProgress], None] | None = None,
         cancel: threading.Event | None = None,
     ) -> Path:
-        """Download every part of ``quant``; returns the path llama.cpp opens."""
+        """Download every part of ``quant``, and its projector; returns the path llama.cpp
+        opens (the projector's: ``projector_path``)."""
         cancel = cancel or threading.Event()
-        targets = [local_path(self.models_dir, quant.repo, p.filename) for p in quant.parts]
-        todo = [(p, t) for p, t in zip(quant.parts, targets, strict=True) if not t.exists()]
+        files = quant.files
+        targets = [local_path(self.models_dir, quant.repo, p.filename) for p in files]
+        todo = [(p, t) for p, t in zip(files, targets, strict=True) if not t.exists()]
         self._check_space(todo)
-        done_before = sum(p.size for p, t in zip(quant.parts, targets, strict=True) if t.exists())
-        meter = _Meter(quant.filename, quant.size, done_before, on_progress)
+        done_before = sum(p.size for p, t in zip(files, targets, strict=True) if t.exists())
+        meter = _Meter(quant.filename, quant.download_size, done_before, on_progress)
         for part, target in todo:
             self._download_part(quant, part, target, meter, cancel)
         return targets[0]

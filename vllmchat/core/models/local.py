@@ -9,6 +9,7 @@ from pathlib import Path
 
 from vllmchat.core.models.advisor import quant_label
 from vllmchat.core.models.catalog import SPLIT_RE
+from vllmchat.core.models.projector import looks_like_projector, projector_beside
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,11 @@ class LocalModel:
     label: str
     source: str  # "demo", "app", "hf-cache" or "folder"
     parts: int = 1
+    projector: str = ""  # the projector beside it made for its width: it takes images
+
+    @property
+    def vision(self) -> bool:
+        return bool(self.projector)
 
     @property
     def name(self) -> str:
@@ -39,8 +45,10 @@ def hf_cache_dir() -> Path:
 def _scan(folder: Path, source: str) -> Iterable[LocalModel]:
     if not folder.is_dir():
         return
-    for path in sorted(folder.rglob("*.gguf")):
-        if ".partial" in path.parts or path.name.startswith("mmproj"):
+    paths = sorted(folder.rglob("*.gguf"))
+    with_projector = {p.parent for p in paths if looks_like_projector(p.name)}
+    for path in paths:
+        if ".partial" in path.parts or looks_like_projector(path.name):
             continue
         m = SPLIT_RE.match(path.name)
         if m and m.group("part") != "00001":
@@ -58,7 +66,8 @@ def _scan(folder: Path, source: str) -> Iterable[LocalModel]:
             size = sum(p.stat().st_size for p in parts)
         except OSError:
             continue
-        yield LocalModel(path, size, quant_label(path.name), source, len(parts))
+        projector = projector_beside(path) if path.parent in with_projector else None
+        yield LocalModel(path, size, quant_label(path.name), source, len(parts), projector or "")
 
 
 def discover(

@@ -20,6 +20,7 @@ from typing import Any
 
 from vllmchat.core.gguf_header import read_header
 from vllmchat.core.models.description import ModelDescription, describe
+from vllmchat.core.models.projector import ProjectorInfo, read_projector
 from vllmchat.core.placement import Placement, parse_overrides, parse_split
 from vllmchat.core.settings import LoadSettings
 
@@ -63,6 +64,10 @@ class FitSettings:
     # A draft model beside it (speculative decoding): its own GPU memory and RAM.
     draft_vram: int = 0
     draft_ram: int = 0
+    # A multimodal projector beside it: its weights and its encoder's compute buffer
+    # (on the GPU when layers are), and the context tokens one image takes.
+    projector_bytes: int = 0
+    image_tokens: int = 0
 
     @classmethod
     def of(
@@ -76,12 +81,15 @@ class FitSettings:
         """The memory-relevant part of ``load``."""
         names = {f.name for f in fields(cls)} - {"gpu", "gpu_overhead", "gpu_free"} - _DRAFT
         draft = draft_need(load, gpu=gpu)
+        projector = projector_need(load.mmproj_path)
         return cls(
             gpu=gpu,
             gpu_overhead=overhead,
             gpu_free=gpu_free,
             draft_vram=draft.vram if draft else 0,
             draft_ram=draft.ram if draft else 0,
+            projector_bytes=projector.weights_bytes + projector.encode_bytes if projector else 0,
+            image_tokens=projector.image_tokens if projector else 0,
             **{name: getattr(load, name) for name in names},
         )
 
@@ -126,15 +134,19 @@ class MemoryEstimate:
     vram_by_device: tuple[int, ...] = ()  # per GPU (their sum is ``vram``)
     draft_gpu: int = 0  # a draft model's share (on the first GPU)
     draft_cpu: int = 0
+    projector_gpu: int = 0  # a multimodal projector (on the first GPU)
+    projector_cpu: int = 0
+    image_tokens: int = 0  # context tokens one image takes (0: no projector)
 
     @property
     def vram(self) -> int:
         on_gpu = self.weights_gpu + self.kv_gpu + self.compute_gpu + self.overhead_gpu
-        return on_gpu + self.draft_gpu
+        return on_gpu + self.draft_gpu + self.projector_gpu
 
     @property
     def ram(self) -> int:
-        return self.weights_cpu + self.kv_cpu + self.compute_cpu + self.draft_cpu
+        own = self.weights_cpu + self.kv_cpu + self.compute_cpu
+        return own + self.draft_cpu + self.projector_cpu
 
     @property
     def kv(self) -> int:
@@ -155,6 +167,8 @@ class MemoryEstimate:
             "overhead_gpu",
             "draft_gpu",
             "draft_cpu",
+            "projector_gpu",
+            "projector_cpu",
         )
         out = {k: round(getattr(self, k) / MIB, 2) for k in keys}
         out.update(vram=round(self.vram / MIB, 2), ram=round(self.ram / MIB, 2))
@@ -318,8 +332,10 @@ def estimate(desc: ModelDescription, s: FitSettings) -> MemoryEstimate:
     else:
         compute_cpu = compute
     draft_gpu = s.draft_vram if s.gpu else 0
+    projector_gpu = s.projector_bytes if s.gpu and ngl > 0 else 0  # mtmd's use_gpu
+    first = draft_gpu + projector_gpu
     by_device = tuple(
-        per_dev[d] + kv_dev[d] + compute_dev[d] + overhead_dev[d] + (draft_gpu if d == 0 else 0)
+        per_dev[d] + kv_dev[d] + compute_dev[d] + overhead_dev[d] + (first if d == 0 else 0)
         for d in range(n_dev)
     )
     return MemoryEstimate(
@@ -336,10 +352,24 @@ def estimate(desc: ModelDescription, s: FitSettings) -> MemoryEstimate:
         vram_by_device=by_device if s.gpu else (),
         draft_gpu=draft_gpu,
         draft_cpu=s.draft_ram,
+        projector_gpu=projector_gpu,
+        projector_cpu=s.projector_bytes - projector_gpu,
+        image_tokens=s.image_tokens,
     )
 
 
-_DRAFT = {"draft_vram", "draft_ram"}
+_DRAFT = {"draft_vram", "draft_ram", "projector_bytes", "image_tokens"}
+
+
+def projector_need(path: str) -> ProjectorInfo | None:
+    """The projector of ``mmproj_path`` (None: none, or it cannot be read; loading it
+    then says why)."""
+    if not path:
+        return None
+    try:
+        return read_projector(path)
+    except (OSError, ValueError, KeyError):
+        return None
 
 
 def draft_need(load: LoadSettings, *, gpu: bool = True) -> MemoryEstimate | None:

@@ -1,4 +1,8 @@
-"""The list of conversations: new, rename, delete, search."""
+"""The list of conversations: new, rename, delete, search.
+
+It asks for renames and deletions (``rename_requested``, ``delete_requested``) and
+follows the application layer's events; it reads the store, never writes it.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +19,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from vllmchat.core.app.events import (
+    ConversationCreated,
+    ConversationDeleted,
+    ConversationImported,
+    ConversationRenamed,
+)
 from vllmchat.core.conversations.store.store import ConversationStore
 
 
@@ -25,6 +35,10 @@ class ConversationList(QWidget):
     message_selected = Signal(int, int)
     """A search hit: the conversation and the message that matched."""
     new_requested = Signal()
+    rename_requested = Signal(int, str)
+    """A conversation and the title the user typed."""
+    delete_requested = Signal(int)
+    """A conversation the user confirmed to delete."""
 
     def __init__(self, store: ConversationStore, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -100,8 +114,7 @@ class ConversationList(QWidget):
             self, "Rename conversation", "Title:", text=self.store.conversation(cid).title
         )
         if ok and title.strip():
-            self.store.rename(cid, title)
-            self.refresh()
+            self.rename_requested.emit(cid, title)
 
     def delete_current(self) -> None:
         cid = self.current_id()
@@ -111,9 +124,21 @@ class ConversationList(QWidget):
             self, "Delete conversation", f"Delete “{self.store.conversation(cid).title}”?"
         )
         if answer == QMessageBox.StandardButton.Yes:
-            self.store.delete(cid)
-            self.refresh()
-            if self.list.count():
-                self.list.setCurrentRow(0)
-            else:
-                self.new_requested.emit()
+            self.delete_requested.emit(cid)
+
+    def follow(
+        self, event: ConversationCreated | ConversationRenamed | ConversationImported
+    ) -> None:
+        """A conversation was added or renamed: listed anew, the selection kept."""
+        self.refresh()
+
+    def follow_deletion(self, event: ConversationDeleted) -> None:
+        """A conversation is gone: the newest left is opened, or a new one asked for."""
+        was_current = self.current_id() == event.conversation_id
+        self.refresh()
+        if not was_current:
+            return
+        if self.list.count():
+            self.list.setCurrentRow(0)
+        else:
+            self.new_requested.emit()

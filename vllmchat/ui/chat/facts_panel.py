@@ -110,6 +110,8 @@ class FactsPanel(QGroupBox):
         cid = self.conversation_id
         if self.facts.store.closed:  # the window is closing; a queued event came late
             return
+        if cid is not None and not any(c.id == cid for c in self.facts.store.conversations()):
+            cid = None  # deleted since the event was sent (the next one shows another)
         self._draw(self.facts.facts(cid) if cid is not None else ())
 
     def _on_changed(self, event: FactsChanged) -> None:

@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (
 )
 
 from vllmchat import __version__
+from vllmchat.core.app.engines import open_local
 from vllmchat.core.doctor import Report, Status, run_doctor
 from vllmchat.ui.common.workers import WorkerGroup
 
@@ -55,7 +56,8 @@ class DiagnosticsDialog(QDialog):
         """Run the checks (they load the demo model in a separate engine process)."""
         self.rerun.setEnabled(False)
         self.copy.setEnabled(False)
-        self.workers.run(run_doctor, self.show_report, self.show_error, name="The checks")
+        self.workers.run(lambda: run_doctor(open_local), self.show_report, self.show_error,
+                         name="The checks")  # fmt: skip
 
     def show_report(self, report: Report) -> None:
         self.report = report

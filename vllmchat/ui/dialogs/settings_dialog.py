@@ -43,7 +43,7 @@ LABELS = {
     "n_batch": "Batch", "n_ubatch": "Micro-batch", "flash_attn": "Flash attention",
     "type_k": "K cache type", "type_v": "V cache type", "use_mmap": "Map the model file",
     "swa_full": "Full sliding-window cache", "draft_model": "Draft model",
-    "draft_n_gpu_layers": "Draft model's GPU layers",
+    "draft_n_gpu_layers": "Draft model's GPU layers", "mmproj_path": "Projector (mmproj)",
 }  # fmt: skip
 
 

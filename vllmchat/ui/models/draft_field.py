@@ -1,12 +1,14 @@
 """The draft model setting: installed models with the model's vocabulary to pick
 from, the others greyed with the reason, and the catalog's and the hub's matches on
-request (all found off the GUI thread)."""
+request (all found off the GUI thread). Settings → Draft model shows it as a field,
+the model picker as its Draft models tab (``DraftTab``)."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
@@ -46,9 +48,18 @@ class DraftField(QWidget):
     """An editable list of draft model paths ('' is none) and, below it, every candidate
     with whether it can draft for the model (a click on one that can picks it)."""
 
-    def __init__(self, model_path: str, current: str, parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        model_path: str,
+        current: str,
+        parent: QWidget | None = None,
+        *,
+        folders: Sequence[str] = (),
+    ) -> None:
+        """``folders``: where to look for models besides the usual places."""
         super().__init__(parent)
         self.model_path = model_path
+        self.folders = tuple(folders)
         self.combo = QComboBox()
         self.combo.setEditable(True)
         self.combo.addItem(NONE)
@@ -85,16 +96,17 @@ class DraftField(QWidget):
         self.refusal = ""  # why the draft model set cannot draft for the model
         if os.path.isfile(model_path):
             self.found.setText("Looking for installed models with this vocabulary…")
-            self.workers.run(lambda: self._look(model_path, current), self._show_installed,
+            self.workers.run(lambda: self._look(model_path, current, self.folders),
+                             self._show_installed,
                              self._failed, name="Looking for installed draft models")  # fmt: skip
         else:
             self.hub_button.setEnabled(False)
 
     @staticmethod
-    def _look(model: str, current: str) -> tuple[list[DraftCandidate], str]:
+    def _look(model: str, current: str, folders: Sequence[str]) -> tuple[list[DraftCandidate], str]:
         """The installed candidates, and why the draft model set is refused ('' if not)."""
         refusal = file_refusal(current, model) if current else ""
-        return installed_draft_options(model, discover()), refusal
+        return installed_draft_options(model, discover(folders)), refusal
 
     def _add_row(self, c: DraftCandidate) -> None:
         item = QListWidgetItem(row_text(c))
@@ -158,3 +170,34 @@ class DraftField(QWidget):
 
     def close_workers(self) -> None:
         self.workers.join()
+
+
+class DraftTab(QWidget):
+    """The model picker's Draft models tab: the same list as Settings → Draft model,
+    for the model loaded now; ``chosen`` is set when one is picked for speculation."""
+
+    chosen = Signal(str)
+    """The draft model's path ('' for none)."""
+
+    def __init__(
+        self, model_path: str, current: str, folders: Sequence[str] = (),
+        parent: QWidget | None = None,
+    ) -> None:  # fmt: skip
+        super().__init__(parent)
+        loaded = bool(model_path) and os.path.isfile(model_path)
+        about = QLabel(
+            f"Draft models for {os.path.basename(model_path)}: a smaller model with its "
+            "vocabulary guesses tokens that the model checks in one batch."
+            if loaded
+            else "Load a model first: draft models are matched to the model loaded."
+        )
+        about.setWordWrap(True)
+        self.field = DraftField(model_path, current, self, folders=folders)
+        self.use = QPushButton("Use for speculation")
+        self.use.setEnabled(loaded)
+        self.use.clicked.connect(lambda: self.chosen.emit(self.field.combo.currentText()))
+        layout = QVBoxLayout(self)
+        layout.addWidget(about)
+        layout.addWidget(self.field)
+        layout.addStretch()
+        layout.addWidget(self.use)

@@ -8,6 +8,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
+    QCheckBox,
     QDialog,
     QFileDialog,
     QHBoxLayout,
@@ -45,6 +46,7 @@ from vllmchat.core.paths import models_dir
 from vllmchat.core.resources import curated_models
 from vllmchat.ui.common.workers import WorkerGroup
 from vllmchat.ui.models.downloads import DownloadsPanel
+from vllmchat.ui.models.draft_field import DraftTab
 from vllmchat.ui.models.servers_tab import ServersTab
 
 BADGE_COLORS = {GPU_FULL: "#2e7d32", GPU_PARTIAL: "#f9a825", RAM_ONLY: "#1565c0",
@@ -85,6 +87,8 @@ class ModelPicker(QDialog):
         folders: list[str] | None = None,
         first_run: bool = False,
         downloads: DownloadsPanel | None = None,
+        model_path: str = "",  # the model loaded, for its Draft models tab
+        draft: str = "",  # and its draft model, if any
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
@@ -95,6 +99,7 @@ class ModelPicker(QDialog):
         self.folders = folders or []
         self.chosen_path: str | None = None
         self.chosen_server: tuple[str, str] | None = None  # (url, model)
+        self.chosen_draft: str | None = None  # a draft model for the loaded one ('' none)
         self.workers = WorkerGroup(self)
         # Downloads run in the window's panel, so they go on after this dialog closes.
         self.downloads = downloads or DownloadsPanel(self)
@@ -116,6 +121,9 @@ class ModelPicker(QDialog):
         self.servers = ServersTab()
         self.servers.server_chosen.connect(self._use_server)
         self.tabs.addTab(self.servers, "Servers")
+        self.drafts = DraftTab(model_path, draft, self.folders)
+        self.drafts.chosen.connect(self._use_draft)
+        self.tabs.addTab(self.drafts, "Draft models")
         layout.addWidget(self.tabs)
         row = QHBoxLayout()
         self.demo = QPushButton("Use the demo model (offline)")
@@ -140,6 +148,9 @@ class ModelPicker(QDialog):
         self.installed.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
         self.installed.cellDoubleClicked.connect(lambda r, _c: self._use_installed(r))
         v.addWidget(self.installed)
+        self.vision_only = QCheckBox("Only models that take images (a projector beside them)")
+        self.vision_only.toggled.connect(lambda _on: self._filter_installed())
+        v.addWidget(self.vision_only)
         self.installed.setSelectionMode(QTableWidget.SelectionMode.ExtendedSelection)
         use = QPushButton("Load selected")
         use.clicked.connect(lambda: self._use_installed(self.installed.currentRow()))
@@ -181,7 +192,8 @@ class ModelPicker(QDialog):
         self.installed_rows = rows
         self.installed.setRowCount(len(rows))
         for i, (m, _kind, _text, color, message) in enumerate(rows):
-            cells = [m.name, m.label or "?", _size(m.size), message]
+            label = (m.label or "?") + (" · vision" if m.vision else "")
+            cells = [m.name, label, _size(m.size), message]
             for j, value in enumerate(cells):
                 item = QTableWidgetItem(value)
                 item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsEditable)
@@ -190,9 +202,24 @@ class ModelPicker(QDialog):
                     item.setBackground(_tint(color))
                 self.installed.setItem(i, j, item)
         self.installed.resizeColumnsToContents()
+        self._filter_installed()
+
+    def show_vision_only(self, on: bool = True) -> None:
+        """List only the installed models that take images (after an image was sent to
+        a model without vision)."""
+        self.vision_only.setChecked(on)
+
+    def _filter_installed(self) -> None:
+        only = self.vision_only.isChecked()
+        for i, row in enumerate(getattr(self, "installed_rows", [])):
+            self.installed.setRowHidden(i, only and not row[0].vision)
 
     def _use_server(self, url: str, model: str) -> None:
         self.chosen_server = (url, model)
+        self.accept()
+
+    def _use_draft(self, path: str) -> None:
+        self.chosen_draft = path
         self.accept()
 
     def _use_installed(self, row: int) -> None:
@@ -295,6 +322,8 @@ class ModelPicker(QDialog):
             text, color = badge(advice.fit)
             star = "★ recommended · " if advice.recommended else ""
             parts = f" ({len(quant.parts)} parts)" if quant.is_split else ""
+            if quant.projector is not None:  # downloaded with it: the model takes images
+                parts += f" + vision {_size(quant.projector.size)}"
             for j, value in enumerate(
                 [quant.label or quant.filename, _size(quant.size) + parts, star + text]
             ):
@@ -380,10 +409,10 @@ class ModelPicker(QDialog):
         if self.downloads.parent() is self:
             self.downloads.join()  # no window to carry it: stop with the dialog
         self.workers.join()
+        self.drafts.field.close_workers()
         super().done(result)
 
 
 def _tint(color: str) -> QColor:
     c = QColor(color)
-    c.setAlpha(60)
-    return c
+    return QColor(c.red(), c.green(), c.blue(), 60)

@@ -9,7 +9,10 @@ the session's flag, checked per token in the engine process.
 
 The GUI thread never reaches into the application layer's objects: it reads
 ``snapshot`` (settings, capabilities, model, machine), which the engine's thread
-publishes before each event that may follow a change, and it sends intents.
+publishes before each event that may follow a change, and it sends intents. The
+user's quick changes to stored conversations (new, rename, pin, a summary, import)
+touch only the store, which serialises its writes: they are made at once and their
+events published on the calling thread; a deletion waits its turn on the engine's.
 """
 
 from __future__ import annotations
@@ -23,15 +26,23 @@ from PySide6.QtCore import QObject, Qt, QThreadPool, QTimer, Signal, SignalInsta
 
 from vllmchat.core.app.chat_app import ChatApp
 from vllmchat.core.app.events import (
+    ConversationCreated,
+    ConversationDeleted,
+    ConversationEdit,
+    ConversationImported,
     ConversationOpened,
+    ConversationRenamed,
+    EditRefused,
     EngineDied,
     Loaded,
     LoadFailed,
     LoadStarted,
+    MessagePinned,
     PlacementFellBack,
     PlacementNeedsConfirmation,
     SettingsChanged,
     StorageWarning,
+    SummaryEdited,
     TitleMade,
     TurnStarted,
 )
@@ -115,6 +126,20 @@ class AppEvents(QObject):
     """``PointMeasured``: one configuration measured, progress and ETA."""
     tune_finished = Signal(object)
     """``TuneFinished``: the points and the pick."""
+    conversation_created = Signal(object)
+    """``ConversationCreated``: a new, empty conversation."""
+    conversation_renamed = Signal(object)
+    """``ConversationRenamed``: the title the user gave."""
+    conversation_deleted = Signal(object)
+    """``ConversationDeleted``: gone, with its saved KV state."""
+    conversation_imported = Signal(object)
+    """``ConversationImported``: read from a file as a new conversation."""
+    message_pinned = Signal(object)
+    """``MessagePinned``: pinned or unpinned."""
+    summary_edited = Signal(object)
+    """``SummaryEdited``: a summary rewritten by hand."""
+    edit_refused = Signal(object)
+    """``EditRefused``: a change the user asked for was not made, and why."""
 
     def __init__(self, app: ChatApp) -> None:
         super().__init__()
@@ -141,6 +166,15 @@ class AppEvents(QObject):
             PointMeasured: self.tune_point,
             TuneFinished: self.tune_finished,
         }
+        self._edits: dict[type, SignalInstance] = {
+            ConversationCreated: self.conversation_created,
+            ConversationRenamed: self.conversation_renamed,
+            ConversationDeleted: self.conversation_deleted,
+            ConversationImported: self.conversation_imported,
+            MessagePinned: self.message_pinned,
+            SummaryEdited: self.summary_edited,
+            EditRefused: self.edit_refused,
+        }
 
     def publish_snapshot(self, *_: object) -> None:
         """Emit the application layer's snapshot when it changed (on the engine's thread)."""
@@ -163,6 +197,8 @@ class AppEvents(QObject):
             self.thinking_received.emit(event.text)
         elif isinstance(event, ThoughtFor):
             self.thought_for.emit(event.seconds)
+        elif type(event) in self._edits:  # the store's alone: no snapshot to publish
+            self._edits[type(event)].emit(event)
         elif type(event) in self._signals:
             self.publish_snapshot()  # the GUI thread reads it as of this event
             self._signals[type(event)].emit(event)
@@ -293,6 +329,33 @@ class EngineBridge(QObject):
 
     def apply_tune(self, config: TuneConfig) -> None:
         self.call(self.app.apply_tune, config)
+
+    # -- the user's changes to stored conversations -----------------------------------
+    def _edited(self, event: ConversationEdit) -> ConversationEdit:
+        self.events.publish(event)
+        return event
+
+    def new_conversation(self) -> ConversationCreated | EditRefused:
+        """A new conversation with the settings' system prompt (announced, and returned)."""
+        made = self.app.edits.create(system_prompt=self.snapshot.settings.system_prompt)
+        self._edited(made)
+        return made
+
+    def rename_conversation(self, conversation_id: int, title: str) -> None:
+        self._edited(self.app.edits.rename(conversation_id, title))
+
+    def pin_message(self, message_id: int, pinned: bool) -> None:
+        self._edited(self.app.edits.pin(message_id, pinned))
+
+    def edit_summary(self, summary_id: int, text: str) -> None:
+        self._edited(self.app.edits.edit_summary(summary_id, text))
+
+    def import_conversation(self, path: str) -> None:
+        self._edited(self.app.edits.import_file(path))
+
+    def delete_conversation(self, conversation_id: int) -> None:
+        """On the engine's thread: after the turn in progress, the open session let go."""
+        self.call(self.app.delete_conversation, conversation_id)
 
     def _on_snapshot(self, snapshot: AppSnapshot) -> None:
         self.snapshot = snapshot

@@ -2,8 +2,8 @@
 
 It renders what the application layer announces and forwards what the user asks
 for; its parts are small objects given what they use (``ModelActions``,
-``TunerActions``, ``ConversationActions``, ``LoadView``, ``MemoryReadout``,
-``WindowState``).
+``TunerActions``, ``ConversationActions``, ``LoadView``, ``TurnView``,
+``MemoryReadout``, ``WindowState``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from typing import Any
 from PySide6.QtCore import Qt, QTimer, QUrl
 from PySide6.QtGui import QAction, QCloseEvent, QDesktopServices, QKeySequence
 from PySide6.QtWidgets import (
-    QInputDialog,
     QMainWindow,
     QMenu,
     QMessageBox,
@@ -25,12 +24,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from vllmchat.core.app.events import StorageWarning, TitleMade, TurnStarted
+from vllmchat.core.app.events import EditRefused, StorageWarning, TitleMade
 from vllmchat.core.app_settings import AppSettings, save_app_settings
-from vllmchat.core.conversations.events import MessageStored, PromptPlanEvent, SummaryEvent
 from vllmchat.core.conversations.store.store import ConversationStore
 from vllmchat.core.conversations.turns.kv_cache import KVStateCache
-from vllmchat.core.engine.events import DoneEvent, ErrorEvent, ErrorKind, TurnStats
+from vllmchat.core.engine.events import DoneEvent, ErrorEvent
 from vllmchat.core.engine.info import ModelInfo
 from vllmchat.core.engine.protocol import Engine
 from vllmchat.core.models.description import ModelDescription
@@ -51,6 +49,7 @@ from vllmchat.ui.window.engine_bridge import EngineBridge
 from vllmchat.ui.window.load_view import LoadView
 from vllmchat.ui.window.memory_readout import MemoryReadout
 from vllmchat.ui.window.status_line import StatusLine
+from vllmchat.ui.window.turn_view import TurnView
 from vllmchat.ui.window.window_actions import ModelActions, TunerActions
 from vllmchat.ui.window.window_state import WindowState
 
@@ -79,24 +78,23 @@ class MainWindow(QMainWindow):
         self.bridge = EngineBridge(store, kv, self, settings=settings, persist=persist,
                                    engine=engine)  # fmt: skip
         self.theme = ThemeWatcher(self)
-        self.unsent: str | None = None  # the message sent last, until the store has it
         self.closing = False
         self.conversation_id: int | None = None
-        # Counters the GUI thread updates when a turn, load or title ends (tests, benchmarks).
-        self.turns_ended = 0
-        self.titles_ended = 0
-        self.last_turn: DoneEvent | ErrorEvent | None = None
+        self.titles_ended = 0  # counted on the GUI thread when a title ends (tests, benchmarks)
         self._build()
         self.models = ModelActions(self.bridge, self, self.offload, self.downloads,
                                    self.show_notice)  # fmt: skip
         self.tuning = TunerActions(self.bridge, self, self.offload)
-        self.talk = ConversationActions(store, self, (self.chat, self.conversations),
+        self.talk = ConversationActions(self.bridge, store, self, (self.chat, self.conversations),
                                         lambda: self.conversation_id, self._status,
                                         self.render_conversation)  # fmt: skip
         self.readout = MemoryReadout(self.bridge, self.memory)
         self.window_state = WindowState(self, self.split, store)
         self.loads = LoadView(self.bridge, self, self.input, (self.offload, self.memory),
                               self.banner, self.status_line, self.busy_bar)  # fmt: skip
+        self.turns = TurnView(self.bridge, store, self, (self.chat, self.input, self.conversations),
+                              (self.readout, self.status_line, self.offload, self.memory),
+                              self.loads, self.statusBar(), self.ask_for_title)  # fmt: skip
         self._connect()
         self._menus()
         existing = store.conversations()
@@ -104,7 +102,9 @@ class MainWindow(QMainWindow):
         if last is not None and any(c.id == last for c in existing):
             self.open_conversation(last)
         else:
-            self.open_conversation(existing[0].id if existing else self.new_conversation(False))
+            first = existing[0].id if existing else self.new_conversation(False)
+            if first is not None:  # else the store refused: the status bar says why
+                self.open_conversation(first)
         self.conversations.refresh()
         self.conversations.select(self.conversation_id or 0)
         self._memory_timer = QTimer(self)
@@ -129,6 +129,18 @@ class MainWindow(QMainWindow):
     @property
     def loads_ended(self) -> int:
         return self.loads.ended
+
+    @property
+    def turns_ended(self) -> int:
+        return self.turns.ended
+
+    @property
+    def last_turn(self) -> DoneEvent | ErrorEvent | None:
+        return self.turns.last
+
+    def send(self, text: str) -> None:
+        """Send ``text`` as the user's next message (as the input box does)."""
+        self.turns.send(text)
 
     @property
     def last_load(self) -> Any:
@@ -177,30 +189,21 @@ class MainWindow(QMainWindow):
         # Bound methods only: a lambda connected to the engine thread's signals would
         # run on that thread.
         self.loads.wire()
-        e.turn_started.connect(self._on_turn_started)
-        e.token_received.connect(self.chat.append_token)
-        e.token_received.connect(self.readout.count_token)
-        e.thinking_received.connect(self.chat.append_thinking)
-        e.thought_for.connect(self.chat.thought_for)
-        e.prefill_progress.connect(self._on_prefill)
-        e.prompt_planned.connect(self._on_plan)
-        e.summary_changed.connect(self._on_summary)
-        e.stats_ready.connect(self._on_stats)
-        e.turn_finished.connect(self._on_done)
-        e.turn_failed.connect(self._on_failed)
-        e.message_stored.connect(self._on_message_stored)
+        self.turns.wire()
+        self.talk.wire()
         e.storage_warning.connect(self.show_storage_warning)
         e.placement_needs_confirmation.connect(self.models.ask)
         e.placement_fell_back.connect(self.models.fell_back)
-        self.input.send_requested.connect(self.send)
-        self.input.stop_requested.connect(self.bridge.stop)
-        self.chat.regenerate_requested.connect(self.regenerate)
-        self.chat.edit_requested.connect(self.edit_message)
+        e.title_made.connect(self._on_title)
+        for follow in (e.conversation_created, e.conversation_renamed, e.conversation_imported):
+            follow.connect(self.conversations.follow)
+        e.conversation_deleted.connect(self.conversations.follow_deletion)
         self.chat.summary_edit_requested.connect(self.talk.edit_summary)
         self.chat.pin_requested.connect(self.talk.pin_message)
         self.conversations.conversation_selected.connect(self.open_conversation)
         self.conversations.message_selected.connect(self.show_message)
-        e.title_made.connect(self._on_title)
+        self.conversations.rename_requested.connect(self.bridge.rename_conversation)
+        self.conversations.delete_requested.connect(self.bridge.delete_conversation)
         self.theme.changed.connect(self.chat.apply_theme)
         self.downloads.load_requested.connect(self.models.load_downloaded)
         self.conversations.new_requested.connect(self.new_conversation)
@@ -237,12 +240,15 @@ class MainWindow(QMainWindow):
         return action
 
     # -- conversations --------------------------------------------------------------------
-    def new_conversation(self, select: bool = True) -> int:
-        conv = self.store.create(system_prompt=self.settings.system_prompt)
+    def new_conversation(self, select: bool = True) -> int | None:
+        """A new conversation (its id; None, said in the status bar, when the store
+        refused it)."""
+        made = self.bridge.new_conversation()
+        if isinstance(made, EditRefused):
+            return None
         if select:
-            self.conversations.refresh()
-            self.conversations.select(conv.id)
-        return conv.id
+            self.conversations.select(made.conversation_id)
+        return made.conversation_id
 
     def open_conversation(self, conversation_id: int) -> None:
         if conversation_id == self.conversation_id:
@@ -267,89 +273,6 @@ class MainWindow(QMainWindow):
             if m.id in summaries:
                 items.append(HistoryItem("summary", summaries[m.id].content, summaries[m.id].id))
         self.chat.set_history(items)
-
-    # -- turns ---------------------------------------------------------------------------
-    def send(self, text: str) -> None:
-        if self.info is None:
-            self.statusBar().showMessage("Load a model first (Model → Choose model…).")
-            return
-        self.chat.add_message("user", text)
-        self.chat.start_reply()
-        self.unsent = text  # until the store has it
-        self.bridge.send(text)
-
-    def regenerate(self) -> None:
-        self.chat.remove_last_reply()
-        self.chat.start_reply()
-        self.bridge.regenerate()
-
-    def edit_message(self, message_id: int) -> None:
-        original = self.store.message(message_id)
-        text, ok = QInputDialog.getMultiLineText(self, "Edit message", "Message:", original.content)
-        if not ok or not text.strip():
-            return
-        self.chat.remove_from(message_id)
-        self.chat.add_message("user", text)
-        self.chat.start_reply()
-        self.bridge.edit(message_id, text)
-
-    def _on_turn_started(self, _event: TurnStarted) -> None:
-        self.input.set_generating(True)
-
-    def _on_message_stored(self, event: MessageStored) -> None:
-        self.chat.set_message_id(event.message_id, event.role)
-        if event.role == "user":
-            self.unsent = None
-
-    def _on_prefill(self, done: int, total: int) -> None:
-        self.statusBar().showMessage(f"Reading prompt {done}/{total}…")
-
-    def _on_plan(self, plan: PromptPlanEvent) -> None:
-        self.readout.turn_planned(plan.prompt_tokens, plan.n_ctx)
-        summary = self.store.summary(plan.summary_id) if plan.summary_id else None
-        self.status_line.set_plan(plan.prompt_tokens, plan.n_ctx, summary.tokens if summary else 0,
-                                  plan.pinned_tokens)  # fmt: skip
-        if plan.dropped_messages:
-            self.statusBar().showMessage(
-                f"The {plan.dropped_messages} oldest messages are left out of this turn.", 8000
-            )
-
-    def _on_summary(self, event: SummaryEvent) -> None:
-        self.statusBar().showMessage(event.message, 8000)
-        if event.status == "done" and event.summary_id is not None:
-            after = self.store.summary(event.summary_id).last_message_id
-            self.chat.insert_summary(event.text, event.summary_id, after)
-
-    def _on_stats(self, stats: TurnStats) -> None:
-        self.readout.turn_measured(stats)
-        self.status_line.set_stats(stats)
-
-    def _on_done(self, event: DoneEvent) -> None:
-        self.turns_ended += 1
-        self.last_turn = event
-        self.chat.finish_reply(event.text, partial=event.stop_reason == "stopped")
-        self.input.set_generating(False)
-        self.statusBar().clearMessage()
-        self.conversations.refresh()
-        self.readout.update()
-        if self.info is not None:
-            self.offload.show_measured(self.info.buffers_mib, event.stats.decode_tok_s)
-        self.ask_for_title()
-
-    def _on_failed(self, event: ErrorEvent) -> None:
-        self.turns_ended += 1
-        self.last_turn = event
-        self.input.set_generating(False)
-        if event.partial_text:
-            self.chat.finish_reply(event.partial_text, partial=True)
-        else:
-            self.chat.discard_reply()
-        self.loads.set_loading(False) if self.loads.loading else None
-        self.restore_unsent()
-        if event.kind == ErrorKind.ENGINE_DIED:
-            return  # the banner comes with the EngineDied event
-        self.memory.show_error(event.kind.value, event.message)
-        self.statusBar().showMessage(f"{event.message} {event.fix}".strip(), 15000)
 
     # -- model ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -380,16 +303,6 @@ class MainWindow(QMainWindow):
         """A search hit: open its conversation and scroll to the message (loaded if needed)."""
         self.open_conversation(conversation_id)
         self.chat.jump_to(message_id)
-
-    def restore_unsent(self) -> None:
-        """A message the store never took goes back into the input box: nothing typed
-        is lost, and sending again works once the cause is gone."""
-        text, self.unsent = self.unsent, None
-        if text is None:
-            return
-        self.chat.remove_unsaved_message()
-        if not self.input.edit.toPlainText().strip():
-            self.input.edit.setPlainText(text)
 
     def show_storage_warning(self, event: StorageWarning) -> None:
         self.last_warning = event.message

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QMessageBox, QWidget
 
-from vllmchat.core.app.chat_app import NOT_LOCAL
 from vllmchat.core.app.events import PlacementFellBack, PlacementNeedsConfirmation
+from vllmchat.core.app.tuning import NOT_LOCAL
 from vllmchat.core.models.overhead import learned_overhead
 from vllmchat.core.placement import Placement
 from vllmchat.core.tuning.events import TuneFinished
@@ -55,12 +55,16 @@ class ModelActions(QObject):
             folders=s.model_folders,
             first_run=not s.load.model_path,
             downloads=self.downloads,
+            model_path=s.load.model_path if snapshot.info is not None else "",
+            draft=s.load.draft_model,
             parent=self.window,
         )
         if not picker.exec():
             return
         if picker.chosen_server is not None:
             self.use_server(*picker.chosen_server)
+        elif picker.chosen_draft is not None:
+            self.bridge.configure(draft_model=picker.chosen_draft)
         elif picker.chosen_path:
             self.load_model(picker.chosen_path)
 

@@ -54,13 +54,17 @@ class _Reply:
         self.base = rt.llm.n_tokens  # the prompt, in the KV cache
         self.spec = rt.speculator
         self.spec.mode, self.spec.max_k = sampling.speculation, max(1, sampling.draft_max)
+        self.note = ""
         self.acceptance: Acceptance = self.spec.for_conversation(key)
         self.index = NgramIndex(rt.kv_tokens) if self.spec.mode != "off" else None
-        if rt.draft is not None and self.index is not None:
-            rt.draft.start(self.index.tokens)
+        # The draft model reads token ids only: a conversation with images (negative ids
+        # in the KV record) is drafted from the conversation's own n-grams.
+        images = self.index is not None and any(t < 0 for t in self.index.tokens)
+        self.draft = None if images else rt.draft
+        if self.draft is not None and self.index is not None:
+            self.draft.start(self.index.tokens)
         self.counts = _Counts()
         self.step = 0
-        self.note = ""
 
     def next_tokens(self, token: int, room: int) -> list[tuple[int, bool]]:
         """Evaluate ``token`` (streamed, not yet in the KV cache) and sample what
@@ -93,13 +97,14 @@ class _Reply:
     def _draft(self, token: int, k: int) -> list[int]:
         """Guesses from the draft model when one is loaded, else from the conversation."""
         assert self.index is not None
-        draft = self.rt.draft
+        draft = self.draft
         if draft is None:
             return self.index.draft(k)
         try:
             return draft.draft(self.index.tokens, k)  # the prompt and the reply so far
         except Exception as exc:  # its state broke: the reply goes on without it
             self.rt.drop_draft()
+            self.draft = None
             self.note = f"The draft model failed ({exc}); speculation goes on without it."
             return self.index.draft(k)
 

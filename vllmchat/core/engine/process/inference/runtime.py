@@ -16,10 +16,12 @@ from vllmchat.core.chat_templates import BUILTIN_TEMPLATES, builtin_template_for
 from vllmchat.core.engine.events import EngineError, ErrorKind
 from vllmchat.core.engine.exactness import Exactness, Placement, exactness
 from vllmchat.core.engine.failures import classify_load_failure, decode_error
+from vllmchat.core.engine.images import MEDIA_MARKER, check_images
 from vllmchat.core.engine.info import ModelInfo
 from vllmchat.core.engine.model_check import check_model_file
 from vllmchat.core.engine.process.inference.draft_model import DraftModel
 from vllmchat.core.engine.process.inference.speculative import Speculator
+from vllmchat.core.engine.process.inference.vision import Vision
 from vllmchat.core.engine.process.llama import llama_adapter, llama_log
 from vllmchat.core.engine.process.llama.llama_adapter import (
     decode_all_logits,
@@ -94,6 +96,13 @@ class LlamaRuntime:
         self.draft: DraftModel | None = None
         if settings.draft_model:
             self.draft = DraftModel(settings, self.llm)  # refused with the reason
+        self.vision: Vision | None = None
+        if settings.mmproj_path:
+            try:
+                self.vision = Vision(self.llm, settings)  # refused with the reason
+            except BaseException:
+                self.close()
+                raise
         self.template, source = self._pick_template()
         self.reasoning = style_of(self.template)
         self.passthrough = self._harmony_markers() if self.reasoning == "harmony" else frozenset()
@@ -120,6 +129,10 @@ class LlamaRuntime:
             thinking_toggle="enable_thinking" in self.template,
             exact_verify=self.exactness.exact,
             exact_verify_reason=self.exactness.reason,
+            vision=self.vision is not None,
+            mmproj_path=os.path.abspath(settings.mmproj_path) if self.vision else "",
+            image_tokens=self.vision.info.image_tokens if self.vision else 0,
+            image_max_side=self.vision.max_side if self.vision else 0,
         )
 
     def _exactness(self, settings: LoadSettings, header: Any, gpu: bool) -> Exactness:
@@ -220,21 +233,37 @@ class LlamaRuntime:
         return self.token_text(token) if token >= 0 else ""
 
     # -- prompt -----------------------------------------------------------
-    def render(self, messages: Sequence[Mapping[str, str]], *, thinking: bool = True) -> list[int]:
+    def render(
+        self,
+        messages: Sequence[Mapping[str, str]],
+        *,
+        thinking: bool = True,
+        images: Sequence[bytes] = (),
+    ) -> list[int]:
         """Token ids of the chat prompt, ending with the assistant's turn opener
-        (``thinking`` False: the template's ``enable_thinking`` is off).
+        (``thinking`` False: the template's ``enable_thinking`` is off). Each
+        ``MEDIA_MARKER`` in a message becomes the next image of ``images``: its
+        wrapper's tokens and its positions' ids (negative, ``vision.py``).
 
         The last rendering is remembered (a turn renders what its plan just
         rendered), and markup and message pieces are tokenized once per chat.
         """
-        key = (thinking, tuple((m["role"], m["content"]) for m in messages))
+        check_images(messages, len(images), vision=self.vision is not None)
+        keys = tuple(self.vision.begin_turn(images)) if self.vision is not None else ()
+        key = (thinking, tuple((m["role"], m["content"]) for m in messages), keys)
         if self._last_render is not None and self._last_render[0] == key:
             return list(self._last_render[1])
-        ids = self._render(messages, thinking)
+        ids = self._render(messages, thinking, keys)
         self._last_render = (key, tuple(ids))
         return ids
 
-    def _render(self, messages: Sequence[Mapping[str, str]], thinking: bool) -> list[int]:
+    def _render(
+        self, messages: Sequence[Mapping[str, str]], thinking: bool, keys: Sequence[str] = ()
+    ) -> list[int]:
+        media = None
+        if keys and self.vision is not None:
+            vision, order = self.vision, iter(keys)
+            media = (MEDIA_MARKER, lambda: vision.expand(next(order)))
         segments = render_segments(
             self.template,
             messages,
@@ -248,6 +277,7 @@ class LlamaRuntime:
             roles=[m["role"] for m in messages],
             known_replies=self._replies,
             markup_cache=self._markup_cache,
+            media=media,
         )
         bos = self.llm.token_bos()
         if llama_cpp.llama_vocab_get_add_bos(self._vocab) and bos >= 0 and ids[:1] != [bos]:
@@ -354,6 +384,10 @@ class LlamaRuntime:
 
     def close(self) -> None:
         self.drop_draft()
+        vision: Vision | None = getattr(self, "vision", None)
+        if vision is not None:
+            vision.close()
+            self.vision = None
         self.llm.close()
 
     def drop_draft(self) -> None:

@@ -77,7 +77,9 @@ class NgramIndex:
             key = tuple(self.tokens[end - n :])
             at = self._previous.get(key) if self._last.get(key) == end else self._last.get(key)
             if at is not None and at < end:
-                return self.tokens[at : min(at + k, end)]
+                guess = self.tokens[at : min(at + k, end)]
+                text = next((i for i, t in enumerate(guess) if t < 0), len(guess))
+                return guess[:text]  # an image's positions are not tokens to draft
         return []
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from vllmchat.core.chat_format import TemplateError
@@ -17,33 +18,71 @@ from vllmchat.core.engine.events import (
     StatsEvent,
     TurnStats,
 )
+from vllmchat.core.engine.images import ImageInput, image_bytes
 from vllmchat.core.engine.process.inference.decoding import conversation_key, decode_reply
 from vllmchat.core.engine.process.inference.runtime import LlamaRuntime
 from vllmchat.core.engine.process.inference.speculative import common_prefix
+from vllmchat.core.engine.process.inference.vision import ImageSpan, keep_whole_images
 from vllmchat.core.settings import SamplingSettings
 
 Emit = Callable[[Event], None]
 
 
+@dataclass
+class _Images:
+    """A turn's image chunks, and what their prefill cost."""
+
+    spans: list[ImageSpan] = field(default_factory=list)
+    encoded: int = 0
+    tokens: int = 0
+
+
+def _pieces(
+    prompt: Sequence[int], start: int, spans: Sequence[ImageSpan], step: int
+) -> list[tuple[int, int, ImageSpan | None]]:
+    """The prompt from ``start`` as batches of text tokens and whole image chunks."""
+    out: list[tuple[int, int, ImageSpan | None]] = []
+    pos = start
+    for span in [s for s in spans if s.start >= start] + [None]:
+        end = span.start if span is not None else len(prompt)
+        out += [(lo, min(lo + step, end), None) for lo in range(pos, end, step)]
+        if span is not None:
+            out.append((span.start, span.end, span))
+            pos = span.end
+    return out
+
+
 def _prefill(
-    rt: LlamaRuntime, tokens: Sequence[int], should_stop: Callable[[], bool], emit: Emit
+    rt: LlamaRuntime,
+    prompt: Sequence[int],
+    start: int,
+    images: _Images,
+    should_stop: Callable[[], bool],
+    emit: Emit,
 ) -> bool:
-    """Evaluate prompt tokens in batches; False if stopped."""
-    total = len(tokens)
+    """Evaluate the prompt from ``start``: text in batches, each image chunk encoded and
+    decoded whole; False if stopped."""
+    total = len(prompt) - start
     step = rt.settings.n_batch
     rt.set_abort(should_stop)
     try:
-        for start in range(0, total, step):
+        for lo, hi, span in _pieces(prompt, start, images.spans, step):
             if should_stop():
                 return False
             try:
-                rt.decode(tokens[start : start + step])
+                if span is None:
+                    rt.decode(prompt[lo:hi])
+                else:
+                    assert rt.vision is not None
+                    rt.vision.evaluate(span, step)
+                    images.encoded += 1
+                    images.tokens += hi - lo
             except EngineError as exc:
                 if should_stop() and exc.message == "aborted":
                     return False
                 raise
             if total > step:
-                emit(PrefillProgressEvent(min(start + step, total), total))
+                emit(PrefillProgressEvent(hi - start, total))
     finally:
         rt.set_abort(None)
     return True
@@ -56,17 +95,39 @@ def run_turn(
     *,
     should_stop: Callable[[], bool],
     emit: Emit,
+    images: Sequence[ImageInput] = (),
 ) -> None:
-    """Answer the last message, streaming events through ``emit``."""
+    """Answer the last message, streaming events through ``emit``; ``images`` go where
+    the messages hold ``MEDIA_MARKER``, in order."""
+    try:
+        _run_turn(rt, messages, sampling, should_stop, emit, images)
+    finally:
+        if rt.vision is not None:
+            rt.vision.end_turn()  # the image chunks are freed; their ids stay known
+
+
+def _run_turn(
+    rt: LlamaRuntime,
+    messages: Sequence[Mapping[str, str]],
+    sampling: SamplingSettings,
+    should_stop: Callable[[], bool],
+    emit: Emit,
+    images: Sequence[ImageInput],
+) -> None:
     t0 = time.perf_counter()
     if not messages:
         emit(ErrorEvent(ErrorKind.BAD_REQUEST, "There is no message to answer."))
         return
     try:
-        prompt = rt.render(messages, thinking=sampling.thinking)
+        data = [image_bytes(i) for i in images]
+        prompt = rt.render(messages, thinking=sampling.thinking, images=data)
     except TemplateError as exc:
         emit(ErrorEvent(ErrorKind.BAD_REQUEST, str(exc)))
         return
+    except EngineError as exc:
+        emit(ErrorEvent(exc.kind, exc.message))
+        return
+    pictures = _Images(rt.vision.spans(prompt) if rt.vision is not None and data else [])
     n_ctx = rt.n_ctx
     if len(prompt) >= n_ctx:
         emit(
@@ -78,20 +139,21 @@ def run_turn(
         return
     cached = rt.kv_tokens
     known = cached + ([rt.pending] if rt.pending is not None else [])
-    reuse = min(common_prefix(cached, prompt), len(prompt) - 1)
+    reuse = keep_whole_images(min(common_prefix(cached, prompt), len(prompt) - 1), pictures.spans)
     reused = rt.truncate(reuse)
     rt.pending = None
     new_tokens = len(prompt) - min(common_prefix(known, prompt), len(prompt) - 1)
-    todo = prompt[reused:]
     base: dict[str, Any] = dict(
         prompt_tokens=len(prompt),
         tokens_reused=reused,
-        tokens_prefilled=len(todo),
+        tokens_prefilled=len(prompt) - reused,
         tokens_new=new_tokens,
         n_ctx=n_ctx,
     )
     try:
-        if not _prefill(rt, todo, should_stop, emit):
+        finished = _prefill(rt, prompt, reused, pictures, should_stop, emit)
+        base.update(images_encoded=pictures.encoded, image_tokens=pictures.tokens)
+        if not finished:
             stats = TurnStats(
                 **base,
                 prefill_s=time.perf_counter() - t0,

@@ -2,7 +2,9 @@
 
 llama-cpp-python has no public API for sampling one token from the context's
 logits with its sampler chain, for removing KV cells after a position, or for
-passing ``tensor_buft_overrides`` to the loader. These functions do it through
+passing ``tensor_buft_overrides`` to the loader, and images go through its mtmd
+bindings (a projector beside the model, an image's chunks, their encoding and
+decoding into the KV cache). These functions do it through
 its internals; ``missing()`` lists what an upgrade removed, and
 ``tests/test_llama_adapter.py`` exercises each function, so an upgrade breaks
 here with a clear failure rather than deep inside a turn.
@@ -11,14 +13,19 @@ here with a clear failure rather than deep inside a turn.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import importlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import llama_cpp
 import llama_cpp.llama_cpp as llama_api
+import numpy as np
 
+from vllmchat.core.engine.events import EngineError, ErrorKind
 from vllmchat.core.engine.exactness import BuildMarker
+from vllmchat.core.engine.process.llama import llama_log
 from vllmchat.core.engine.process.llama.greedy import GreedySampler
 from vllmchat.core.settings import SamplingSettings
 
@@ -112,3 +119,181 @@ def batch_invariant_build() -> BuildMarker:
         verify_rows_exact=int(marker.VERIFY_ROWS_EXACT),
         verify_rows_gpu=int(marker.VERIFY_ROWS_GPU),
     )
+
+
+# -- images: llama.cpp's mtmd library ----------------------------------------------------
+def mtmd_missing() -> list[str]:
+    """What this llama-cpp-python lacks for images ([] when its mtmd library loads)."""
+    try:
+        import llama_cpp.mtmd_cpp as mtmd
+    except (ImportError, OSError, FileNotFoundError) as exc:
+        return [f"llama_cpp.mtmd_cpp ({exc})"]
+    return [name for name in _MTMD_CALLS if not hasattr(mtmd, name)]
+
+
+_MTMD_CALLS = (
+    "mtmd_default_marker", "mtmd_init_from_file", "mtmd_helper_bitmap_init_from_buf",
+    "mtmd_tokenize", "mtmd_encode_chunk", "mtmd_get_output_embd",
+    "mtmd_helper_decode_image_chunk", "mtmd_input_chunk_get_n_pos", "mtmd_helper_log_set",
+)  # fmt: skip
+
+
+def media_marker() -> str:
+    """mtmd's default media marker (the text that places an image in a prompt)."""
+    import llama_cpp.mtmd_cpp as mtmd
+
+    return bytes(mtmd.mtmd_default_marker()).decode()
+
+
+@dataclass
+class ImageChunks:
+    """One image tokenized by mtmd: ``parts`` in order, a list of text token ids or an
+    image chunk (``images`` holds those chunks); freed by ``close``."""
+
+    handle: Any
+    parts: list[list[int] | ImageChunk]
+    images: list[Any]
+
+    def close(self) -> None:
+        import llama_cpp.mtmd_cpp as mtmd
+
+        if self.handle is not None:
+            mtmd.mtmd_input_chunks_free(self.handle)
+            self.handle = None
+
+
+@dataclass(frozen=True)
+class ImageChunk:
+    n_tokens: int
+    n_pos: int
+
+
+def open_projector(
+    llm: llama_cpp.Llama, path: str, *, n_threads: int, use_gpu: bool, flash_attn: bool
+) -> Any:
+    """mtmd's context for the projector at ``path`` beside ``llm`` (None: refused; the
+    reason is in llama.cpp's log, which mtmd's log joins)."""
+    try:
+        import llama_cpp.mtmd_cpp as mtmd
+    except (ImportError, OSError, FileNotFoundError) as exc:
+        raise EngineError(
+            ErrorKind.BAD_REQUEST,
+            f"This llama.cpp build has no multimodal library (mtmd): {exc}",
+            "Rebuild llama.cpp with it: scripts/setup.sh llama",
+        ) from exc
+    llama_log.install_mtmd(mtmd)
+    params = mtmd.mtmd_context_params_default()
+    params.use_gpu = use_gpu
+    params.print_timings = False
+    params.n_threads = n_threads
+    params.warmup = False
+    params.flash_attn_type = (
+        llama_api.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash_attn
+        else llama_api.LLAMA_FLASH_ATTN_TYPE_DISABLED
+    )  # fmt: skip
+    return mtmd.mtmd_init_from_file(path.encode(), llm.model, params)
+
+
+def close_projector(ctx: Any) -> None:
+    import llama_cpp.mtmd_cpp as mtmd
+
+    mtmd.mtmd_free(ctx)
+
+
+def _bitmap(ctx: Any, data: bytes, max_side: int) -> Any:
+    """The decoded image, scaled down (ratio kept) when its longer side passes ``max_side``."""
+    import llama_cpp.mtmd_cpp as mtmd
+
+    buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+    bitmap = mtmd.mtmd_helper_bitmap_init_from_buf(ctx, buf, len(data), False)
+    if not bitmap:
+        return None
+    nx, ny = mtmd.mtmd_bitmap_get_nx(bitmap), mtmd.mtmd_bitmap_get_ny(bitmap)
+    if max(nx, ny) <= max_side or mtmd.mtmd_bitmap_is_audio(bitmap):
+        return bitmap
+    n_bytes = mtmd.mtmd_bitmap_get_n_bytes(bitmap)
+    raw = ctypes.string_at(mtmd.mtmd_bitmap_get_data(bitmap), n_bytes)
+    mtmd.mtmd_bitmap_free(bitmap)
+    pixels = shrink(np.frombuffer(raw, dtype=np.uint8).reshape(ny, nx, 3), max_side)
+    h, w = pixels.shape[:2]
+    out = (ctypes.c_uint8 * pixels.size).from_buffer_copy(pixels.tobytes())
+    return mtmd.mtmd_bitmap_init(w, h, out)
+
+
+def shrink(pixels: np.ndarray, max_side: int) -> np.ndarray:
+    """RGB pixels scaled down by area averaging so the longer side is ``max_side``."""
+    h, w = pixels.shape[:2]
+    scale = max_side / max(h, w)
+    if scale >= 1:
+        return pixels
+    nh, nw = max(1, round(h * scale)), max(1, round(w * scale))
+    acc = pixels.astype(np.float32)
+    for axis, size, n in ((0, h, nh), (1, w, nw)):
+        starts = (np.arange(n) * size) // n
+        counts = np.diff(np.append(starts, size)).astype(np.float32)
+        acc = np.add.reduceat(acc, starts, axis=axis)
+        acc /= counts.reshape((-1, 1, 1) if axis == 0 else (1, -1, 1))
+    out: np.ndarray = np.clip(acc + 0.5, 0, 255).astype(np.uint8)
+    return out
+
+
+def tokenize_image(ctx: Any, data: bytes, key: str, max_side: int) -> ImageChunks:
+    """One image's chunks (``EngineError`` when it is not an image mtmd can read)."""
+    import llama_cpp.mtmd_cpp as mtmd
+
+    bitmap = _bitmap(ctx, data, max_side)
+    if not bitmap:
+        raise EngineError(
+            ErrorKind.BAD_REQUEST,
+            "An image could not be read (PNG, JPEG, BMP, GIF, TGA, PSD and HDR are taken).",
+        )
+    chunks = mtmd.mtmd_input_chunks_init()
+    try:
+        mtmd.mtmd_bitmap_set_id(bitmap, key.encode())
+        text = mtmd.mtmd_input_text()
+        marker = mtmd.mtmd_default_marker()
+        text.text, text.text_len = marker, len(marker)
+        text.add_special, text.parse_special = False, True
+        bitmaps = (mtmd.mtmd_bitmap_p_ctypes * 1)(bitmap)
+        status = mtmd.mtmd_tokenize(ctx, chunks, ctypes.byref(text), bitmaps, 1)
+    finally:
+        mtmd.mtmd_bitmap_free(bitmap)
+    if status != 0:
+        mtmd.mtmd_input_chunks_free(chunks)
+        raise EngineError(ErrorKind.BAD_REQUEST, f"mtmd could not take the image ({status}).")
+    out = ImageChunks(chunks, [], [])
+    for i in range(mtmd.mtmd_input_chunks_size(chunks)):
+        chunk = mtmd.mtmd_input_chunks_get(chunks, i)
+        if mtmd.mtmd_input_chunk_get_type(chunk) == mtmd.MTMD_INPUT_CHUNK_TYPE_TEXT:
+            n = ctypes.c_size_t()
+            ptr = mtmd.mtmd_input_chunk_get_tokens_text(chunk, ctypes.byref(n))
+            out.parts.append([ptr[j] for j in range(n.value)])
+        else:
+            n_tokens = mtmd.mtmd_input_chunk_get_n_tokens(chunk)
+            out.parts.append(ImageChunk(n_tokens, mtmd.mtmd_input_chunk_get_n_pos(chunk)))
+            out.images.append(chunk)
+    return out
+
+
+def encode_chunk(ctx: Any, chunk: Any) -> int:
+    """Run the projector on an image chunk (0: done); its output waits in ``ctx``."""
+    import llama_cpp.mtmd_cpp as mtmd
+
+    return int(mtmd.mtmd_encode_chunk(ctx, chunk))
+
+
+def decode_image(
+    ctx: Any, llm: llama_cpp.Llama, chunk: Any, n_past: int, n_batch: int
+) -> tuple[int, int]:
+    """Decode the last encoded chunk's embeddings into the KV cache at ``n_past``;
+    returns llama_decode's status and the next position."""
+    import llama_cpp.mtmd_cpp as mtmd
+
+    llm._ctx.kv_cache_seq_rm(-1, n_past, -1)
+    embd = mtmd.mtmd_get_output_embd(ctx)
+    new_n_past = llama_api.llama_pos(0)
+    status = mtmd.mtmd_helper_decode_image_chunk(
+        ctx, llm.ctx, chunk, embd, n_past, 0, n_batch, ctypes.byref(new_n_past),
+        mtmd.mtmd_helper_post_decode_callback(), None,  # no callback: a NULL pointer
+    )  # fmt: skip
+    return int(status), int(new_n_past.value)

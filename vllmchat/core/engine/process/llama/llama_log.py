@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import re
 from collections import deque
+from typing import Any
 
 import llama_cpp
 
@@ -73,3 +74,10 @@ def overridden_tensors(lines: list[str]) -> dict[str, str]:
         if m:
             out[m.group(1)] = m.group(2)
     return out
+
+
+def install_mtmd(mtmd: Any) -> None:
+    """Route the multimodal library's log (its errors: a refused projector) here too."""
+    # The helper's setter also sets the library's own (mtmd_helper_log_set calls
+    # mtmd_log_set): both print to stderr otherwise.
+    mtmd.mtmd_helper_log_set(_CALLBACK, ctypes.c_void_p(0))

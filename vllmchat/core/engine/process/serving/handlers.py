@@ -14,6 +14,7 @@ import llama_cpp  # noqa: F401  (first: the CUDA build segfaults if numpy loads 
 
 from vllmchat.core.engine import requests as rq
 from vllmchat.core.engine.events import EngineError, ErrorKind
+from vllmchat.core.engine.images import image_bytes
 from vllmchat.core.engine.info import (
     KvUsage,
     ModelInfo,
@@ -46,6 +47,7 @@ def chat(ctx: Context, r: rq.Chat) -> None:
         r.sampling,
         should_stop=ctx.stop_requested,
         emit=ctx.turn_emitter(),
+        images=r.images,
     )
 
 
@@ -167,7 +169,12 @@ def control_tokens(ctx: Context, r: rq.ControlTokens) -> list[int]:
 
 @handles(rq.Render)
 def render(ctx: Context, r: rq.Render) -> list[int]:
-    return ctx.require_runtime().render([dict(m) for m in r.messages])
+    rt = ctx.require_runtime()
+    try:
+        return rt.render([dict(m) for m in r.messages], images=[image_bytes(i) for i in r.images])
+    finally:
+        if rt.vision is not None:
+            rt.vision.end_turn()
 
 
 # -- the machine and measurements -----------------------------------------------------------

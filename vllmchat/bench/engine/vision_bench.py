@@ -1,0 +1,82 @@
+"""Images kept in the KV cache: how many images a follow-up encodes, in the same engine
+and after a restart through the saved KV state, and what the first encode cost.
+
+The model is the demo model with the synthetic Gemma 3-shaped projector made for its
+width (``synth_mmproj.py``), or a real model and its projector when given.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from vllmchat.core.engine.client import EngineClient
+from vllmchat.core.engine.events import DoneEvent, ErrorEvent, Event, StatsEvent, TurnStats
+from vllmchat.core.engine.images import MEDIA_MARKER
+from vllmchat.core.settings import LoadSettings, SamplingSettings
+
+GREEDY = SamplingSettings(temperature=0.0, max_tokens=16, speculation="off")
+
+
+def _turn(
+    client: EngineClient, messages: list[dict[str, str]], images: list[bytes]
+) -> tuple[DoneEvent, TurnStats]:
+    events: list[Event] = list(client.chat(messages, GREEDY, images))
+    last = events[-1]
+    if isinstance(last, ErrorEvent):
+        raise RuntimeError(last.message)
+    assert isinstance(last, DoneEvent)
+    stats = next(e.stats for e in events if isinstance(e, StatsEvent))
+    return last, stats
+
+
+def run_vision_bench(
+    model_path: str | None = None, mmproj_path: str | None = None, *, n_threads: int = 2
+) -> dict[str, Any]:
+    """One image, a follow-up, then a restart and another follow-up; returns the figures."""
+    from vllmchat.bench.synthetic.synth_mmproj import png_bytes, write_gemma3_mmproj
+    from vllmchat.core.demo_model import demo_model_path
+
+    with tempfile.TemporaryDirectory(prefix="vllmchat-vision-") as tmp:
+        model = model_path or str(demo_model_path())
+        projector = mmproj_path or str(write_gemma3_mmproj(Path(tmp) / "mmproj.gguf", 576))
+        settings = LoadSettings(
+            model_path=model, mmproj_path=projector, n_ctx=4096, n_threads=n_threads
+        )
+        picture = png_bytes(640, 480, seed=7)
+        messages = [{"role": "user", "content": f"{MEDIA_MARKER}\nWhat is in this picture?"}]
+        client = EngineClient()
+        try:
+            client.load(settings)
+            t0 = time.perf_counter()
+            first, first_stats = _turn(client, messages, [picture])
+            first_s = time.perf_counter() - t0
+            messages += [{"role": "assistant", "content": first.text},
+                         {"role": "user", "content": "What colours does it have?"}]  # fmt: skip
+            follow, follow_stats = _turn(client, messages, [picture])
+            state = str(Path(tmp) / "conversation.kv")
+            client.export_state(state)
+            client.close()
+            client = EngineClient()
+            client.load(settings)
+            client.import_state(state)
+            client.remember_replies([(first.text, first.token_ids),
+                                     (follow.text, follow.token_ids)])  # fmt: skip
+            messages += [{"role": "assistant", "content": follow.text},
+                         {"role": "user", "content": "Anything else?"}]  # fmt: skip
+            _, restart_stats = _turn(client, messages, [picture])
+        finally:
+            client.close()
+    return {
+        "image_tokens": first_stats.image_tokens,
+        "image_first_encodes": first_stats.images_encoded,
+        "image_followup_encodes": follow_stats.images_encoded,
+        "image_restart_encodes": restart_stats.images_encoded,
+        "image_first_ttft_s": round(first_stats.ttft_s, 4),
+        "image_followup_ttft_s": round(follow_stats.ttft_s, 4),
+        "image_restart_ttft_s": round(restart_stats.ttft_s, 4),
+        "image_first_turn_s": round(first_s, 3),
+        "projector": Path(projector).name if mmproj_path else "synthetic gemma3 (576)",
+    }

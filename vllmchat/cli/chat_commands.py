@@ -1,0 +1,133 @@
+"""The slash commands of ``vllmchat chat``: the history, pins, facts, summaries,
+export, statistics, placement, KV state files and restarts."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from typing import Any
+
+from vllmchat.cli.chat_output import loaded, print_stats, show
+from vllmchat.core.app.chat_app import ChatApp
+from vllmchat.core.app.events import EditRefused, Loaded, LoadFailed
+from vllmchat.core.conversations.store.store import StoreError
+from vllmchat.core.conversations.transfer import export_file
+from vllmchat.core.engine.events import EngineError
+
+log = logging.getLogger(__name__)
+HELP = """commands:
+  /history        the messages the model is given, and the summary (numbered)
+  /pin N          keep message N word for word in every prompt (/unpin N undoes it)
+  /summary        summarize the older turns now
+  /facts          the facts kept word for word through summaries (numbered)
+  /remember TEXT  add a fact   /fact N TEXT  reword fact N   /forget N  remove it
+  /export PATH    write the conversation to PATH (.md or .json)
+  /stats          last turn's statistics
+  /ngl N          reload live with N GPU layers (the conversation's KV cache is kept)
+  /moe N          reload live with the experts of N layers in RAM (mixtures of experts)
+                  (past the memory estimate's bound they ask first: /ngl N! loads anyway)
+  /save PATH      export the KV state       /load PATH   import a KV state
+  /restart        restart the engine        /quit        leave (Ctrl+D too)
+Ctrl+C stops a reply or a summary."""
+
+
+def command(text: str, app: ChatApp, state: dict[str, Any], out: Any) -> bool:
+    name, _, arg = text.partition(" ")
+    session, engine = app.session, app.engine
+    assert session is not None
+    try:
+        if name in ("/quit", "/exit"):
+            return True
+        if name == "/help":
+            out.write(HELP + "\n")
+        elif name == "/history":
+            info = session.context_info()
+            store, conv = session.store, session.conversation_id
+            summary = store.summary_for(conv, store.path(conv))
+            if summary:
+                out.write(f"summary: {summary.content}\n")
+            verbatim = False
+            for number, m in enumerate(store.path(conv), 1):
+                verbatim = verbatim or m.id == info.first_message_id
+                mark = "📌" if m.pinned else "  " if verbatim else "× "
+                out.write(f"{number:3} {mark}{m.role}: {m.content[:100]}\n")
+            out.write(
+                f"({info.prompt_tokens} of {info.n_ctx} tokens, pinned {info.pinned_tokens}; "
+                "× = summarized or left out, 📌 = pinned: word for word in every prompt)\n"
+            )
+        elif name in ("/pin", "/unpin"):
+            branch = session.store.path(session.conversation_id)
+            number = int(arg)
+            if not 1 <= number <= len(branch):
+                raise ValueError(f"there is no message {number} (/history numbers them)")
+            pinned = app.edits.pin(branch[number - 1].id, name == "/pin")
+            if isinstance(pinned, EditRefused):
+                raise ValueError(pinned.message)
+            word = "pinned: word for word in every prompt" if pinned.pinned else "unpinned"
+            out.write(f"message {number} {word}\n")
+        elif name in ("/facts", "/remember", "/fact", "/forget"):
+            _facts_command(name, arg, app, out)
+        elif name == "/summary":
+            show(app.summarize(), out, False, state)
+        elif name == "/export":
+            path = export_file(session.store, session.conversation_id, arg.strip())
+            out.write(f"exported to {path}\n")
+        elif name == "/stats":
+            print_stats(state["last"], out) if state["last"] else out.write("no turn yet\n")
+        elif name == "/restart":
+            restarted = next((e for e in app.restart() if isinstance(e, Loaded | LoadFailed)), None)
+            if isinstance(restarted, Loaded):
+                out.write(
+                    "engine restarted; the conversation is kept"
+                    f" ({restarted.restored_tokens} tokens of KV cache restored)\n"
+                )
+            elif restarted is not None:
+                out.write(f"error: {restarted.message} {restarted.fix}\n")
+        elif name in ("/ngl", "/moe"):
+            if not arg.strip(" !").isdigit():
+                raise ValueError(f"{name} takes a number of layers, e.g. {name} 12 (! to confirm)")
+            n, confirmed = int(arg.strip(" !")), arg.strip().endswith("!")
+            now = app.settings.load.placement
+            placement = (
+                replace(now, n_gpu_layers=n) if name == "/ngl" else replace(now, n_cpu_moe=n)
+            )
+            placed = loaded(app.set_placement(placement, confirmed=confirmed))
+            if placed is not None and placed.reload is not None:
+                result = placed.reload
+                kept = "KV cache kept" if result.restored else f"re-prefill: {result.reason}"
+                out.write(f"reloaded in {result.seconds:.2f}s ({kept})\n")
+        elif name == "/save":
+            r = engine.export_state(arg.strip())
+            out.write(f"saved {r.tokens} tokens ({r.bytes / 2**20:.1f} MiB)\n")
+        elif name == "/load":
+            out.write(f"restored {engine.import_state(arg.strip()).tokens} tokens\n")
+        else:
+            out.write(f"unknown command {name}; /help lists them\n")
+    except (EngineError, StoreError, ValueError, OSError) as exc:
+        log.warning("%s failed: %s", name, exc, exc_info=exc)
+        out.write(f"error: {exc}\n")
+    return False
+
+
+def _facts_command(name: str, arg: str, app: ChatApp, out: Any) -> None:
+    """List the conversation's facts, after adding, rewording or removing one."""
+    conv = app.conversation_id
+    assert conv is not None
+    if name == "/remember":
+        app.facts.add(conv, arg)
+    elif name in ("/fact", "/forget"):
+        number, _, text = arg.strip().partition(" ")
+        facts = app.facts.facts(conv)
+        if not number.isdigit() or not 1 <= int(number) <= len(facts):
+            raise ValueError(f"there is no fact {number or '(no number)'} (/facts numbers them)")
+        fact = facts[int(number) - 1]
+        if name == "/forget":
+            app.facts.delete(fact.id)
+        else:
+            app.facts.edit(fact.id, text)
+    facts = app.facts.facts(conv)
+    for n, fact in enumerate(facts, 1):
+        mark = "  (yours)" if fact.edited or fact.message_id is None else ""
+        out.write(f"{n:3} {fact.text}{mark}\n")
+    if not facts:
+        out.write("no facts yet (/remember TEXT adds one)\n")

@@ -1,0 +1,86 @@
+"""What ``vllmchat chat`` prints of the application layer's events: a reply as it
+streams, summaries, statistics, and a load's outcome."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from vllmchat.core.app.events import (
+    EngineDied,
+    Loaded,
+    LoadFailed,
+    PlacementFellBack,
+    PlacementNeedsConfirmation,
+    StorageWarning,
+)
+from vllmchat.core.conversations.events import (
+    PromptPlanEvent,
+    SummaryEvent,
+    ThinkingEvent,
+    ThoughtFor,
+)
+from vllmchat.core.engine.events import DoneEvent, ErrorEvent, PrefillProgressEvent, TokenEvent
+
+
+def print_stats(stats: Any, out: Any) -> None:
+    out.write(
+        f"[{stats.tokens_prefilled} prefilled, {stats.tokens_reused} reused, "
+        f"ttft {stats.ttft_s * 1000:.0f} ms, {stats.decode_tokens} tokens at "
+        f"{stats.decode_tok_s:.1f} tok/s, {stats.kv_tokens}/{stats.n_ctx} ctx, "
+        f"{stats.stop_reason}"
+        + (f", drafted {stats.drafted}, accepted {stats.accepted}" if stats.drafted else "")
+        + "]\n"
+        + (f"[{stats.note}]\n" if stats.note else "")
+    )
+
+
+def loaded(events: Iterator[Any]) -> Loaded | None:
+    """The ``Loaded`` of a load, or None (its reason printed)."""
+    for event in events:
+        if isinstance(event, LoadFailed):
+            print(f"error: {event.message} {event.fix}".strip(), file=sys.stderr)
+            return None
+        if isinstance(event, PlacementNeedsConfirmation):
+            print(f"{event.message} Repeat the command with ! to load it anyway.")
+            return None
+        if isinstance(event, PlacementFellBack):
+            print(f"note: {event.message}")
+        if isinstance(event, Loaded):
+            return event
+    return None
+
+
+def show(events: Iterator[Any], out: Any, show_stats: bool, state: dict[str, Any]) -> None:
+    started = False
+    for event in events:
+        if isinstance(event, SummaryEvent):
+            out.write(f"[summary {event.status}: {event.message}]\n")
+        elif isinstance(event, PromptPlanEvent) and event.dropped_messages:
+            out.write(f"[context: the {event.dropped_messages} oldest messages are left out]\n")
+        elif isinstance(event, PrefillProgressEvent):
+            out.write(f"\r[reading prompt {event.done}/{event.total}]")
+        elif isinstance(event, ThinkingEvent) and not state.get("thinking"):
+            state["thinking"] = True
+            out.write("[thinking…]")
+        elif isinstance(event, ThoughtFor):
+            state["thinking"] = False
+            out.write(f"\r[thought for {event.seconds:.0f} s]\n")
+        elif isinstance(event, TokenEvent):
+            if not started:
+                out.write("ai> ")
+                started = True
+            out.write(event.text)
+        elif isinstance(event, DoneEvent):
+            out.write(" [stopped]\n" if event.stop_reason == "stopped" else "\n")
+            state["last"] = event.stats
+            if show_stats:
+                print_stats(event.stats, out)
+        elif isinstance(event, ErrorEvent):
+            out.write(f"\nerror: {event.message} {event.fix}\n")
+        elif isinstance(event, EngineDied):
+            out.write("(/restart brings the engine back; the conversation is kept)\n")
+        elif isinstance(event, StorageWarning):
+            out.write(f"[disk: {event.message}]\n")
+        out.flush()

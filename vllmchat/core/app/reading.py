@@ -1,0 +1,61 @@
+"""Work done while the user reads a reply: the conversation's title, and the summary
+the next turn would need (with its prompt prefilled). Both give way within a token
+to a turn that is waiting (``busy``)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sqlite3
+from collections.abc import Callable, Iterator
+
+from vllmchat.core.app.events import StorageWarning, TitleMade
+from vllmchat.core.conversations.events import PrefilledAhead, SummaryEvent
+from vllmchat.core.conversations.store.store import StoreError
+from vllmchat.core.conversations.turns.background import (
+    has_one_reply,
+    make_title,
+    summarize_ahead,
+)
+from vllmchat.core.conversations.turns.session import ChatSession
+from vllmchat.core.engine.events import EngineError, Event
+from vllmchat.core.engine.protocol import Engine
+
+_log = logging.getLogger(__name__)
+
+
+def _ready(engine: Engine) -> bool:
+    return engine.alive and engine.info is not None
+
+
+def title_made(
+    session: ChatSession, engine: Engine, busy: Callable[[], bool], *, after_first_reply: bool
+) -> Iterator[TitleMade]:
+    """The model's title for ``session``'s conversation, or its first words when a turn
+    is waiting or the model cannot answer. ``after_first_reply``: nothing unless the
+    branch holds exactly one complete reply."""
+    if after_first_reply and not has_one_reply(session):
+        return
+    conversation_id = session.conversation_id
+    title = None
+    if not busy() and _ready(engine):
+        with contextlib.suppress(EngineError):
+            title = make_title(session, busy)
+    name = title or session.store.conversation(conversation_id).title
+    yield TitleMade(conversation_id, name, title is not None)
+
+
+def summarized_ahead(
+    session: ChatSession, engine: Engine, busy: Callable[[], bool]
+) -> Iterator[SummaryEvent | PrefilledAhead | Event | StorageWarning]:
+    """The summary the next turn would need, written now; a failure is told, not raised."""
+    if busy() or not _ready(engine):
+        return
+    try:
+        yield from summarize_ahead(session, busy)
+    except EngineError as exc:
+        _log.warning("Summarizing ahead failed: %s", exc, exc_info=exc)
+        yield SummaryEvent("fallback", message=f"Summarizing ahead failed: {exc.message}")
+    except (sqlite3.Error, StoreError, OSError) as exc:
+        _log.error("The summary could not be stored: %s", exc, exc_info=exc)
+        yield StorageWarning(f"The summary could not be stored: {exc}.")
