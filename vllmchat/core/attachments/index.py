@@ -167,6 +167,27 @@ def attachments_of(db: sqlite3.Connection, message_ids: Sequence[int]) -> list[A
     return attachments_where(db, f"message_id IN ({marks})", tuple(message_ids))
 
 
+def copy_attachments(db: sqlite3.Connection, from_message: int, to_message: int) -> None:
+    """Copy the attachments of one message (and their chunks) to another."""
+    rows = db.execute(
+        "SELECT id FROM attachments WHERE message_id=? ORDER BY id", (from_message,)
+    ).fetchall()
+    for (old,) in rows:
+        cur = db.execute(
+            "INSERT INTO attachments(conversation_id, message_id, kind, name, sha256, mime, "
+            "size, text, sections, pages, tokens, mode, data, path, meta, created) "
+            "SELECT conversation_id, ?, kind, name, sha256, mime, size, text, sections, pages, "
+            "tokens, mode, data, path, meta, created FROM attachments WHERE id=?",
+            (to_message, old),
+        )
+        db.execute(
+            "INSERT INTO chunks(attachment_id, seq, start, stop, text, page, section, "
+            "first_line, last_line) SELECT ?, seq, start, stop, text, page, section, "
+            "first_line, last_line FROM chunks WHERE attachment_id=? ORDER BY seq",
+            (cur.lastrowid, old),
+        )
+
+
 def chunks_of(db: sqlite3.Connection, attachment_id: int) -> list[Chunk]:
     rows = db.execute(
         "SELECT seq, start, stop, text, page, section, first_line, last_line FROM chunks "

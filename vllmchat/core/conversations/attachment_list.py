@@ -103,6 +103,11 @@ class AttachmentList:
                 )
         return [self.get(a.id) for a in waiting]
 
+    def copy(self, from_message: int, to_message: int) -> None:
+        """Give ``to_message`` (an edit of ``from_message``) the same attachments."""
+        with self.store.transaction():
+            index.copy_attachments(self.store.db, from_message, to_message)
+
     def remove_pending(self, attachment_id: int) -> None:
         """Take back an attachment not yet sent (one already sent stays with its message)."""
         if self.get(attachment_id).message_id is not None:

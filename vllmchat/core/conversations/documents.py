@@ -119,12 +119,15 @@ class Documents:
         ids = self.of(path).retrieval_ids
         if not ids or not path or path[-1].role != "user" or not prompt:
             return prompt, []
-        hits = self.attachments.search(ids, path[-1].content, passages_for(room, TARGET_TOKENS))
-        last = prompt[-1]["content"]
+        hits = self.search(ids, path[-1].content, room)
+        last, before = prompt[-1]["content"], len(self.client.render(prompt))
         while hits:
             given = [*prompt[:-1], {"role": "user", "content": with_passages(last, hits)}]
-            extra = len(self.client.render(given)) - len(self.client.render(prompt))
-            if extra <= room:
+            if len(self.client.render(given)) - before <= room:
                 return given, hits
             hits = hits[:-1]
         return prompt, []
+
+    def search(self, ids: Sequence[int], question: str, room: int) -> list[ChunkHit]:
+        """The passages of documents ``ids`` for ``question`` that ``room`` tokens hold."""
+        return self.attachments.search(ids, question, passages_for(room, TARGET_TOKENS))
