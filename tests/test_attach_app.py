@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vllmchat.bench.attach_bench import PLANTED, filler, handbook
-from vllmchat.bench.pdf_writer import write_pdf
+from vllmchat.bench.conversations.attach_bench import PLANTED, filler, handbook
+from vllmchat.bench.synthetic.pdf_writer import write_pdf
 from vllmchat.core.app.chat_app import ChatApp
 from vllmchat.core.app.events import AttachmentAdded, AttachmentRejected, Loaded
 from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.conversations.events import PassagesUsed, PromptPlanEvent
-from vllmchat.core.conversations.kv_cache import KVStateCache
-from vllmchat.core.conversations.store import ConversationStore
+from vllmchat.core.conversations.store.store import ConversationStore
+from vllmchat.core.conversations.turns.kv_cache import KVStateCache
 from vllmchat.core.engine.events import DoneEvent
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from vllmchat.bench.pdf_writer import write_pdf
+from vllmchat.bench.synthetic.pdf_writer import write_pdf
 from vllmchat.core.attachments import errors, index
 from vllmchat.core.attachments.chunking import chunk_document
 from vllmchat.core.attachments.extract import extract

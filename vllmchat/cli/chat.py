@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
+from vllmchat.cli import attach as attaching
 from vllmchat.cli.options import add_options, given
 from vllmchat.core.app.chat_app import ChatApp
 from vllmchat.core.app.engines import open_server
@@ -25,6 +26,7 @@ from vllmchat.core.app.events import (
 )
 from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.conversations.events import (
+    PassagesUsed,
     PromptPlanEvent,
     SummaryEvent,
     ThinkingEvent,
@@ -53,13 +55,14 @@ from vllmchat.core.paths import kv_cache_dir
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 
 log = logging.getLogger(__name__)
-HELP = """commands:
+HELP = f"""commands:
   /history        the messages the model is given, and the summary (numbered)
   /pin N          keep message N word for word in every prompt (/unpin N undoes it)
   /summary        summarize the older turns now
   /facts          the facts kept word for word through summaries (numbered)
   /remember TEXT  add a fact   /fact N TEXT  reword fact N   /forget N  remove it
   /export PATH    write the conversation to PATH (.md or .json)
+{attaching.HELP}
   /stats          last turn's statistics
   /ngl N          reload live with N GPU layers (the conversation's KV cache is kept)
   /moe N          reload live with the experts of N layers in RAM (mixtures of experts)
@@ -74,6 +77,14 @@ def register(sub: Any) -> None:
     p.add_argument("--conversation", default="new", help="conversation id to continue, or new")
     p.add_argument("--system", default="", help="system prompt (default: the model's own)")
     p.add_argument("--stats", action="store_true", help="print statistics after every reply")
+    p.add_argument(
+        "--attach",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="attach a document (text, Markdown, code, PDF, .docx) to the first message; "
+        "repeat for more",
+    )
     p.add_argument(
         "--server",
         help="an OpenAI-compatible server's URL (llama.cpp's server, vLLM, Ollama, LM Studio); "
@@ -204,6 +215,8 @@ def run(args: argparse.Namespace) -> int:
     if note:
         out.write(note + "\n")
     state: dict[str, Any] = {"last": None, "streaming": False, "quit": False}
+    for path in args.attach:
+        attaching.attach(app, path, out)
 
     def on_term(*_: object) -> None:
         state["quit"] = True
@@ -331,6 +344,8 @@ def _show(events: Iterator[Any], out: Any, show_stats: bool, state: dict[str, An
             out.write("(/restart brings the engine back; the conversation is kept)\n")
         elif isinstance(event, StorageWarning):
             out.write(f"[disk: {event.message}]\n")
+        elif isinstance(event, PassagesUsed):
+            attaching.show(event, out)
         out.flush()
 
 
@@ -368,6 +383,10 @@ def _command(text: str, app: ChatApp, state: dict[str, Any], out: Any) -> bool:
             out.write(f"message {number} {word}\n")
         elif name in ("/facts", "/remember", "/fact", "/forget"):
             _facts_command(name, arg, app, out)
+        elif name == "/attach":
+            attaching.attach(app, arg, out)
+        elif name == "/passages":
+            attaching.passages(app, out)
         elif name == "/summary":
             _show(app.summarize(), out, False, state)
         elif name == "/export":

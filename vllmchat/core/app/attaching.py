@@ -14,8 +14,8 @@ from pathlib import Path
 from vllmchat.core.app.events import AttachmentAdded, AttachmentRejected
 from vllmchat.core.attachments.errors import AttachmentError
 from vllmchat.core.attachments.extract import extract
-from vllmchat.core.conversations.session import ChatSession
-from vllmchat.core.conversations.store import StoreError
+from vllmchat.core.conversations.store.store import StoreError
+from vllmchat.core.conversations.turns.session import ChatSession
 from vllmchat.core.engine.events import EngineError
 
 _log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ import pypdfium2.raw as pdfium_c
 from vllmchat.core.attachments.errors import PasswordProtected, ScannedPdf, Unreadable
 from vllmchat.core.attachments.model import Section
 
-MIN_CHARS_PER_PAGE = 8  # fewer, on average, and the pages are pictures (a scan)
+MIN_CHARS_PER_PAGE = 3  # fewer, on average, and the pages are pictures (a scan)
 
 
 def read_pdf(raw: bytes, name: str) -> tuple[str, list[Section], int]:

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from vllmchat.core.attachments.model import Chunk, ExtractedDocument, Section
-from vllmchat.core.conversations.attachment_list import AttachmentList
-from vllmchat.core.conversations.store import ConversationStore, StoreError
+from vllmchat.core.conversations.store.attachment_list import AttachmentList
+from vllmchat.core.conversations.store.store import ConversationStore, StoreError
 
 
 def attachments_to_json(store: ConversationStore, conversation_id: int) -> list[dict[str, Any]]:

@@ -26,8 +26,8 @@ from typing import Any
 from vllmchat.core.app.chat_app import ChatApp
 from vllmchat.core.app.events import AttachmentAdded, AttachmentRejected
 from vllmchat.core.app_settings import AppSettings
-from vllmchat.core.conversations.kv_cache import KVStateCache
-from vllmchat.core.conversations.store import ConversationStore
+from vllmchat.core.conversations.store.store import ConversationStore
+from vllmchat.core.conversations.turns.kv_cache import KVStateCache
 from vllmchat.core.demo_model import demo_model_path
 from vllmchat.core.engine.events import DoneEvent, ErrorEvent, StatsEvent, TokenEvent
 
@@ -188,7 +188,7 @@ def _attach(app: ChatApp, path: Path) -> AttachmentAdded | AttachmentRejected:
 
 
 def _bad_files(folder: Path) -> list[Path]:
-    from vllmchat.bench.pdf_writer import write_pdf
+    from vllmchat.bench.synthetic.pdf_writer import write_pdf
 
     binary = folder / "tool.txt"
     binary.write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 16)

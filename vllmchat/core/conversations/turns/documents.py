@@ -24,8 +24,8 @@ from vllmchat.core.attachments.prompt import (
     with_documents,
     with_passages,
 )
-from vllmchat.core.conversations.attachment_list import AttachmentList
-from vllmchat.core.conversations.store import Message
+from vllmchat.core.conversations.store.attachment_list import AttachmentList
+from vllmchat.core.conversations.store.store import Message
 from vllmchat.core.engine.protocol import Engine
 
 

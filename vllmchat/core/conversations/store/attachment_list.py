@@ -19,7 +19,7 @@ from vllmchat.core.attachments.model import (
     ExtractedDocument,
     Mode,
 )
-from vllmchat.core.conversations.store import ConversationStore, StoreError
+from vllmchat.core.conversations.store.store import ConversationStore, StoreError
 
 
 class AttachmentList:
