@@ -45,8 +45,8 @@ from vllmchat.ui.common.workers import WorkerGroup
 from vllmchat.ui.models.downloads import DownloadsPanel
 from vllmchat.ui.offload.memory_panel import MemoryPanel
 from vllmchat.ui.offload.offload_panel import OffloadPanel
-from vllmchat.ui.window.banner import EngineBanner
 from vllmchat.ui.window.attach_actions import AttachActions
+from vllmchat.ui.window.banner import EngineBanner
 from vllmchat.ui.window.conversation_actions import ConversationActions
 from vllmchat.ui.window.engine_bridge import EngineBridge
 from vllmchat.ui.window.load_view import LoadView
