@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"vllmchat bench moe: {exc}")
             return 2
     elif args.name == "attach":
-        from vllmchat.bench import attach_bench
+        from vllmchat.bench.conversations import attach_bench
 
         result = attach_bench.run(model=args.model, quick=args.quick)
     elif args.name == "store":
