@@ -200,7 +200,7 @@ def _bad_files(folder: Path) -> list[Path]:
 
 
 def _whole(folder: Path, model: str) -> dict[str, Any]:
-    doc = handbook(folder / "handbook.md", 420)
+    doc = handbook(folder / "handbook.md", 530)  # about 6,000 tokens
     app, conv = _open(folder, model, None)
     refused = [_attach(app, bad) for bad in _bad_files(folder)]
     added = _attach(app, doc)
@@ -235,7 +235,7 @@ def _whole(folder: Path, model: str) -> dict[str, Any]:
 
 def _recall(folder: Path, model: str) -> dict[str, Any]:
     rng = random.Random(11)
-    paragraphs = filler(rng, 2000)  # about five contexts of 8192 tokens
+    paragraphs = filler(rng, 3700)  # about five contexts of 8192 tokens
     spots = sorted(rng.sample(range(len(paragraphs)), len(PLANTED)))
     for spot, (sentence, _) in zip(spots, PLANTED, strict=True):
         words = paragraphs[spot].split(". ")
