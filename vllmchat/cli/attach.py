@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from vllmchat.core.app.chat_app import ChatApp
-from vllmchat.core.app.events import AttachmentAdded, AttachmentRejected, PassagesUsed
+from vllmchat.core.app.events import AttachmentAdded, AttachmentRejected
+from vllmchat.core.conversations.events import PassagesUsed
 
 HELP = """  /attach PATH    attach a document (text, Markdown, code, PDF, .docx) to the next message
   /passages       the passages of the attached documents the last reply was given"""

@@ -11,7 +11,7 @@ import base64
 from collections.abc import Mapping
 from typing import Any
 
-from vllmchat.core.attachments.model import Chunk, ExtractedDocument, Section
+from vllmchat.core.attachments.model import Chunk, ExtractedDocument, Mode, Section
 from vllmchat.core.conversations.store.attachment_list import AttachmentList
 from vllmchat.core.conversations.store.store import ConversationStore, StoreError
 
@@ -123,7 +123,7 @@ def import_attachments(
                         (int(first), int(last)),
                     )
                 )
-            mode = a.get("mode") if a.get("mode") in ("whole", "retrieval") else "retrieval"
+            mode: Mode = "whole" if a.get("mode") == "whole" else "retrieval"
             tokens = int(a.get("tokens") or 0)
             att = attachments.add_document(
                 conversation_id, doc, tokens=tokens, mode=mode, chunks=chunks, message_id=message
