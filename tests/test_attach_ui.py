@@ -7,8 +7,8 @@ from __future__ import annotations
 import random
 
 import pytest
-from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
-from PySide6.QtGui import QDropEvent, QGuiApplication
+from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
+from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent, QGuiApplication
 from PySide6.QtWidgets import QApplication, QFileDialog
 
 from vllmchat.bench.conversations.attach_bench import PLANTED, filler
@@ -25,7 +25,7 @@ def _files(*paths) -> QMimeData:
 
 def test_button_drop_and_paste_ask_to_attach(qtbot, tmp_path, monkeypatch):
     """The file dialog is replaced by its answer (a modal dialog cannot be clicked
-    offscreen); the drop and the paste are real Qt events and the real clipboard."""
+    offscreen); the drag and drop and the paste are real Qt events and the real clipboard."""
     from vllmchat.ui.chat.chat_input import ChatInput
 
     box = ChatInput()
@@ -37,9 +37,12 @@ def test_button_drop_and_paste_ask_to_attach(qtbot, tmp_path, monkeypatch):
     monkeypatch.setattr(QFileDialog, "getOpenFileName", lambda *a, **k: (str(chosen), ""))
     qtbot.mouseClick(box.attach, Qt.MouseButton.LeftButton)
     dropped = tmp_path / "b.pdf"
-    drop = QDropEvent(QPointF(10, 10), Qt.DropAction.CopyAction, _files(dropped),
-                      Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)  # fmt: skip
-    QApplication.sendEvent(box.edit.viewport(), drop)
+    mime, copy = _files(dropped), Qt.DropAction.CopyAction
+    buttons, keys = Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier
+    for event in (QDragEnterEvent(QPoint(10, 10), copy, mime, buttons, keys),
+                  QDragMoveEvent(QPoint(10, 10), copy, mime, buttons, keys),
+                  QDropEvent(QPointF(10, 10), copy, mime, buttons, keys)):  # fmt: skip
+        QApplication.sendEvent(box.edit.viewport(), event)
     pasted = tmp_path / "c.txt"
     QGuiApplication.clipboard().setMimeData(_files(pasted))
     box.edit.paste()
