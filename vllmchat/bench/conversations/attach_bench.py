@@ -147,6 +147,9 @@ def handbook(path: Path, sentences: int, seed: int = 7) -> Path:
     return path
 
 
+ENGINE_TTFT: list[float] = []  # the engine's own first-token times, turn by turn
+
+
 def _ttft(app: ChatApp, text: str) -> tuple[float, int]:
     """Seconds from sending ``text`` to its first token, and the tokens prefilled."""
     t0 = time.perf_counter()
@@ -156,6 +159,7 @@ def _ttft(app: ChatApp, text: str) -> tuple[float, int]:
             first = time.perf_counter() - t0
         elif isinstance(event, StatsEvent):
             prefilled = event.stats.tokens_prefilled
+            ENGINE_TTFT.append(round(event.stats.ttft_s, 4))
         elif isinstance(event, DoneEvent) and not first:
             first = time.perf_counter() - t0
             prefilled = event.stats.tokens_prefilled
@@ -227,6 +231,7 @@ def _whole(folder: Path, model: str) -> dict[str, Any]:
         "doc_restart_ttft_s": round(restart, 4),
         "doc_restart_prefill_tokens": restart_prefill,
         "doc_restart_ttft_ratio": round(restart / first, 4),
+        "doc_engine_ttft_s": ENGINE_TTFT[-3:],  # first, follow-up, after the restart
         "bad_files_refused": sum(isinstance(r, AttachmentRejected) for r in refused),
         "bad_file_reasons": [r.reason for r in refused if isinstance(r, AttachmentRejected)],
         "attach_messages_lost": lost,

@@ -75,6 +75,7 @@ class ChatSession:
         self.stop_requested = False
         self.waiting: Callable[[], bool] = lambda: False  # a turn is waiting (work ahead yields)
         self.turns_since_summary = 0
+        self._counts: dict[str, int] = {}  # tokens of pinned texts (the engine's count)
         self.documents = Documents(attachments or AttachmentList(store), client, conversation_id)
 
     # -- prompt ----------------------------------------------------------------
@@ -117,8 +118,16 @@ class ChatSession:
         """Tokens the pinned messages take in a prompt that gives ``path[start:]`` in place."""
         path = self.documents.of(path).view(path)
         block = pinned_block(path[:start])
-        n = len(self.client.tokenize(block)) if block else 0
-        return n + sum(len(self.client.tokenize(m.content)) for m in path[start:] if m.pinned)
+        n = self._count(block) if block else 0
+        return n + sum(self._count(m.content) for m in path[start:] if m.pinned)
+
+    def _count(self, text: str) -> int:
+        """Tokens of ``text``, remembered (a whole document is counted once, not per turn)."""
+        if text not in self._counts:
+            if len(self._counts) > 64:
+                self._counts.clear()
+            self._counts[text] = len(self.client.tokenize(text))
+        return self._counts[text]
 
     def _n_ctx(self) -> int:
         if self.client.info is None:
