@@ -51,3 +51,27 @@ def test_terminal_chat_reports_a_bad_model(tmp_path):
     )
     assert proc.returncode == 2
     assert "not a GGUF model file" in proc.stderr
+
+
+def test_terminal_chat_attaches_documents(demo_model, tmp_path):
+    from vllmchat.bench.synthetic.pdf_writer import write_pdf
+
+    notes = tmp_path / "notes.md"
+    notes.write_text("# Notes\nThe boat is called Marisol and sleeps four.\n")
+    scan = write_pdf(tmp_path / "scan.pdf", ["", ""], scanned=True)
+    script = (
+        f"/attach {scan}\n/attach {tmp_path / 'missing.txt'}\nWhat is the boat called?\n/quit\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "vllmchat", "chat", "--n-ctx", "1024", "--max-tokens", "8",
+         "--temperature", "0", "--attach", str(notes), "--stats"],
+        input=script, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    out = proc.stdout
+    assert proc.returncode == 0, proc.stderr
+    assert "[attached notes.md:" in out and "goes whole into your next message" in out
+    assert "scan.pdf has no text layer" in out and "vision" in out
+    assert "There is no file" in out
+    assert out.count("ai> ") == 1
+    stats = [line for line in out.splitlines() if "prefilled" in line]
+    assert stats, out

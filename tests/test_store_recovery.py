@@ -59,7 +59,8 @@ def _digest(path: Path) -> str:
 def _damage(path: Path, how: str) -> None:
     data = bytearray(path.read_bytes())
     if how == "garbage pages":
-        for page in (6, 9, 14):
+        pages = len(data) // PAGE  # three pages among the messages, past the schema's
+        for page in (pages // 3, pages // 2, 2 * pages // 3):
             data[page * PAGE : (page + 1) * PAGE] = os.urandom(PAGE)
     elif how == "truncated":
         data = data[: len(data) // 2]

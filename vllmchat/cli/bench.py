@@ -23,6 +23,7 @@ def register(sub: Any) -> None:
             "speculative",
             "store",
             "vision",
+            "attach",
         ],
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -132,6 +133,10 @@ def run(args: argparse.Namespace) -> int:
         except HoldError as exc:
             print(f"vllmchat bench moe: {exc}")
             return 2
+    elif args.name == "attach":
+        from vllmchat.bench.conversations import attach_bench
+
+        result = attach_bench.run(model=args.model, quick=args.quick)
     elif args.name == "store":
         from vllmchat.bench.conversations import store_bench
 

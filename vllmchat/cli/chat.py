@@ -13,6 +13,7 @@ import sys
 import threading
 from typing import Any
 
+from vllmchat.cli import attach as attaching
 from vllmchat.cli.chat_commands import command
 from vllmchat.cli.chat_output import loaded, show
 from vllmchat.cli.options import add_options, given
@@ -46,6 +47,14 @@ def register(sub: Any) -> None:
     p.add_argument("--conversation", default="new", help="conversation id to continue, or new")
     p.add_argument("--system", default="", help="system prompt (default: the model's own)")
     p.add_argument("--stats", action="store_true", help="print statistics after every reply")
+    p.add_argument(
+        "--attach",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="attach a document (text, Markdown, code, PDF, .docx) to the first message; "
+        "repeat for more",
+    )
     p.add_argument(
         "--server",
         help="an OpenAI-compatible server's URL (llama.cpp's server, vLLM, Ollama, LM Studio); "
@@ -167,6 +176,8 @@ def run(args: argparse.Namespace) -> int:
     if note:
         out.write(note + "\n")
     state: dict[str, Any] = {"last": None, "streaming": False, "quit": False}
+    for path in args.attach:
+        attaching.attach(app, path, out)
 
     def on_term(*_: object) -> None:
         state["quit"] = True

@@ -7,6 +7,7 @@ import logging
 from dataclasses import replace
 from typing import Any
 
+from vllmchat.cli import attach as attaching
 from vllmchat.cli.chat_output import loaded, print_stats, show
 from vllmchat.core.app.chat_app import ChatApp
 from vllmchat.core.app.events import EditRefused, Loaded, LoadFailed
@@ -15,13 +16,14 @@ from vllmchat.core.conversations.transfer import export_file
 from vllmchat.core.engine.events import EngineError
 
 log = logging.getLogger(__name__)
-HELP = """commands:
+HELP = f"""commands:
   /history        the messages the model is given, and the summary (numbered)
   /pin N          keep message N word for word in every prompt (/unpin N undoes it)
   /summary        summarize the older turns now
   /facts          the facts kept word for word through summaries (numbered)
   /remember TEXT  add a fact   /fact N TEXT  reword fact N   /forget N  remove it
   /export PATH    write the conversation to PATH (.md or .json)
+{attaching.HELP}
   /stats          last turn's statistics
   /ngl N          reload live with N GPU layers (the conversation's KV cache is kept)
   /moe N          reload live with the experts of N layers in RAM (mixtures of experts)
@@ -67,6 +69,10 @@ def command(text: str, app: ChatApp, state: dict[str, Any], out: Any) -> bool:
             out.write(f"message {number} {word}\n")
         elif name in ("/facts", "/remember", "/fact", "/forget"):
             _facts_command(name, arg, app, out)
+        elif name == "/attach":
+            attaching.attach(app, arg, out)
+        elif name == "/passages":
+            attaching.passages(app, out)
         elif name == "/summary":
             show(app.summarize(), out, False, state)
         elif name == "/export":

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+from vllmchat.cli import attach as attaching
 from vllmchat.core.app.events import (
     EngineDied,
     Loaded,
@@ -16,6 +17,7 @@ from vllmchat.core.app.events import (
     StorageWarning,
 )
 from vllmchat.core.conversations.events import (
+    PassagesUsed,
     PromptPlanEvent,
     SummaryEvent,
     ThinkingEvent,
@@ -83,4 +85,6 @@ def show(events: Iterator[Any], out: Any, show_stats: bool, state: dict[str, Any
             out.write("(/restart brings the engine back; the conversation is kept)\n")
         elif isinstance(event, StorageWarning):
             out.write(f"[disk: {event.message}]\n")
+        elif isinstance(event, PassagesUsed):
+            attaching.show(event, out)
         out.flush()

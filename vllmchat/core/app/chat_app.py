@@ -19,12 +19,15 @@ import logging
 import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
+from vllmchat.core.app.attaching import attach_file
 from vllmchat.core.app.conversation_edits import ConversationEdits
 from vllmchat.core.app.engines import EngineSpec, SummaryServer, open_engine, open_local
 from vllmchat.core.app.events import (
     AppEvent,
+    AttachmentRemoved,
     ConversationDeleted,
     ConversationOpened,
     EditRefused,
@@ -50,8 +53,10 @@ from vllmchat.core.app.settings_model import Persist, SettingsModel
 from vllmchat.core.app.snapshot import AppSnapshot
 from vllmchat.core.app.tuning import describe_file, tune_loaded
 from vllmchat.core.app_settings import AppSettings
+from vllmchat.core.attachments.model import ChunkHit
 from vllmchat.core.conversations.events import SessionEvent
 from vllmchat.core.conversations.memory.fact_list import FactList
+from vllmchat.core.conversations.store.attachment_list import AttachmentList
 from vllmchat.core.conversations.store.store import ConversationStore, StoreError
 from vllmchat.core.conversations.turns.kv_cache import KVStateCache
 from vllmchat.core.conversations.turns.session import ChatSession
@@ -86,6 +91,7 @@ class ChatApp:
         self.session: ChatSession | None = None
         self.facts = FactList(store)  # every conversation's facts: front ends edit them here
         self.edits = ConversationEdits(store)  # new, rename, pin, summaries, import
+        self.attachments = AttachmentList(store)  # every conversation's attached files
         self.hardware: HardwareInfo | None = None  # as the engine saw it at the last load
         self.room: HardwareInfo | None = None  # as a new placement of that model finds it
         self.description: ModelDescription | None = None
@@ -222,7 +228,13 @@ class ChatApp:
         self._ran, self._untried = False, None
         self.hardware = self.room = self.description = None
         if conversation is not None:
-            self.session = ChatSession(self.store, self.engine, conversation, facts=self.facts)
+            self.session = ChatSession(
+                self.store,
+                self.engine,
+                conversation,
+                facts=self.facts,
+                attachments=self.attachments,
+            )
             self._configure()
 
     def _configure(self) -> None:
@@ -267,7 +279,13 @@ class ChatApp:
             return ConversationOpened(conversation_id, 0)
         if self.session is not None and self.engine.alive:
             self.kv.save(self.engine, self.session.conversation_id)
-        self.session = ChatSession(self.store, self.engine, conversation_id, facts=self.facts)
+        self.session = ChatSession(
+            self.store,
+            self.engine,
+            conversation_id,
+            facts=self.facts,
+            attachments=self.attachments,
+        )
         self._configure()
         restored = 0
         with contextlib.suppress(EngineError):
@@ -295,6 +313,33 @@ class ChatApp:
 
     def summarize(self) -> Iterator[AppEvent]:
         return self._turn(lambda s: s.summarize())
+
+    # -- attachments ----------------------------------------------------------------------
+    def attach(self, path: str | Path) -> Iterator[AppEvent]:
+        """Attach a file to the next user message: ``AttachmentAdded`` (whole, or answered
+        from passages) or ``AttachmentRejected`` with the reason (nothing changes then)."""
+        yield from attach_file(self.session, path)
+
+    def detach(self, attachment_id: int) -> Iterator[AppEvent]:
+        """Take back an attachment not sent yet."""
+        try:
+            self.attachments.remove_pending(attachment_id)
+        except StoreError as exc:
+            yield ErrorEvent(ErrorKind.BAD_REQUEST, str(exc))
+            return
+        yield AttachmentRemoved(attachment_id)
+
+    def passages_for(self, question: str) -> list[ChunkHit]:
+        """The passages a question sent now would be given (nothing is stored)."""
+        return self.session.passages_for(question) if self.session is not None else []
+
+    def last_passages(self) -> list[ChunkHit]:
+        """The passages the branch's last reply was given (none: it had no documents)."""
+        if self.session is None:
+            return []
+        path = self.store.path(self.session.conversation_id)
+        replies = [m for m in path if m.role == "assistant"]
+        return self.attachments.used_by(replies[-1].id) if replies else []
 
     def _turn(self, start: Callable[[ChatSession], Iterator[SessionEvent]]) -> Iterator[AppEvent]:
         session = self.session

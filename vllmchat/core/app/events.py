@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.conversations.events import (
     MessageStored,
+    PassagesUsed,
     PrefilledAhead,
     PromptPlanEvent,
     SummaryEvent,
@@ -184,6 +185,40 @@ ConversationEdit = (
 )
 
 
+# -- attachments ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class AttachmentAdded:
+    """A file is attached to the next user message: ``mode`` "whole" (in the message, its
+    ``share`` of the context) or "retrieval" (each question gets passages of it)."""
+
+    conversation_id: int
+    attachment_id: int
+    name: str
+    kind: str  # "document" or "image"
+    mode: str
+    tokens: int
+    share: float
+    pages: int
+    message: str  # what the user is told
+
+
+@dataclass(frozen=True)
+class AttachmentRejected:
+    """A file was not attached (nothing changed): ``reason`` names why (``scanned_pdf``,
+    ``password``, ``too_large``, ``not_text``, ``no_room``, …), ``message`` says it."""
+
+    name: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class AttachmentRemoved:
+    """An attachment waiting for the next message was taken back."""
+
+    attachment_id: int
+
+
 AppEvent = (
     LoadStarted
     | Loaded
@@ -197,7 +232,11 @@ AppEvent = (
     | PlacementNeedsConfirmation
     | PlacementFellBack
     | ConversationEdit
+    | AttachmentAdded
+    | AttachmentRejected
+    | AttachmentRemoved
     | MessageStored
+    | PassagesUsed
     | PromptPlanEvent
     | SummaryEvent
     | PrefilledAhead

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from vllmchat.core.attachments.model import ChunkHit
 from vllmchat.core.engine.events import Event
 
 
@@ -18,6 +19,8 @@ class PromptPlanEvent:
     first_message_id: int | None  # the oldest message given verbatim
     dropped_messages: int  # left out by keep-last (still in the store)
     pinned_tokens: int = 0  # of the prompt, taken by pinned messages
+    document_tokens: int = 0  # of the prompt, taken by whole documents (the context bar)
+    passage_tokens: int = 0  # of the prompt, taken by passages retrieved for the question
 
 
 @dataclass(frozen=True)
@@ -62,8 +65,17 @@ class ThoughtFor:
     seconds: float
 
 
+@dataclass(frozen=True)
+class PassagesUsed:
+    """The passages of attached documents the reply ``message_id`` was given (each
+    with its document, page or section; stored with the reply)."""
+
+    message_id: int
+    passages: tuple[ChunkHit, ...]
+
+
 ReplyEvent = Event | ThinkingEvent | ThoughtFor
 """A reply as the front ends see it: the engine's events, the thinking told apart."""
 
-SessionEvent = ReplyEvent | PromptPlanEvent | SummaryEvent | MessageStored
+SessionEvent = ReplyEvent | PromptPlanEvent | SummaryEvent | MessageStored | PassagesUsed
 """What a turn of a chat session yields."""

@@ -6,7 +6,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from vllmchat.core.conversations.attachment_transfer import (
+    attachments_to_json,
+    check_attachments,
+    import_attachments,
+)
 from vllmchat.core.conversations.memory.fact_list import FactList, checked_text
+from vllmchat.core.conversations.store.attachment_list import AttachmentList
 from vllmchat.core.conversations.store.store import Conversation, ConversationStore, StoreError
 
 FORMAT = "vllmchat-conversation"
@@ -23,10 +29,15 @@ def to_markdown(store: ConversationStore, conversation_id: int) -> str:
     if facts:
         lines += ["> **Facts kept:**", *(f"> - {f.text}" for f in facts), ""]
     summaries = {s.last_message_id: s for s in store.summaries(conversation_id)}
-    for m in store.path(conversation_id):
+    path = store.path(conversation_id)
+    attached = AttachmentList(store).of_messages([m.id for m in path])
+    for m in path:
         who = {"user": "You", "assistant": "Assistant", "system": "System"}[m.role]
         mark = " *(stopped)*" if m.partial else ""
         lines += [f"**{who}:**{mark}", "", m.content, ""]
+        for a in attached.get(m.id, []):
+            pages = f", {a.pages} pages" if a.pages else ""
+            lines += [f"> 📎 *{a.name}* ({a.kind}{pages}, sha256 {a.sha256[:12]})", ""]
         if m.id in summaries:
             lines += [
                 "> **Summary of the conversation so far:** "
@@ -74,6 +85,7 @@ def to_json(store: ConversationStore, conversation_id: int) -> dict[str, Any]:
             {"text": f.text, "message_id": f.message_id, "edited": f.edited}
             for f in FactList(store).stored(conversation_id)
         ],
+        "attachments": attachments_to_json(store, conversation_id),
     }
 
 
@@ -118,6 +130,7 @@ def import_file(store: ConversationStore, path: str | Path) -> Conversation:
     ):
         raise StoreError(f"{p.name} has malformed messages.")
     facts = _facts_of(data, {m.get("id") for m in messages}, p.name)
+    attachments = check_attachments(data, {m.get("id") for m in messages}, p.name)
     conv = store.create(
         title=str(data.get("title", "")), system_prompt=str(data.get("system_prompt", ""))
     )
@@ -137,6 +150,7 @@ def import_file(store: ConversationStore, path: str | Path) -> Conversation:
             make_leaf=False,
         )
         ids[m.get("id")] = new.id
+    import_attachments(store, conv.id, attachments, ids)
     leaf = ids.get(data.get("leaf_id")) or (max(ids.values()) if ids else None)
     store.set_leaf(conv.id, leaf)
     for s in data.get("summaries") or []:

@@ -1,15 +1,45 @@
-"""The message box: Enter sends, Shift+Enter breaks the line, Esc stops."""
+"""The message box: Enter sends, Shift+Enter breaks the line, Esc stops; files are
+attached by the 📎 button, by dropping them on it or by pasting them."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QMimeData, Qt, Signal
 from PySide6.QtGui import QKeyEvent
-from PySide6.QtWidgets import QHBoxLayout, QPlainTextEdit, QPushButton, QWidget
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QHBoxLayout,
+    QPlainTextEdit,
+    QPushButton,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from vllmchat.ui.chat.attachments import ChipRow, file_paths
+
+DOCUMENT_FILTER = (
+    "Documents (*.pdf *.docx *.txt *.md *.markdown *.rst *.csv *.json *.yaml *.yml *.toml "
+    "*.py *.c *.h *.cpp *.hpp *.js *.ts *.java *.go *.rs *.rb *.sh *.sql *.html *.css);;"
+    "All files (*)"
+)
 
 
 class MessageEdit(QPlainTextEdit):
     submitted = Signal()
     stop_requested = Signal()
+    files_given = Signal(list)
+    """Files dropped on the box or pasted into it (their paths)."""
+
+    def canInsertFromMimeData(self, source: QMimeData) -> bool:
+        return bool(file_paths(source)) or super().canInsertFromMimeData(source)
+
+    def insertFromMimeData(self, source: QMimeData) -> None:
+        """A drop or a paste: files are attached, text is inserted."""
+        paths = file_paths(source)
+        if paths:
+            self.files_given.emit(paths)
+        else:
+            super().insertFromMimeData(source)
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
         key = event.key()
@@ -30,12 +60,25 @@ class ChatInput(QWidget):
 
     send_requested = Signal(str)
     stop_requested = Signal()
+    attach_requested = Signal(str)
+    """A file to attach to the next message (its path)."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        layout = QHBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
+        column = QVBoxLayout(self)
+        column.setContentsMargins(0, 0, 0, 0)
+        self.pending = ChipRow()  # attachments waiting for the next message
+        column.addWidget(self.pending)
+        layout = QHBoxLayout()
+        column.addLayout(layout)
+        self.attach = QToolButton()
+        self.attach.setText("📎")
+        self.attach.setToolTip("Attach a document (or drop or paste a file on the box)")
+        self.attach.setAccessibleName("Attach a file")
+        self.attach.clicked.connect(self._choose_file)
+        layout.addWidget(self.attach)
         self.edit = MessageEdit()
+        self.edit.files_given.connect(self._attach_all)
         self.edit.setPlaceholderText("Message (Enter sends, Shift+Enter for a new line, Esc stops)")
         self.edit.setFixedHeight(72)
         self.send = QPushButton("Send")
@@ -50,9 +93,18 @@ class ChatInput(QWidget):
         self.stop.clicked.connect(self.stop_requested)
         self.generating = False
 
+    def _choose_file(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Attach a document", "", DOCUMENT_FILTER)
+        if path:
+            self.attach_requested.emit(path)
+
+    def _attach_all(self, paths: list[str]) -> None:
+        for path in paths:
+            self.attach_requested.emit(path)
+
     def _submit(self) -> None:
         text = self.edit.toPlainText()
-        if text.strip() and self.send.isEnabled():
+        if (text.strip() or self.pending.chips) and self.send.isEnabled():
             self.edit.clear()
             self.send_requested.emit(text)
 

@@ -4,6 +4,7 @@ conversation and streaming into it cost the same as for a short one."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from PySide6.QtCore import Qt, QTimer, Signal
@@ -39,6 +40,7 @@ class ChatView(QScrollArea):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self.decorate: Callable[[MessageWidget], None] | None = None  # e.g. attachment chips
         self.setWidgetResizable(True)
         self.setFrameShape(QFrame.Shape.NoFrame)
         self.inner = QWidget()
@@ -140,6 +142,8 @@ class ChatView(QScrollArea):
         widget.summary_edit_requested.connect(self.summary_edit_requested)
         widget.pin_requested.connect(self.pin_requested)
         widget.set_pinned(item.pinned)
+        if self.decorate is not None:
+            self.decorate(widget)
         if item.thinking:
             widget.set_thought(item.thinking, item.thinking_s)
         if item.regenerate:
@@ -204,6 +208,8 @@ class ChatView(QScrollArea):
         widget.set_pinned(False)  # the pin action works once the store has it
         if role == "user":
             widget.enable_edit()
+        if self.decorate is not None:
+            self.decorate(widget)
 
     def discard_reply(self) -> None:
         """Remove the reply being streamed (a turn that failed before any text)."""

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 from vllmchat.core.resources import resource_path
+from vllmchat.ui.chat.attachments import ChipRow
 from vllmchat.ui.chat.markdown_render import render
 from vllmchat.ui.chat.thinking_fold import ThinkingFold
 from vllmchat.ui.common.theme import label_color
@@ -95,6 +96,7 @@ class MessageWidget(QFrame):
         self.body.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.body.document().documentLayout().documentSizeChanged.connect(self._fit_height)
         layout.addWidget(self.body)
+        self.chips: ChipRow | None = None  # attachments, or the passages a reply was given
         self._add_actions()
         self.apply_theme(dark, rerender=False)
         self.set_markdown(text)
@@ -198,6 +200,15 @@ class MessageWidget(QFrame):
     def set_thought(self, text: str | None, seconds: float | None) -> None:
         """How long the model thought (and, from the store, what)."""
         self.thinking.set_thought(text, seconds)
+
+    def chip_row(self) -> ChipRow:
+        """The row of chips under the text (made on first use)."""
+        if self.chips is None:
+            self.chips = ChipRow(self)
+            layout = self.layout()
+            assert layout is not None
+            layout.addWidget(self.chips)
+        return self.chips
 
     def set_partial(self, partial: bool) -> None:
         self.note.setText("(stopped)" if partial else "")

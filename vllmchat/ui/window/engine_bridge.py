@@ -26,6 +26,9 @@ from PySide6.QtCore import QObject, Qt, QThreadPool, QTimer, Signal, SignalInsta
 
 from vllmchat.core.app.chat_app import ChatApp
 from vllmchat.core.app.events import (
+    AttachmentAdded,
+    AttachmentRejected,
+    AttachmentRemoved,
     ConversationCreated,
     ConversationDeleted,
     ConversationEdit,
@@ -51,6 +54,7 @@ from vllmchat.core.app.snapshot import AppSnapshot
 from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.conversations.events import (
     MessageStored,
+    PassagesUsed,
     PromptPlanEvent,
     SummaryEvent,
     ThinkingEvent,
@@ -93,6 +97,13 @@ class AppEvents(QObject):
     prefill_progress = Signal(int, int)
     """Prompt tokens read so far, of the total."""
     prompt_planned = Signal(object)
+    attachment_added = Signal(object)
+    """``AttachmentAdded``: a file waits for the next message (whole, or by passages)."""
+    attachment_rejected = Signal(object)
+    """``AttachmentRejected``: a file was not attached, and why."""
+    attachment_removed = Signal(object)
+    passages_used = Signal(object)
+    """``PassagesUsed``: the passages of documents a reply was given."""
     """``PromptPlanEvent``: which history the model is given."""
     summary_changed = Signal(object)
     """``SummaryEvent``."""
@@ -153,6 +164,10 @@ class AppEvents(QObject):
             TurnStarted: self.turn_started,
             MessageStored: self.message_stored,
             PromptPlanEvent: self.prompt_planned,
+            AttachmentAdded: self.attachment_added,
+            AttachmentRejected: self.attachment_rejected,
+            AttachmentRemoved: self.attachment_removed,
+            PassagesUsed: self.passages_used,
             SummaryEvent: self.summary_changed,
             DoneEvent: self.turn_finished,
             ErrorEvent: self.turn_failed,
@@ -294,6 +309,13 @@ class EngineBridge(QObject):
     def send(self, text: str) -> None:
         self.turn_waiting.set()
         self.call(self.app.send, text)
+
+    def attach(self, path: str) -> None:
+        """Attach a file to the next message (read and measured on the engine's thread)."""
+        self.call(self.app.attach, path)
+
+    def detach(self, attachment_id: int) -> None:
+        self.call(self.app.detach, attachment_id)
 
     def regenerate(self) -> None:
         self.turn_waiting.set()

@@ -43,6 +43,7 @@ from vllmchat.ui.common.workers import WorkerGroup
 from vllmchat.ui.models.downloads import DownloadsPanel
 from vllmchat.ui.offload.memory_panel import MemoryPanel
 from vllmchat.ui.offload.offload_panel import OffloadPanel
+from vllmchat.ui.window.attach_actions import AttachActions
 from vllmchat.ui.window.banner import EngineBanner
 from vllmchat.ui.window.conversation_actions import ConversationActions
 from vllmchat.ui.window.engine_bridge import EngineBridge
@@ -89,6 +90,14 @@ class MainWindow(QMainWindow):
                                         lambda: self.conversation_id, self._status,
                                         self.render_conversation)  # fmt: skip
         self.readout = MemoryReadout(self.bridge, self.memory)
+        self.attached = AttachActions(
+            self.bridge,
+            store,
+            self.chat,
+            self.input,
+            self,
+            lambda text: self.statusBar().showMessage(text, 10_000),
+        )
         self.window_state = WindowState(self, self.split, store)
         self.loads = LoadView(self.bridge, self, self.input, (self.offload, self.memory),
                               self.banner, self.status_line, self.busy_bar)  # fmt: skip
@@ -256,6 +265,7 @@ class MainWindow(QMainWindow):
         self.conversation_id = conversation_id
         self.bridge.open_conversation(conversation_id)
         self.render_conversation()
+        self.attached.show_pending(conversation_id)
         self.conversations.select(conversation_id)
 
     def render_conversation(self) -> None:

@@ -105,13 +105,19 @@ class StatusLine(QWidget):
         self.context.set_usage(
             used, stats.n_ctx, self.context.summary_tokens, self.context.pinned_tokens
         )
-        self.context_label.setText(f"{used:,} / {stats.n_ctx:,}")
+        self.context_label.setText(f"{used:,} / {stats.n_ctx:,}{self._documents}")
+
+    _documents = ""  # the documents' share, as the label gives it
 
     def set_plan(
-        self, prompt_tokens: int, n_ctx: int, summary_tokens: int, pinned_tokens: int = 0
-    ) -> None:
+        self, prompt_tokens: int, n_ctx: int, summary_tokens: int, pinned_tokens: int = 0,
+        document_tokens: int = 0,
+    ) -> None:  # fmt: skip
+        """The context bar: pins (whole documents among them) in violet; the label gives
+        the documents' share."""
         self.context.set_usage(prompt_tokens, n_ctx, summary_tokens, pinned_tokens)
-        self.context_label.setText(f"{prompt_tokens:,} / {n_ctx:,}")
+        self._documents = f" · 📎 {document_tokens:,}" if document_tokens else ""
+        self.context_label.setText(f"{prompt_tokens:,} / {n_ctx:,}{self._documents}")
 
     def follow(self, events: Any) -> None:
         """Keep the identity mark current from the engine bridge's events (each load,

@@ -35,8 +35,8 @@ from vllmchat.core.conversations.store.faults import (
 from vllmchat.core.conversations.store.store import ConversationStore
 
 # in the order rows refer to each other; a table an older file lacks is skipped
-TABLES = ("conversations", "messages", "summaries", "facts", "facts_taken")
-JSON_DEFAULTS = {"settings": "{}", "stats": "{}", "token_ids": None}
+TABLES = ("conversations", "messages", "summaries", "facts", "facts_taken", "attachments", "chunks")
+JSON_DEFAULTS = {"settings": "{}", "stats": "{}", "token_ids": None, "sections": "[]", "meta": "{}"}
 WHOLE_CHECK_BYTES = 512 * 1024  # a store up to this size is checked whole at a start (~1 ms)
 NEWEST = (  # what a start reads of a larger one: what the user is shown first
     "SELECT * FROM conversations ORDER BY id DESC LIMIT 20",
@@ -319,6 +319,11 @@ def _repair(db: sqlite3.Connection) -> None:
         "OR (message_id IS NOT NULL AND message_id NOT IN (SELECT id FROM messages))"
     )
     db.execute("DELETE FROM facts_taken WHERE id NOT IN (SELECT id FROM messages)")
+    db.execute(
+        "DELETE FROM attachments WHERE conversation_id NOT IN (SELECT id FROM conversations) "
+        "OR (message_id IS NOT NULL AND message_id NOT IN (SELECT id FROM messages))"
+    )
+    db.execute("DELETE FROM chunks WHERE attachment_id NOT IN (SELECT id FROM attachments)")
 
 
 def open_default_store(

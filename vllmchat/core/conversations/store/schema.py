@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sqlite3
 
+from vllmchat.core.attachments.index import SCHEMA as ATTACHMENTS_SCHEMA
+
 MIGRATIONS: list[str] = [
     # 1: conversations, a tree of messages (branches), summaries, full-text search.
     """
@@ -81,6 +83,9 @@ MIGRATIONS: list[str] = [
         id INTEGER PRIMARY KEY REFERENCES messages(id) ON DELETE CASCADE
     );
     """,
+    # 5: attached documents and images, their chunks in a full-text index, and the
+    # passages each reply was given (the text lives with the code that uses it).
+    ATTACHMENTS_SCHEMA,
 ]
 
 

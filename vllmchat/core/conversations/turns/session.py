@@ -13,8 +13,10 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, replace
 
+from vllmchat.core.attachments.model import ChunkHit
 from vllmchat.core.conversations.events import (
     MessageStored,
+    PassagesUsed,
     PromptPlanEvent,
     ReplyEvent,
     SessionEvent,
@@ -27,12 +29,14 @@ from vllmchat.core.conversations.memory.summarize import (
     ask_for_summary,
     pinned_block,
 )
+from vllmchat.core.conversations.store.attachment_list import AttachmentList
 from vllmchat.core.conversations.store.store import (
     ROOT,
     ConversationStore,
     Message,
     Summary,
 )
+from vllmchat.core.conversations.turns.documents import Documents
 from vllmchat.core.conversations.turns.reply_parts import ReplyParts
 from vllmchat.core.engine.events import DoneEvent, EngineError, ErrorEvent, ErrorKind, Event
 from vllmchat.core.engine.protocol import Engine
@@ -58,6 +62,7 @@ class ChatSession:
         policy: ContextPolicy | None = None,
         model_name: str = "",
         facts: FactList | None = None,
+        attachments: AttachmentList | None = None,
     ) -> None:
         self.store = store
         self.client = client
@@ -70,11 +75,14 @@ class ChatSession:
         self.stop_requested = False
         self.waiting: Callable[[], bool] = lambda: False  # a turn is waiting (work ahead yields)
         self.turns_since_summary = 0
+        self._counts: dict[str, int] = {}  # tokens of pinned texts (the engine's count)
+        self.documents = Documents(attachments or AttachmentList(store), client, conversation_id)
 
     # -- prompt ----------------------------------------------------------------
     def _prompt(
         self, path: list[Message], summary: Summary | None, start: int
     ) -> list[dict[str, str]]:
+        path = self.documents.of(path).view(path)
         system = self.store.conversation(self.conversation_id).system_prompt
         facts = self.facts.prompt_block(self.conversation_id, path, start)
         pins = "\n\n".join(b for b in (pinned_block(path[:start]), facts) if b)
@@ -102,14 +110,24 @@ class ChatSession:
         n = len(self.client.render(prompt))
         first = path[start].id if start < len(path) else None
         pinned = self._pinned_tokens(path, start)
-        plan = PromptPlanEvent(n, self._n_ctx(), summary.id if summary else None, first, 0, pinned)
+        plan = PromptPlanEvent(n, self._n_ctx(), summary.id if summary else None, first, 0, pinned,
+                               self.documents.of(path).whole_tokens)  # fmt: skip
         return prompt, plan
 
     def _pinned_tokens(self, path: list[Message], start: int) -> int:
         """Tokens the pinned messages take in a prompt that gives ``path[start:]`` in place."""
+        path = self.documents.of(path).view(path)
         block = pinned_block(path[:start])
-        n = len(self.client.tokenize(block)) if block else 0
-        return n + sum(len(self.client.tokenize(m.content)) for m in path[start:] if m.pinned)
+        n = self._count(block) if block else 0
+        return n + sum(self._count(m.content) for m in path[start:] if m.pinned)
+
+    def _count(self, text: str) -> int:
+        """Tokens of ``text``, remembered (a whole document is counted once, not per turn)."""
+        if text not in self._counts:
+            if len(self._counts) > 64:
+                self._counts.clear()
+            self._counts[text] = len(self.client.tokenize(text))
+        return self._counts[text]
 
     def _n_ctx(self) -> int:
         if self.client.info is None:
@@ -120,13 +138,19 @@ class ChatSession:
         n_ctx = self._n_ctx()
         return n_ctx - min(self.sampling.max_tokens, n_ctx // 2)
 
+    def _history_budget(self, path: list[Message]) -> int:
+        """The budget for the history: the prompt's, less room for passages."""
+        return self.prompt_budget() - self.documents.reserve(path)
+
     # -- turns -----------------------------------------------------------------------
     def send(self, text: str) -> Iterator[SessionEvent]:
         """Store the user's message and stream the reply."""
-        if not text.strip():
+        attachments = self.documents.attachments
+        if not text.strip() and not attachments.pending(self.conversation_id):
             yield ErrorEvent(ErrorKind.BAD_REQUEST, "The message is empty.")
             return
         message = self.store.add_message(self.conversation_id, "user", text)
+        attachments.bind_pending(self.conversation_id, message.id)
         self.facts.take_from(message)
         yield MessageStored(message.id, "user")
         yield from self._answer()
@@ -151,6 +175,7 @@ class ChatSession:
         message = self.store.add_message(
             self.conversation_id, "user", text, parent_id=original.parent_id or ROOT
         )
+        self.documents.attachments.copy(original.id, message.id)  # the edit keeps them
         self.facts.take_from(message)
         yield MessageStored(message.id, "user")
         yield from self._answer()
@@ -177,7 +202,7 @@ class ChatSession:
                 if isinstance(event, SummaryEvent) and event.status == "cancelled":
                     return
             prompt, plan = self.plan(path)
-        if plan.prompt_tokens > self.prompt_budget():
+        if plan.prompt_tokens > self._history_budget(path):
             if self.policy.mode == "ask":
                 yield ErrorEvent(
                     ErrorKind.CONTEXT_FULL,
@@ -188,10 +213,11 @@ class ChatSession:
                 )
                 return
             prompt, plan = self._keep_last(path, plan)
-            if plan.prompt_tokens > self.prompt_budget() and plan.pinned_tokens:
+            if plan.prompt_tokens > self._history_budget(path) and plan.pinned_tokens:
                 yield plan
                 yield pins_overflow(plan)
                 return
+        prompt, plan, hits = self._with_passages(path, prompt, plan)
         yield plan
         if plan.prompt_tokens >= plan.n_ctx:
             yield ErrorEvent(
@@ -200,8 +226,27 @@ class ChatSession:
                 f"context holds {plan.n_ctx:,}.",
             )
             return
-        yield from self._stream_reply(prompt, plan)
+        yield from self._stream_reply(prompt, plan, hits)
         self.turns_since_summary += 1
+
+    def _with_passages(
+        self, path: list[Message], prompt: list[dict[str, str]], plan: PromptPlanEvent
+    ) -> tuple[list[dict[str, str]], PromptPlanEvent, list[ChunkHit]]:
+        """The prompt with the passages its question retrieves (as many as fit)."""
+        room = self.prompt_budget() - plan.prompt_tokens
+        prompt, hits = self.documents.passages(path, prompt, room)
+        if not hits:
+            return prompt, plan, []
+        n = len(self.client.render(prompt))
+        return prompt, replace(plan, prompt_tokens=n, passage_tokens=n - plan.prompt_tokens), hits
+
+    def passages_for(self, question: str) -> list[ChunkHit]:
+        """The passages a question sent now would be given (nothing is stored)."""
+        path = self.store.path(self.conversation_id)
+        ids = self.documents.of(path).retrieval_ids
+        _, plan = self.plan(path)
+        room = self.prompt_budget() - plan.prompt_tokens - len(self.client.tokenize(question))
+        return self.documents.search(ids, question, room)
 
     def _keep_last(
         self, path: list[Message], plan: PromptPlanEvent
@@ -221,14 +266,15 @@ class ChatSession:
                 path[cut].id,
                 cut - start,
                 self._pinned_tokens(path, cut),
+                plan.document_tokens,
             )
-            if n <= self.prompt_budget():
+            if n <= self._history_budget(path):
                 break
         return prompt, plan
 
     def _stream_reply(
-        self, prompt: list[dict[str, str]], plan: PromptPlanEvent
-    ) -> Iterator[ReplyEvent | MessageStored]:
+        self, prompt: list[dict[str, str]], plan: PromptPlanEvent, hits: list[ChunkHit]
+    ) -> Iterator[ReplyEvent | MessageStored | PassagesUsed]:
         room = plan.n_ctx - plan.prompt_tokens
         sampling = replace(self.sampling, max_tokens=max(1, min(self.sampling.max_tokens, room)))
         reply = self.store.add_message(
@@ -240,6 +286,9 @@ class ChatSession:
             settings=asdict(sampling),
         )
         yield MessageStored(reply.id, "assistant")
+        if hits:
+            self.documents.attachments.record_used(reply.id, hits)
+            yield PassagesUsed(reply.id, tuple(hits))
         parts = ReplyParts(self.client.info)
         saved_at = time.monotonic()
         for raw in self.client.chat(prompt, sampling):
@@ -279,7 +328,7 @@ class ChatSession:
         periodic = bool(self.policy.every_k_turns) and (
             self.turns_since_summary >= self.policy.every_k_turns
         )
-        return (over or periodic or plan.prompt_tokens > self.prompt_budget()) and bool(
+        return (over or periodic or plan.prompt_tokens > self._history_budget(path)) and bool(
             self.to_summarize(path)
         )
 
@@ -295,8 +344,10 @@ class ChatSession:
         return path[start : starts[-keep]]
 
     def _summary_input(self, old: list[Message]) -> list[Message]:
-        """What a summary is written from: never the pinned messages (kept word for word)."""
-        return [m for m in old if not m.pinned]
+        """What a summary is written from: never the pinned messages, nor those carrying a
+        whole document (both kept word for word)."""
+        docs = self.documents.of(old)
+        return [m for m in old if not m.pinned and not docs.keeps(m)]
 
     def summarize(self) -> Iterator[SummaryEvent | Event]:
         """Summarize now (the user asked), whatever the thresholds say."""

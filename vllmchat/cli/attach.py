@@ -1,0 +1,48 @@
+"""``/attach PATH`` and ``--attach PATH`` in ``vllmchat chat``: a document for the next
+message, said in one line (or why it was refused)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vllmchat.core.app.chat_app import ChatApp
+from vllmchat.core.app.events import AttachmentAdded, AttachmentRejected
+from vllmchat.core.conversations.events import PassagesUsed
+
+HELP = """  /attach PATH    attach a document (text, Markdown, code, PDF, .docx) to the next message
+  /passages       the passages of the attached documents the last reply was given"""
+
+
+def attach(app: ChatApp, path: str, out: Any) -> bool:
+    """Attach ``path`` for the next message; whether it was taken."""
+    path = path.strip().strip("'\"")
+    if not path:
+        out.write("error: /attach takes a file, e.g. /attach ~/report.pdf\n")
+        return False
+    taken = False
+    for event in app.attach(path):
+        taken = show(event, out) or taken
+    return taken
+
+
+def show(event: Any, out: Any) -> bool:
+    """Write an attachment event; True for one attached."""
+    if isinstance(event, AttachmentAdded):
+        pages = f", {event.pages} pages" if event.pages else ""
+        out.write(f"[attached {event.name}{pages}: {event.message}]\n")
+        return True
+    if isinstance(event, AttachmentRejected):
+        out.write(f"error: {event.message}\n")
+    elif isinstance(event, PassagesUsed):
+        where = "; ".join(f"{h.name} {h.label}".strip() for h in event.passages)
+        out.write(f"[answered from {len(event.passages)} passages: {where}]\n")
+    return False
+
+
+def passages(app: ChatApp, out: Any) -> None:
+    """The passages the last reply was given, each with where it is."""
+    used = app.last_passages()
+    if not used:
+        out.write("the last reply was given no passages\n")
+    for n, hit in enumerate(used, 1):
+        out.write(f"[{n}] {hit.name}, {hit.label}:\n{hit.text}\n\n")
