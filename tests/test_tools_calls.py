@@ -42,8 +42,8 @@ ADD = {"a": 2, "b": 3}
         ),
         ('[TOOL_CALLS]demo_add[ARGS]{"a": 2, "b": 3}', "mistral"),
         (
-            '<|channel|>commentary to=functions.demo_add <|constrain|>json<|message|>{"a": 2, "b": 3}'
-            "<|call|>",
+            "<|channel|>commentary to=functions.demo_add <|constrain|>json"
+            '<|message|>{"a": 2, "b": 3}<|call|>',
             "gpt-oss",
         ),
         ('<function=demo_add>{"a": 2, "b": 3}</function>', "llama3.1"),
