@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -131,7 +132,7 @@ def _figures(
 
     add = [t for t in tools if t.name == "add"]
     looping = RecordedEngine(
-        client.info, '{"name": "%s", "arguments": {"a": 1, "b": 2}}' % add[0].model_name
+        client.info, json.dumps({"name": add[0].model_name, "arguments": {"a": 1, "b": 2}})
     )
     loop = ToolTurn(looping, add, counter.run_call, ApprovalPolicy(), "bench-loop", max_steps=4)
     stopped = counter.drive(loop.run([{"role": "user", "content": "Add 1 and 2."}], SAMPLING))
