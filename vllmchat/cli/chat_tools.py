@@ -19,8 +19,8 @@ from vllmchat.core.tools.events import (
 )
 from vllmchat.core.tools.manager import ToolServerManager
 
-TOOLS_HELP = """  /tools          the MCP servers and their tools   /tools restart NAME   start it again
-  /tools revoke TOOL  ask again before each call of TOOL"""
+TOOLS_HELP = """  /tools          the MCP servers and their tools (started now)
+  /tools restart NAME   start a server again   /tools revoke TOOL   ask before each call again"""
 
 PROMPT = "allow? [o]nce, [c]onversation, [a]lways for this tool, [n]o (a reason may follow): "
 
@@ -66,9 +66,8 @@ def show_tool_event(event: Any, out: TextIO, read_line: Callable[[], str]) -> bo
         cut = " (cut)" if result.truncated else ""
         out.write(f"[{result.call.name}: {result.kind}{cut}] {first}\n")
     elif isinstance(event, ServerStatus):
-        out.write(
-            f"[tools: {event.server} {event.state}{': ' + event.message if event.message else ''}]\n"
-        )
+        why = f": {event.message}" if event.message else ""
+        out.write(f"[tools: {event.server} {event.state}{why}]\n")
     else:
         return False
     out.flush()
