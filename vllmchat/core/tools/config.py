@@ -186,8 +186,8 @@ def server_from_json(name: str, entry: Any) -> ServerConfig:
     if transport == "stdio" and (not isinstance(command, str) or not command.strip()):
         raise ConfigError(f"{where}.command must be a non-empty string")
     url = entry.get("url", entry.get("serverUrl", ""))
-    if transport != "stdio" and (
-        not isinstance(url, str) or not url.startswith(("http://", "https://"))
+    if not isinstance(url, str) or (
+        transport != "stdio" and not url.startswith(("http://", "https://"))
     ):
         raise ConfigError(f"{where}.url must be an http(s) URL")
     cwd = entry.get("cwd")

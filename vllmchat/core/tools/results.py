@@ -57,7 +57,7 @@ def schema_problem(schema: Any) -> str | None:
     if not isinstance(schema, Mapping):
         return "its input schema is not a JSON object"
     try:
-        jsonschema.validators.validator_for(schema).check_schema(schema)
+        jsonschema.validators.validator_for(schema).check_schema(dict(schema))
     except jsonschema.exceptions.SchemaError as exc:
         where = "/".join(str(p) for p in exc.path)
         at = f" at {where}" if where else ""
@@ -70,7 +70,7 @@ def schema_problem(schema: Any) -> str | None:
 def arguments_problem(schema: Mapping[str, Any], arguments: Mapping[str, Any]) -> str | None:
     """Why ``arguments`` do not fit ``schema``, or None."""
     try:
-        validator = jsonschema.validators.validator_for(schema)(schema)
+        validator = jsonschema.validators.validator_for(schema)(dict(schema))
         error = jsonschema.exceptions.best_match(validator.iter_errors(dict(arguments)))
     except jsonschema.exceptions.SchemaError as exc:
         return f"the tool's schema is invalid ({exc.message})"
