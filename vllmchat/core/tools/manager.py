@@ -231,15 +231,16 @@ class ToolServerManager:
     async def _stop_all(self) -> None:
         await asyncio.gather(*(self._stop(n) for n in list(self._running)))
 
-    def _env(self, config: ServerConfig) -> dict[str, str]:
-        path = self._path if self._path is not None else login_path()
+    async def _env(self, config: ServerConfig) -> dict[str, str]:
+        """The server's environment: the login shell's PATH (asked off the loop), then its env."""
+        path = self._path if self._path is not None else await asyncio.to_thread(login_path)
         return {"PATH": path, **config.env}
 
     async def _connect(
         self, config: ServerConfig, running: _Running, stack: AsyncExitStack
     ) -> Client:
         if config.transport == "stdio":
-            env = self._env(config)
+            env = await self._env(config)
             command = shutil.which(config.command, path=env["PATH"])
             if command is None:
                 raise FileNotFoundError(
