@@ -70,8 +70,8 @@ def _shoot(out: Path, mirror: object) -> int:
     from PySide6.QtWidgets import QApplication
 
     from vllmchat.core.app_settings import AppSettings
-    from vllmchat.core.conversations.kv_cache import KVStateCache
-    from vllmchat.core.conversations.store import default_store
+    from vllmchat.core.conversations.store.store import default_store
+    from vllmchat.core.conversations.turns.kv_cache import KVStateCache
     from vllmchat.core.demo_model import demo_model_path
     from vllmchat.core.paths import kv_cache_dir
     from vllmchat.ui.models.model_picker import ModelPicker

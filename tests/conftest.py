@@ -55,7 +55,7 @@ def gemma_model() -> Path:
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A tiny llama (no sliding window) per chat template, each carrying that template."""
-    from vllmchat.bench.synth import write_llama_gguf
+    from vllmchat.bench.synthetic.synth import write_llama_gguf
     from vllmchat.core.chat_templates import BUILTIN_TEMPLATES
 
     folder = tmp_path_factory.mktemp("tiny")
@@ -151,7 +151,7 @@ def small_quants(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A small llama-shaped model really quantized to Q8_0 and Q4_K_M (plus its F16)."""
     import llama_cpp
 
-    from vllmchat.bench.synth import write_llama_gguf
+    from vllmchat.bench.synthetic.synth import write_llama_gguf
 
     folder = tmp_path_factory.mktemp("quants")
     f16 = write_llama_gguf(folder / "Small-F16.gguf", "small", dtype="f16")
@@ -173,8 +173,8 @@ def make_demo_app(tmp_path: Path, demo_model: Path) -> Iterator:
     from vllmchat.core.app.chat_app import ChatApp
     from vllmchat.core.app.events import Loaded
     from vllmchat.core.app_settings import AppSettings
-    from vllmchat.core.conversations.kv_cache import KVStateCache
-    from vllmchat.core.conversations.store import ConversationStore
+    from vllmchat.core.conversations.store.store import ConversationStore
+    from vllmchat.core.conversations.turns.kv_cache import KVStateCache
 
     made: list = []
 
@@ -198,8 +198,8 @@ def demo_window(qtbot, tmp_path: Path, demo_model: Path) -> Iterator:
     """``(MainWindow, store, settings)``: the window shown with the demo model loaded
     (greedy, 24 tokens a reply); closed at the end of the test."""
     from vllmchat.core.app_settings import AppSettings
-    from vllmchat.core.conversations.kv_cache import KVStateCache
-    from vllmchat.core.conversations.store import ConversationStore
+    from vllmchat.core.conversations.store.store import ConversationStore
+    from vllmchat.core.conversations.turns.kv_cache import KVStateCache
     from vllmchat.ui.window.main_window import MainWindow
 
     store = ConversationStore(tmp_path / "c.sqlite3")

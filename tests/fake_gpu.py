@@ -32,7 +32,7 @@ _names = itertools.count()
 def scaled_moe(folder: Path, *, n_layer: int = 16, expert_mib: int = 512) -> ModelDescription:
     """A real qwen3moe GGUF header of ``n_layer`` layers with kilobyte tensors, its
     experts scaled to ``expert_mib`` per layer and every other tensor to 8 MiB."""
-    from vllmchat.bench.synth_moe import MoeShape, write_moe_gguf
+    from vllmchat.bench.synthetic.synth_moe import MoeShape, write_moe_gguf
     from vllmchat.core.gguf_header import read_header
 
     path = write_moe_gguf(folder / "scaled.gguf", MoeShape(64, n_layer, 4, 2, 16, 8, 2, 32))

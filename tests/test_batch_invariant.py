@@ -7,21 +7,21 @@ which the attended cache grows), then seven tokens (the most one verify holds) o
 step at a time, then the same seven in one batch, and compares every logit.
 Gemma's Q4_K weights are repacked (the gemm/gemv pair); the demo's Q4_1 and the
 F16 attention product take llamafile's path without flash attention. The CUDA
-kernels are measured on a GPU with ``python -m vllmchat.bench.batch_invariance``.
+kernels are measured on a GPU with ``python -m vllmchat.bench.engine.batch_invariance``.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from vllmchat.bench import batch_invariance
+from vllmchat.bench.engine import batch_invariance
 from vllmchat.core.engine.exactness import (
     BuildMarker,
     Placement,
     exactness,
     identity_note,
 )
-from vllmchat.core.engine.process import llama_adapter
+from vllmchat.core.engine.process.llama import llama_adapter
 from vllmchat.setup import batch_invariant
 
 VERIFY_ROWS_EXACT = batch_invariant.VERIFY_ROWS_EXACT
@@ -48,7 +48,7 @@ def _at(**changes: object) -> Placement:
 
 
 def test_exactness_names_what_breaks_it():
-    """Measured on an H200 (``bench/batch_invariance.py``): every logit equal with all
+    """Measured on an H200 (``bench/engine/batch_invariance.py``): every logit equal with all
     layers on CUDA and flash attention; without it, up to 0.07 apart."""
     covers = BuildMarker(frozenset({"cpu", "cuda", "swa_ring"}), 7, 8)
     assert exactness(covers, _at()).exact and exactness(covers, _at()).max_batch == 7

@@ -12,7 +12,7 @@ import pytest
 
 from vllmchat.core.app.events import EngineDied, Loaded, LoadFailed, TurnStarted
 from vllmchat.core.conversations.events import MessageStored
-from vllmchat.core.conversations.store import ConversationStore
+from vllmchat.core.conversations.store.store import ConversationStore
 from vllmchat.core.engine.events import DoneEvent, ErrorKind
 
 QUESTION = (

@@ -11,9 +11,9 @@ import time
 import pytest
 
 from vllmchat.core.conversations.events import PromptPlanEvent, SummaryEvent
-from vllmchat.core.conversations.policy import ContextPolicy
-from vllmchat.core.conversations.session import ChatSession
-from vllmchat.core.conversations.store import ConversationStore
+from vllmchat.core.conversations.memory.policy import ContextPolicy
+from vllmchat.core.conversations.store.store import ConversationStore
+from vllmchat.core.conversations.turns.session import ChatSession
 from vllmchat.core.engine.events import DoneEvent
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 

@@ -6,13 +6,13 @@ import pytest
 
 from tests.helpers import GREEDY
 from vllmchat.core.conversations.events import PromptPlanEvent, SummaryEvent
-from vllmchat.core.conversations.kv_cache import KVStateCache
-from vllmchat.core.conversations.policy import ContextPolicy
-from vllmchat.core.conversations.session import ChatSession
-from vllmchat.core.conversations.store import ConversationStore
-from vllmchat.core.conversations.summarize import clean_summary
+from vllmchat.core.conversations.memory.policy import ContextPolicy
+from vllmchat.core.conversations.memory.summarize import clean_summary
+from vllmchat.core.conversations.store.store import ConversationStore
+from vllmchat.core.conversations.turns.kv_cache import KVStateCache
+from vllmchat.core.conversations.turns.session import ChatSession
 from vllmchat.core.engine.events import DoneEvent, ErrorEvent, ErrorKind, StatsEvent
-from vllmchat.core.engine.process.speculative import common_prefix
+from vllmchat.core.engine.process.inference.speculative import common_prefix
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 
 

@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from vllmchat.core.conversations.store import ROOT, ConversationStore, StoreError
+from vllmchat.core.conversations.store.store import ROOT, ConversationStore, StoreError
 from vllmchat.core.conversations.transfer import export_file, import_file, to_markdown
 
 

@@ -14,8 +14,8 @@ import pytest
 from vllmchat.core.app.chat_app import ChatApp
 from vllmchat.core.app.events import Loaded, StorageWarning
 from vllmchat.core.app_settings import AppSettings
-from vllmchat.core.conversations.kv_cache import KVStateCache
-from vllmchat.core.conversations.store import ConversationStore
+from vllmchat.core.conversations.store.store import ConversationStore
+from vllmchat.core.conversations.turns.kv_cache import KVStateCache
 from vllmchat.core.engine.events import DoneEvent, ErrorEvent, ErrorKind
 
 

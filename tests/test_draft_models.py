@@ -134,7 +134,7 @@ def test_a_draft_models_estimate_is_what_llama_cpp_allocates(which, request):
     """The model drafting for itself, loaded as the engine loads a draft: the KV cache
     and weights llama.cpp reports are the model's estimate plus the draft's (Gemma's
     draft keeps every sliding-window cell, the model only the window)."""
-    from vllmchat.core.engine.process.runtime import LlamaRuntime
+    from vllmchat.core.engine.process.inference.runtime import LlamaRuntime
     from vllmchat.core.gguf_header import read_header
     from vllmchat.core.models.description import describe
 
@@ -159,8 +159,8 @@ def test_a_draft_models_estimate_is_what_llama_cpp_allocates(which, request):
 def test_a_broken_draft_model_lets_the_reply_go_on_with_a_note(demo_model):
     """The draft's decode is made to fail as llama.cpp reports it (a state that
     cannot be broken on purpose otherwise); the model itself is real."""
-    from vllmchat.core.engine.process.runtime import LlamaRuntime
-    from vllmchat.core.engine.process.turn import run_turn
+    from vllmchat.core.engine.process.inference.runtime import LlamaRuntime
+    from vllmchat.core.engine.process.inference.turn import run_turn
 
     rt = LlamaRuntime(LoadSettings(model_path=str(demo_model), n_ctx=1024, n_threads=2,
                                    draft_model=str(demo_model)))  # fmt: skip

@@ -8,10 +8,10 @@ import multiprocessing as mp
 def _import_order(queue: mp.Queue) -> None:
     import sys
 
-    from vllmchat.core.engine.process import entry  # what the client spawns
+    from vllmchat.core.engine.process.serving import entry  # what the client spawns
 
     assert entry.engine_main
-    import vllmchat.core.engine.process.worker  # noqa: F401  (what engine_main imports first)
+    import vllmchat.core.engine.process.serving.worker  # noqa: F401  (what engine_main imports first)
 
     # sys.modules keeps insertion order; a module is (re)inserted once it has loaded.
     names = list(sys.modules)

@@ -15,7 +15,7 @@ import pytest
 from vllmchat.core.engine import requests as rq
 from vllmchat.core.engine.client import EngineClient
 from vllmchat.core.engine.events import EngineError, ErrorKind
-from vllmchat.core.engine.process.registry import Context, handles
+from vllmchat.core.engine.process.serving.registry import Context, handles
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 
 
@@ -78,8 +78,8 @@ def test_a_request_the_engine_cannot_read_is_refused_not_hung(make_client):
 
 
 def test_every_request_type_has_one_handler_answering_its_reply_type():
-    from vllmchat.core.engine.process import handlers  # noqa: F401  (registers them)
-    from vllmchat.core.engine.process.registry import HANDLERS
+    from vllmchat.core.engine.process.serving import handlers  # noqa: F401  (registers them)
+    from vllmchat.core.engine.process.serving.registry import HANDLERS
 
     kinds = {
         v for v in vars(rq).values()
@@ -115,7 +115,7 @@ def test_the_engine_process_imports_where_there_are_no_rlimits():
     code = (
         "import sys, psutil\n"  # psutil's Linux side needs resource; its Windows side does not
         "sys.modules['resource'] = None\n"
-        "from vllmchat.core.engine.process import entry, handlers, worker\n"
+        "from vllmchat.core.engine.process.serving import entry, handlers, worker\n"
         "assert entry.resource is None and not entry.cap_address_space(1 << 40)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -109,7 +109,7 @@ def _next_logits(runtime, token: int) -> np.ndarray:
 @pytest.mark.parametrize("n_tokens", [300, 1100, 1700])
 def test_restored_state_gives_bit_identical_logits_on_a_llama_model(tiny_models, n_tokens):
     """On a model without sliding-window attention, restore is exact."""
-    from vllmchat.core.engine.process.runtime import LlamaRuntime
+    from vllmchat.core.engine.process.inference.runtime import LlamaRuntime
 
     settings = LoadSettings(model_path=str(tiny_models["chatml"]), n_ctx=2048, n_threads=2)
     tokens = [int(t) for t in np.random.default_rng(n_tokens).integers(3, 400, n_tokens)]

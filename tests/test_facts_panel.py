@@ -13,8 +13,8 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLineEdit
 
-from vllmchat.core.conversations.fact_list import FactList
-from vllmchat.core.conversations.store import ConversationStore
+from vllmchat.core.conversations.memory.fact_list import FactList
+from vllmchat.core.conversations.store.store import ConversationStore
 from vllmchat.ui.chat.facts_panel import HINT, YOURS, FactsPanel
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import llama_cpp
 import pytest
 
-from vllmchat.core.engine.process import llama_adapter
-from vllmchat.core.engine.process.overrides import OverrideList, cpu_buffer_type
+from vllmchat.core.engine.process.llama import llama_adapter
+from vllmchat.core.engine.process.llama.overrides import OverrideList, cpu_buffer_type
 from vllmchat.core.settings import SamplingSettings
 
 
@@ -64,7 +64,7 @@ def _greedy_reply(llm, sampler, prompt: bytes, n: int) -> list[int]:
 @pytest.mark.parametrize("which", ["demo_model", "gemma_model"])
 def test_the_greedy_pick_on_the_logits_is_the_chains(which, penalty, request):
     """The repeat penalty changes the pick often over 120 tokens of a list."""
-    from vllmchat.core.engine.process.greedy import GreedySampler
+    from vllmchat.core.engine.process.llama.greedy import GreedySampler
 
     path = str(request.getfixturevalue(which))
     llm = llama_cpp.Llama(model_path=path, n_ctx=512, n_threads=2, verbose=False)

@@ -12,13 +12,13 @@ from collections.abc import Iterator
 import pytest
 
 from tests.replies import act_after_tokens
-from vllmchat.bench.llama_server import LlamaServer, server_binary
+from vllmchat.bench.engine.llama_server import LlamaServer, server_binary
 from vllmchat.core.app.chat_app import ChatApp
 from vllmchat.core.app.events import Loaded
 from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.conversations.events import SummaryEvent
-from vllmchat.core.conversations.kv_cache import KVStateCache
-from vllmchat.core.conversations.store import ConversationStore
+from vllmchat.core.conversations.store.store import ConversationStore
+from vllmchat.core.conversations.turns.kv_cache import KVStateCache
 from vllmchat.core.engine.events import DoneEvent, ErrorEvent, ErrorKind, StatsEvent, TokenEvent
 from vllmchat.core.engine.remote import RemoteEngine
 

@@ -15,8 +15,8 @@ import pytest
 from vllmchat.core.app.chat_app import ChatApp
 from vllmchat.core.app.events import LoadFailed
 from vllmchat.core.app_settings import AppSettings
-from vllmchat.core.conversations.kv_cache import KVStateCache
-from vllmchat.core.conversations.store import ConversationStore
+from vllmchat.core.conversations.store.store import ConversationStore
+from vllmchat.core.conversations.turns.kv_cache import KVStateCache
 from vllmchat.core.engine.client import EngineClient
 from vllmchat.core.machine import logs
 
@@ -57,7 +57,7 @@ def test_a_failed_load_is_logged_with_its_traceback_by_the_app_and_the_engine(lo
     assert f"Loading {bad} failed: {failed.message}" in text
     assert "Traceback (most recent call last)" in text and "chat_app.py" in text
     # The engine process's record (its own pid) with the traceback inside the engine.
-    assert "vllmchat.core.engine.process.worker: Load failed:" in text
+    assert "vllmchat.core.engine.process.serving.worker: Load failed:" in text
     child = text.split("Load failed:", 1)[1]
     assert "Traceback (most recent call last)" in child and "worker.py" in child
     pids = {m.group(1) for m in re.finditer(r"^\d{4}-\d\d-\d\d [\d:,]+ (\d+) ", text, re.M)}

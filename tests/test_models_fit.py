@@ -28,7 +28,7 @@ GIB = 1 << 30
 
 
 def _measured(path, **settings) -> float:
-    from vllmchat.core.engine.process.runtime import LlamaRuntime
+    from vllmchat.core.engine.process.inference.runtime import LlamaRuntime
 
     rt = LlamaRuntime(LoadSettings(model_path=str(path), n_threads=2, **settings))
     try:

@@ -29,7 +29,7 @@ GIB = 1 << 30
 
 @pytest.fixture(scope="session")
 def moe_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    from vllmchat.bench.synth_moe import write_moe_gguf
+    from vllmchat.bench.synthetic.synth_moe import write_moe_gguf
 
     folder = tmp_path_factory.mktemp("moe")
     return {

@@ -11,9 +11,9 @@ import sys
 import pytest
 
 from vllmchat.core.conversations.events import PromptPlanEvent, SummaryEvent
-from vllmchat.core.conversations.policy import ContextPolicy
-from vllmchat.core.conversations.session import ChatSession
-from vllmchat.core.conversations.store import ConversationStore
+from vllmchat.core.conversations.memory.policy import ContextPolicy
+from vllmchat.core.conversations.store.store import ConversationStore
+from vllmchat.core.conversations.turns.session import ChatSession
 from vllmchat.core.engine.events import DoneEvent, ErrorEvent, ErrorKind
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 
@@ -74,7 +74,7 @@ def test_pins_that_alone_overflow_the_context_are_a_clear_message(make_client, d
 def test_an_older_store_gains_the_pin_column(tmp_path):
     path = tmp_path / "old.sqlite3"
     db = sqlite3.connect(path)
-    from vllmchat.core.conversations.schema import MIGRATIONS
+    from vllmchat.core.conversations.store.schema import MIGRATIONS
 
     db.executescript("BEGIN;" + MIGRATIONS[0] + "PRAGMA user_version=1;COMMIT;")
     db.execute("INSERT INTO conversations(title, created, updated) VALUES ('Old', 0, 0)")

@@ -21,8 +21,8 @@ from vllmchat.core.app.events import (
     SettingsChanged,
 )
 from vllmchat.core.app_settings import AppSettings, load_app_settings, save_app_settings
-from vllmchat.core.conversations.kv_cache import KVStateCache
-from vllmchat.core.conversations.store import ConversationStore
+from vllmchat.core.conversations.store.store import ConversationStore
+from vllmchat.core.conversations.turns.kv_cache import KVStateCache
 from vllmchat.core.engine.client import EngineClient
 from vllmchat.core.engine.events import DoneEvent, ErrorEvent, ErrorKind
 from vllmchat.core.gguf_header import read_header
@@ -56,7 +56,7 @@ def _fits_up_to(desc, layers: int, fit: FitSettings) -> HardwareInfo:
 
 @pytest.fixture(scope="module")
 def moe(tmp_path_factory: pytest.TempPathFactory):
-    from vllmchat.bench.synth_moe import write_moe_gguf
+    from vllmchat.bench.synthetic.synth_moe import write_moe_gguf
 
     path = write_moe_gguf(tmp_path_factory.mktemp("moe") / "small-moe.gguf", "small-moe")
     return describe(read_header(path))

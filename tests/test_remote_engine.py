@@ -15,12 +15,12 @@ import pytest
 pytest.importorskip("llama_cpp.server")
 
 from tests.replies import act_after_tokens
-from vllmchat.bench.llama_server import free_port
+from vllmchat.bench.engine.llama_server import free_port
 from vllmchat.core.app.chat_app import ChatApp
 from vllmchat.core.app.events import Loaded, LoadFailed
 from vllmchat.core.app_settings import AppSettings
-from vllmchat.core.conversations.kv_cache import KVStateCache
-from vllmchat.core.conversations.store import ConversationStore
+from vllmchat.core.conversations.store.store import ConversationStore
+from vllmchat.core.conversations.turns.kv_cache import KVStateCache
 from vllmchat.core.engine.events import DoneEvent, ErrorEvent, ErrorKind, TokenEvent
 from vllmchat.core.engine.remote import RemoteEngine
 

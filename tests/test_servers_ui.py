@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from vllmchat.bench.llama_server import LlamaServer, server_binary
+from vllmchat.bench.engine.llama_server import LlamaServer, server_binary
 from vllmchat.core.engine.client import EngineClient
 from vllmchat.core.engine.remote import RemoteEngine
 

@@ -11,7 +11,7 @@ import pytest
 from vllmchat.cli import build_parser
 from vllmchat.cli.options import add_options, given
 from vllmchat.core.app_settings import AppSettings, load_app_settings, save_app_settings
-from vllmchat.core.conversations.policy import ContextPolicy
+from vllmchat.core.conversations.memory.policy import ContextPolicy
 from vllmchat.core.models.memory import FitSettings
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 

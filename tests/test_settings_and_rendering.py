@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import fields
 
 from vllmchat.core.app_settings import AppSettings
-from vllmchat.core.conversations.policy import ContextPolicy
+from vllmchat.core.conversations.memory.policy import ContextPolicy
 from vllmchat.core.settings import SamplingSettings
 
 

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from vllmchat.core.engine.events import DoneEvent, StatsEvent
-from vllmchat.core.engine.process.speculative import Acceptance, NgramIndex, Speculator
+from vllmchat.core.engine.process.inference.speculative import Acceptance, NgramIndex, Speculator
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 
 LIST = "apples, pears, plums, cherries, grapes, lemons, limes, melons, figs, dates"
@@ -72,7 +72,7 @@ def test_a_sliding_window_ring_keeps_greedy_output_past_its_wrap(make_client, ge
     cells here). Rejected drafts free cells; the set-up's KV cache patch keeps the
     slot search from restarting at cell 0, so cells keep following positions and
     attention sums the keys in the order single steps give."""
-    from vllmchat.bench.speculative_bench import EDITS
+    from vllmchat.bench.engine.speculative_bench import EDITS
 
     def reply(mode: str) -> DoneEvent:
         client = make_client()
@@ -199,11 +199,11 @@ def test_the_status_line_shows_drafted_and_accepted(qtbot):
 def test_the_status_line_marks_greedy_output_that_can_differ(qtbot):
     """The identity note, from the bridge's own signals: each load's ModelInfo and
     each change of the sampling settings."""
+    from PySide6.QtCore import QObject, Signal
+
     from vllmchat.core.app.events import Loaded, SettingsChanged
     from vllmchat.core.app_settings import AppSettings
     from vllmchat.core.engine.info import ModelInfo
-    from PySide6.QtCore import QObject, Signal
-
     from vllmchat.ui.window.status_line import StatusLine
 
     class BridgeSignals(QObject):
@@ -282,7 +282,7 @@ def test_a_draft_model_that_is_no_gguf_is_refused_as_a_model_would_be(make_clien
 def test_a_draft_model_that_does_not_fit_is_refused_with_figures(demo_model, monkeypatch):
     """The machine cannot be made short of RAM: the probe reports 64 MiB free."""
     from vllmchat.core.engine.events import EngineError
-    from vllmchat.core.engine.process import draft_model
+    from vllmchat.core.engine.process.inference import draft_model
     from vllmchat.core.models.hardware import HardwareInfo
 
     monkeypatch.setattr(draft_model, "probe", lambda: HardwareInfo(2**33, 64 * 2**20))

@@ -11,9 +11,9 @@ import sqlite3
 import pytest
 
 from tests.held_out_facts import FACTS, NOT_FACTS, PROBE_FACTS, PROBE_NOT_FACTS
-from vllmchat.core.conversations.fact_list import PROMPT_HEADER, FactList, FactsChanged
-from vllmchat.core.conversations.stated import statements, superseded
-from vllmchat.core.conversations.store import ROOT, ConversationStore, StoreError
+from vllmchat.core.conversations.memory.fact_list import PROMPT_HEADER, FactList, FactsChanged
+from vllmchat.core.conversations.memory.stated import statements, superseded
+from vllmchat.core.conversations.store.store import ROOT, ConversationStore, StoreError
 from vllmchat.core.conversations.transfer import export_file, import_file
 
 # The rule's misfires on the sentences above, as measured; the README lists them.
@@ -174,7 +174,7 @@ def test_the_prompt_gets_a_fact_once_its_message_left_the_verbatim_history(store
 
 def test_facts_persist_and_an_older_store_reads_them_from_its_messages(tmp_path):
     path = tmp_path / "old.sqlite3"
-    from vllmchat.core.conversations.schema import MIGRATIONS
+    from vllmchat.core.conversations.store.schema import MIGRATIONS
 
     db = sqlite3.connect(path)
     for number, script in enumerate(MIGRATIONS[:3], 1):

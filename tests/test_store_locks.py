@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from vllmchat.core.conversations.faults import (
+from vllmchat.core.conversations.store.faults import (
     StoreBusy,
     StoreFree,
     StoreLocked,
@@ -20,9 +20,9 @@ from vllmchat.core.conversations.faults import (
     is_locked,
     lock_wait_s,
 )
-from vllmchat.core.conversations.recovery import open_store
-from vllmchat.core.conversations.schema import MIGRATIONS
-from vllmchat.core.conversations.store import ConversationStore
+from vllmchat.core.conversations.store.recovery import open_store
+from vllmchat.core.conversations.store.schema import MIGRATIONS
+from vllmchat.core.conversations.store.store import ConversationStore
 
 HOLD = """
 import sqlite3, sys, time
@@ -163,7 +163,8 @@ def test_a_previous_schema_locked_past_the_limit_is_left_alone(tmp_path):
 def test_two_stores_migrating_at_once_migrate_once(tmp_path):
     path = tmp_path / "c.sqlite3"
     _previous_schema(path)
-    code = ("import sys; from vllmchat.core.conversations.store import ConversationStore as S;"
+    code = ("import sys;"
+            "from vllmchat.core.conversations.store.store import ConversationStore as S;"
             "print(S(sys.argv[1]).version)")  # fmt: skip
     procs = [subprocess.Popen([sys.executable, "-c", code, str(path)], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(3)]  # fmt: skip
@@ -204,7 +205,7 @@ def test_the_window_shows_a_lock_wait_in_its_status_bar_from_any_thread(qtbot, t
     import threading
 
     from vllmchat.core.app_settings import AppSettings
-    from vllmchat.core.conversations.kv_cache import KVStateCache
+    from vllmchat.core.conversations.turns.kv_cache import KVStateCache
     from vllmchat.ui.window.app import lock_messages_in_status
     from vllmchat.ui.window.main_window import MainWindow
 

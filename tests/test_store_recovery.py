@@ -19,10 +19,20 @@ from pathlib import Path
 
 import pytest
 
-from vllmchat.core.conversations import aside
-from vllmchat.core.conversations.faults import NEEDS_CHECK, StoreBusy, StoreDamaged, StoreLocked
-from vllmchat.core.conversations.recovery import WHOLE_CHECK_BYTES, Recovery, damage, open_store
-from vllmchat.core.conversations.store import ConversationStore
+from vllmchat.core.conversations.store import aside
+from vllmchat.core.conversations.store.faults import (
+    NEEDS_CHECK,
+    StoreBusy,
+    StoreDamaged,
+    StoreLocked,
+)
+from vllmchat.core.conversations.store.recovery import (
+    WHOLE_CHECK_BYTES,
+    Recovery,
+    damage,
+    open_store,
+)
+from vllmchat.core.conversations.store.store import ConversationStore
 
 PAGE = 4096
 
@@ -152,7 +162,7 @@ def test_the_window_starts_on_a_damaged_database_and_says_so(tmp_path):
 
 def test_the_notice_is_shown_without_blocking_the_window(qtbot, tmp_path):
     from vllmchat.core.app_settings import AppSettings
-    from vllmchat.core.conversations.kv_cache import KVStateCache
+    from vllmchat.core.conversations.turns.kv_cache import KVStateCache
     from vllmchat.ui.window.main_window import MainWindow
 
     store = ConversationStore(tmp_path / "c.sqlite3")
@@ -374,7 +384,7 @@ def test_a_damaged_file_another_process_has_open_is_never_moved(tmp_path, how):
 
 
 def test_damage_past_the_start_check_is_met_in_use_and_recovered_at_the_next_start(tmp_path):
-    from vllmchat.bench.store_bench import build_store
+    from vllmchat.bench.conversations.store_bench import build_store
 
     path = tmp_path / "conversations.sqlite3"
     build_store(path, 3 * 2**20)
@@ -402,7 +412,7 @@ def test_damage_past_the_start_check_is_met_in_use_and_recovered_at_the_next_sta
 
 
 def test_facts_are_recovered_with_their_conversations(tmp_path):
-    from vllmchat.core.conversations.fact_list import FactList
+    from vllmchat.core.conversations.memory.fact_list import FactList
 
     path = tmp_path / "conversations.sqlite3"
     _filled(path, conversations=2, messages=20)

@@ -11,8 +11,8 @@ import pytest
 
 from tests.fake_openai import FakeServer
 from vllmchat.core.conversations.events import PrefilledAhead, SummaryEvent
-from vllmchat.core.conversations.facts import merge_facts, parse_answer, split_stored
-from vllmchat.core.conversations.summarize import answer_complete, new_summary
+from vllmchat.core.conversations.memory.facts import merge_facts, parse_answer, split_stored
+from vllmchat.core.conversations.memory.summarize import answer_complete, new_summary
 from vllmchat.core.engine.events import DoneEvent, StatsEvent
 
 TOPICS = ["rivers", "mountains", "lakes", "forests", "deserts", "islands", "glaciers"]
@@ -24,7 +24,7 @@ PLANTED = "Our dog is named Bruno and my budget is 4,500 euros."
 def _chat_until_due(app, limit: int = 12) -> None:
     """Turns until the next one would summarize (the summary ahead is due); the first
     message plants two facts."""
-    from vllmchat.core.conversations.background import summary_due
+    from vllmchat.core.conversations.turns.background import summary_due
 
     session = app.session
     for i, topic in enumerate(TOPICS + TOPICS):

@@ -13,10 +13,10 @@ from dataclasses import replace
 import pytest
 
 from tests.recorded_engine import GPT_OSS, INFO, QWEN3, R1, RecordedEngine
-from vllmchat.core.conversations.background import make_title
 from vllmchat.core.conversations.events import ThinkingEvent, ThoughtFor
-from vllmchat.core.conversations.session import ChatSession
-from vllmchat.core.conversations.store import ConversationStore
+from vllmchat.core.conversations.store.store import ConversationStore
+from vllmchat.core.conversations.turns.background import make_title
+from vllmchat.core.conversations.turns.session import ChatSession
 from vllmchat.core.engine.events import DoneEvent, StatsEvent, TokenEvent
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 from vllmchat.core.thinking import ThinkingSplitter, answer_of, split_reply, style_of
@@ -127,7 +127,7 @@ def test_gpt_oss_channels_through_a_session(store):
 
 @pytest.fixture(scope="module")
 def thinking_models(tmp_path_factory):
-    from vllmchat.bench.synth import write_llama_gguf
+    from vllmchat.bench.synthetic.synth import write_llama_gguf
 
     folder = tmp_path_factory.mktemp("thinking")
     return {

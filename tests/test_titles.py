@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from vllmchat.core.app.events import TitleMade
-from vllmchat.core.conversations.titles import clean_title
+from vllmchat.core.conversations.turns.titles import clean_title
 from vllmchat.core.engine.events import DoneEvent, StatsEvent
 
 

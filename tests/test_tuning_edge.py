@@ -166,7 +166,9 @@ def test_marks_under_the_margin_on_the_slider_and_the_chart(qtbot, desc):
     panel = OffloadPanel()
     qtbot.addWidget(panel)
     hw = HardwareInfo(64 << 30, 48 << 30, [GpuInfo("GPU", 8 << 30, 8 << 30)], True)
-    panel.set_model(desc, hw, FitSettings(n_ctx=2048, n_gpu_layers=N_LAYER + 1, n_cpu_moe=N_LAYER - 9))
+    panel.set_model(
+        desc, hw, FitSettings(n_ctx=2048, n_gpu_layers=N_LAYER + 1, n_cpu_moe=N_LAYER - 9)
+    )
     panel.show_tuning(result)
     assert panel.expert_marks.under == {10}
     assert "10 layers: 64.0 tok/s (under the margin)" in panel.expert_marks.toolTip()

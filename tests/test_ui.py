@@ -12,8 +12,8 @@ pytest.importorskip("PySide6")
 from PySide6.QtWidgets import QPushButton
 
 from vllmchat.core.app_settings import AppSettings
-from vllmchat.core.conversations.kv_cache import KVStateCache
-from vllmchat.core.conversations.store import ConversationStore
+from vllmchat.core.conversations.store.store import ConversationStore
+from vllmchat.core.conversations.turns.kv_cache import KVStateCache
 from vllmchat.core.models.hardware import GpuInfo, HardwareInfo
 
 TIMEOUT = 60_000

@@ -9,8 +9,8 @@ from PySide6.QtCore import QUrl
 from PySide6.QtGui import QGuiApplication
 
 from vllmchat.core.app_settings import AppSettings
-from vllmchat.core.conversations.kv_cache import KVStateCache
-from vllmchat.core.conversations.store import ConversationStore
+from vllmchat.core.conversations.store.store import ConversationStore
+from vllmchat.core.conversations.turns.kv_cache import KVStateCache
 from vllmchat.ui.chat.chat_view import PAGE, ChatView, HistoryItem
 from vllmchat.ui.chat.message_widget import MessageWidget
 

@@ -161,8 +161,8 @@ def test_workers_waiting_for_a_busy_pool_can_be_skipped_and_end_aborted(qtbot):
 
 def test_a_failed_call_on_the_engine_thread_is_shown_by_the_window(qtbot, tmp_path):
     from vllmchat.core.app_settings import AppSettings
-    from vllmchat.core.conversations.kv_cache import KVStateCache
-    from vllmchat.core.conversations.store import ConversationStore
+    from vllmchat.core.conversations.store.store import ConversationStore
+    from vllmchat.core.conversations.turns.kv_cache import KVStateCache
     from vllmchat.ui.window.main_window import MainWindow
 
     store = ConversationStore(tmp_path / "c.sqlite3")

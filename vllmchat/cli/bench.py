@@ -49,7 +49,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--shape",
-        help="moe: a synthetic Q4_K_M model of one of bench/synth_moe.py's shapes, e.g. "
+        help="moe: a synthetic Q4_K_M model of one of bench/synthetic/synth_moe.py's shapes, e.g. "
         "gpt-oss-20b or qwen3-30b-a3b (written once into the cache folder, then reused)",
     )
     p.add_argument(
@@ -66,11 +66,11 @@ def run(args: argparse.Namespace) -> int:
         print("`vllmchat bench ui` is run by the window front end: call it as `vllmchat bench ui`.")
         return 2
     if args.name == "conversation":
-        from vllmchat.bench import conversation_bench
+        from vllmchat.bench.conversations import conversation_bench
 
         result = conversation_bench.run(model=args.model, quick=args.quick)
     elif args.name == "speculative":
-        from vllmchat.bench import speculative_bench
+        from vllmchat.bench.engine import speculative_bench
 
         result = speculative_bench.run(
             model=args.model,
@@ -80,15 +80,15 @@ def run(args: argparse.Namespace) -> int:
             flash_attn=args.flash_attn,
         )
     elif args.name == "summary":
-        from vllmchat.bench import summary_bench
+        from vllmchat.bench.conversations import summary_bench
 
         result = summary_bench.run(model=args.model, server=args.server, quick=args.quick)
     elif args.name == "remote":
-        from vllmchat.bench import remote_bench
+        from vllmchat.bench.engine import remote_bench
 
         result = remote_bench.run(model=args.model, quick=args.quick)
     elif args.name == "tune":
-        from vllmchat.bench import tune_bench
+        from vllmchat.bench.placement import tune_bench
 
         result = tune_bench.run(
             model=args.model,
@@ -98,7 +98,8 @@ def run(args: argparse.Namespace) -> int:
             quick=args.quick,
         )
     elif args.name == "moe":
-        from vllmchat.bench import moe_bench, synth_moe
+        from vllmchat.bench.placement import moe_bench
+        from vllmchat.bench.synthetic import synth_moe
 
         if args.free_gib is not None and args.free_gib <= 0:
             print(f"vllmchat bench moe: --free-gib must be above 0, got {args.free_gib}")
@@ -110,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
             names = ", ".join(synth_moe.MOE_SHAPES)
             print(f"vllmchat bench moe: no shape {args.shape!r}; the shapes: {names}")
             return 2
-        from vllmchat.bench.gpu_hold import HoldError
+        from vllmchat.bench.placement.gpu_hold import HoldError
 
         try:
             result = moe_bench.run(
@@ -128,15 +129,15 @@ def run(args: argparse.Namespace) -> int:
             print(f"vllmchat bench moe: {exc}")
             return 2
     elif args.name == "store":
-        from vllmchat.bench import store_bench
+        from vllmchat.bench.conversations import store_bench
 
         result = store_bench.run(quick=args.quick)
     elif args.name == "estimate":
-        from vllmchat.bench import estimate_bench
+        from vllmchat.bench.placement import estimate_bench
 
         result = estimate_bench.run(quick=args.quick)
     else:
-        from vllmchat.bench import engine_bench
+        from vllmchat.bench.engine import engine_bench
 
         result = engine_bench.run(model=args.model, quick=args.quick)
     if args.json:

@@ -30,13 +30,13 @@ from vllmchat.core.conversations.events import (
     ThinkingEvent,
     ThoughtFor,
 )
-from vllmchat.core.conversations.faults import LockEvent
-from vllmchat.core.conversations.kv_cache import KVStateCache
-from vllmchat.core.conversations.policy import ContextPolicy
-from vllmchat.core.conversations.recovery import open_default_store
-from vllmchat.core.conversations.schema import NewerStoreError
-from vllmchat.core.conversations.store import StoreError
+from vllmchat.core.conversations.memory.policy import ContextPolicy
+from vllmchat.core.conversations.store.faults import LockEvent
+from vllmchat.core.conversations.store.recovery import open_default_store
+from vllmchat.core.conversations.store.schema import NewerStoreError
+from vllmchat.core.conversations.store.store import StoreError
 from vllmchat.core.conversations.transfer import export_file
+from vllmchat.core.conversations.turns.kv_cache import KVStateCache
 from vllmchat.core.demo_model import demo_model_path
 from vllmchat.core.engine.events import (
     DoneEvent,

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from vllmchat.core.conversations.policy import ContextPolicy
+from vllmchat.core.conversations.memory.policy import ContextPolicy
 from vllmchat.core.models.memory import FitSettings
 from vllmchat.core.placement import Placement
 from vllmchat.core.settings import GPU_MARGIN_MIB, LoadSettings, SamplingSettings

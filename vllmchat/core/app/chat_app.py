@@ -46,12 +46,12 @@ from vllmchat.core.app.settings_model import Persist, SettingsModel
 from vllmchat.core.app.snapshot import AppSnapshot
 from vllmchat.core.app.tuning import describe_file, run_tune
 from vllmchat.core.app_settings import AppSettings
-from vllmchat.core.conversations.background import has_one_reply, make_title, summarize_ahead
 from vllmchat.core.conversations.events import SessionEvent, SummaryEvent
-from vllmchat.core.conversations.fact_list import FactList
-from vllmchat.core.conversations.kv_cache import KVStateCache
-from vllmchat.core.conversations.session import ChatSession
-from vllmchat.core.conversations.store import ConversationStore, StoreError
+from vllmchat.core.conversations.memory.fact_list import FactList
+from vllmchat.core.conversations.store.store import ConversationStore, StoreError
+from vllmchat.core.conversations.turns.background import has_one_reply, make_title, summarize_ahead
+from vllmchat.core.conversations.turns.kv_cache import KVStateCache
+from vllmchat.core.conversations.turns.session import ChatSession
 from vllmchat.core.engine.events import DoneEvent, EngineError, ErrorEvent, ErrorKind
 from vllmchat.core.engine.protocol import Engine, measured
 from vllmchat.core.engine.remote import RemoteEngine

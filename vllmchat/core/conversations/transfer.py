@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from vllmchat.core.conversations.fact_list import FactList, checked_text
-from vllmchat.core.conversations.store import Conversation, ConversationStore, StoreError
+from vllmchat.core.conversations.memory.fact_list import FactList, checked_text
+from vllmchat.core.conversations.store.store import Conversation, ConversationStore, StoreError
 
 FORMAT = "vllmchat-conversation"
 MAX_IMPORT_BYTES = 256 << 20

@@ -115,7 +115,7 @@ class EngineClient:
         """Start the engine process if it is not running."""
         if self.alive:
             return
-        from vllmchat.core.engine.process.entry import engine_main
+        from vllmchat.core.engine.process.serving.entry import engine_main
 
         self._discard_process()
         parent, child = self._ctx.Pipe(duplex=True)

@@ -6,7 +6,7 @@ the one exception: they cross as the plain tuples ``("tok", rid, text, id)`` and
 several times faster than a dataclass).
 
 Adding an operation is a request here and one handler in the engine process
-(``process/handlers.py``)::
+(``process/serving/handlers.py``)::
 
     @dataclass(frozen=True)
     class Tokenize(Request[list[int]]):  # the reply type

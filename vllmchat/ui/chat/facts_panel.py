@@ -27,9 +27,9 @@ from PySide6.QtWidgets import (
 )
 
 from vllmchat.core.app.events import ConversationOpened
-from vllmchat.core.conversations.fact_list import Fact, FactList, FactsChanged
-from vllmchat.core.conversations.facts import MAX_FACT_CHARS
-from vllmchat.core.conversations.store import StoreError
+from vllmchat.core.conversations.memory.fact_list import Fact, FactList, FactsChanged
+from vllmchat.core.conversations.memory.facts import MAX_FACT_CHARS
+from vllmchat.core.conversations.store.store import StoreError
 
 HINT = "Kept word for word when older turns are summarized."
 TAKEN = "From your message; reword it to make it yours."

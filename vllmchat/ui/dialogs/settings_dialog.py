@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from vllmchat.core.app_settings import AppSettings
-from vllmchat.core.conversations.policy import ContextPolicy
+from vllmchat.core.conversations.memory.policy import ContextPolicy
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 from vllmchat.ui.models.draft_field import DraftField
 

@@ -48,10 +48,10 @@ def run_app(argv: Sequence[str]) -> int:
     from PySide6.QtWidgets import QApplication, QMessageBox
 
     from vllmchat.core.app_settings import load_app_settings
-    from vllmchat.core.conversations.kv_cache import KVStateCache
-    from vllmchat.core.conversations.recovery import open_default_store
-    from vllmchat.core.conversations.schema import NewerStoreError
-    from vllmchat.core.conversations.store import StoreError
+    from vllmchat.core.conversations.store.recovery import open_default_store
+    from vllmchat.core.conversations.store.schema import NewerStoreError
+    from vllmchat.core.conversations.store.store import StoreError
+    from vllmchat.core.conversations.turns.kv_cache import KVStateCache
     from vllmchat.core.paths import kv_cache_dir
     from vllmchat.core.resources import resource_path
     from vllmchat.ui.window.main_window import MainWindow

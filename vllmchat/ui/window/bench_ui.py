@@ -58,8 +58,8 @@ def _stalls(folder: Path) -> dict[str, Any]:
     from PySide6.QtWidgets import QApplication
 
     from vllmchat.core.app_settings import AppSettings
-    from vllmchat.core.conversations.kv_cache import KVStateCache
-    from vllmchat.core.conversations.store import ConversationStore
+    from vllmchat.core.conversations.store.store import ConversationStore
+    from vllmchat.core.conversations.turns.kv_cache import KVStateCache
     from vllmchat.core.demo_model import gemma_model_path
     from vllmchat.core.engine.events import DoneEvent
     from vllmchat.core.placement import Placement
@@ -169,8 +169,8 @@ def _history(folder: Path) -> dict[str, Any]:
     from PySide6.QtWidgets import QApplication
 
     from vllmchat.core.app_settings import AppSettings
-    from vllmchat.core.conversations.kv_cache import KVStateCache
-    from vllmchat.core.conversations.store import ConversationStore
+    from vllmchat.core.conversations.store.store import ConversationStore
+    from vllmchat.core.conversations.turns.kv_cache import KVStateCache
     from vllmchat.ui.window.main_window import MainWindow
 
     app = QApplication.instance() or QApplication(sys.argv[:1])

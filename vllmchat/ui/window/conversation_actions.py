@@ -7,7 +7,7 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox, QWidget
 
-from vllmchat.core.conversations.store import ConversationStore, StoreError
+from vllmchat.core.conversations.store.store import ConversationStore, StoreError
 from vllmchat.core.conversations.transfer import export_file, import_file
 from vllmchat.ui.chat.chat_view import ChatView
 from vllmchat.ui.chat.conversation_list import ConversationList

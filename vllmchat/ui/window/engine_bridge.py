@@ -45,8 +45,8 @@ from vllmchat.core.conversations.events import (
     ThinkingEvent,
     ThoughtFor,
 )
-from vllmchat.core.conversations.kv_cache import KVStateCache
-from vllmchat.core.conversations.store import ConversationStore
+from vllmchat.core.conversations.store.store import ConversationStore
+from vllmchat.core.conversations.turns.kv_cache import KVStateCache
 from vllmchat.core.engine.events import (
     DoneEvent,
     ErrorEvent,

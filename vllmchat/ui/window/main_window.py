@@ -28,8 +28,8 @@ from PySide6.QtWidgets import (
 from vllmchat.core.app.events import StorageWarning, TitleMade, TurnStarted
 from vllmchat.core.app_settings import AppSettings, save_app_settings
 from vllmchat.core.conversations.events import MessageStored, PromptPlanEvent, SummaryEvent
-from vllmchat.core.conversations.kv_cache import KVStateCache
-from vllmchat.core.conversations.store import ConversationStore
+from vllmchat.core.conversations.store.store import ConversationStore
+from vllmchat.core.conversations.turns.kv_cache import KVStateCache
 from vllmchat.core.engine.events import DoneEvent, ErrorEvent, ErrorKind, TurnStats
 from vllmchat.core.engine.info import ModelInfo
 from vllmchat.core.engine.protocol import Engine

@@ -8,7 +8,7 @@ import hashlib
 from PySide6.QtCore import QByteArray, QSettings
 from PySide6.QtWidgets import QMainWindow, QSplitter
 
-from vllmchat.core.conversations.store import ConversationStore
+from vllmchat.core.conversations.store.store import ConversationStore
 from vllmchat.core.paths import config_dir
 
 

@@ -1,0 +1,1 @@
+"""Conversation benchmarks: the long soak, opening large stores, summaries."""

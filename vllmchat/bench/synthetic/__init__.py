@@ -1,0 +1,1 @@
+"""Synthetic GGUFs of real shapes: dense llama models and mixtures of experts."""

@@ -1,0 +1,1 @@
+"""What a conversation keeps in context: the context policy, summaries and facts."""

@@ -1,0 +1,1 @@
+"""The conversation store: SQLite, its schema and records, its faults, and recovery."""

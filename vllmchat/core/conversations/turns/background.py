@@ -1,0 +1,116 @@
+"""Work done while the user reads a reply: the conversation's title, and the summary
+the next turn will need, written and prefilled ahead so that turn starts at once.
+
+Both give way to a turn: ``waiting`` is checked per token, and a stopped summary is
+never stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from vllmchat.core.conversations.events import PrefilledAhead, SummaryEvent
+from vllmchat.core.conversations.store.store import Message, title_from
+from vllmchat.core.conversations.turns.session import ChatSession
+from vllmchat.core.conversations.turns.titles import TITLE_PROMPT, clean_title
+from vllmchat.core.engine.events import DoneEvent, ErrorEvent, Event, StatsEvent
+from vllmchat.core.settings import SamplingSettings
+from vllmchat.core.thinking import answer_of
+
+MIN_NEXT_MESSAGE_TOKENS = 32
+
+
+def has_one_reply(session: ChatSession) -> bool:
+    """Whether the branch holds exactly one complete reply (time for a title)."""
+    path = session.store.path(session.conversation_id)
+    replies = [m for m in path if m.role == "assistant"]
+    return len(replies) == 1 and not path[-1].partial
+
+
+def make_title(session: ChatSession, should_stop: Callable[[], bool] = lambda: False) -> str | None:
+    """A title by the model for a conversation still named by its first words; None
+    (the first words stay) when it has a title of the user's, none came, or
+    ``should_stop`` turned true (a turn is waiting: the title gives way at once)."""
+    store, client = session.store, session.client
+    path = store.path(session.conversation_id)
+    first = next((m for m in path if m.role == "user"), None)
+    conversation = store.conversation(session.conversation_id)
+    if first is None or conversation.title not in ("", title_from(first.content)):
+        return None
+    prompt, _ = session.plan(path)
+    request = [*prompt, {"role": "user", "content": TITLE_PROMPT}]
+    sampling = SamplingSettings(temperature=0.0, max_tokens=16, repeat_penalty=1.0, thinking=False)
+    title = ""
+    for event in client.chat(request, sampling):
+        if should_stop():
+            client.stop()
+        if isinstance(event, DoneEvent) and event.stop_reason != "stopped":
+            title = clean_title(answer_of(event.text))
+    if not title:
+        return None
+    store.rename(session.conversation_id, title)
+    return title
+
+
+def _next_message_tokens(session: ChatSession, path: list[Message]) -> int:
+    """A guess at the next user message's size: the last one's, at least a sentence."""
+    last = next((m for m in reversed(path) if m.role == "user"), None)
+    n = len(session.client.tokenize(last.content)) if last else 0
+    return max(MIN_NEXT_MESSAGE_TOKENS, n + 8)
+
+
+def summary_due(session: ChatSession, path: list[Message]) -> bool:
+    """Whether the turn after this reply would summarize (threshold, budget or period)."""
+    policy = session.policy
+    if policy.mode != "summarize" or not path or path[-1].role != "assistant":
+        return False
+    if path[-1].partial or not session.to_summarize(path, ahead=True):
+        return False
+    _, plan = session.plan(path)
+    predicted = plan.prompt_tokens + _next_message_tokens(session, path)
+    periodic = bool(policy.every_k_turns) and (
+        session.turns_since_summary + 1 >= policy.every_k_turns
+    )
+    over = predicted > min(policy.threshold * plan.n_ctx, session.prompt_budget())
+    return over or periodic
+
+
+def summarize_ahead(
+    session: ChatSession, waiting: Callable[[], bool]
+) -> Iterator[SummaryEvent | PrefilledAhead | Event]:
+    """If the next turn would summarize: write that summary now, then prefill the
+    prompt it makes (system, summary, kept turns). ``waiting`` stops either within a
+    token; the turn then does what is left itself."""
+    path = session.store.path(session.conversation_id)
+    if waiting() or not summary_due(session, path):
+        return
+    session.stop_requested = False
+    session.waiting = waiting
+    try:
+        done = False
+        for event in session.summarize_path(path, ahead=True):
+            done = done or (isinstance(event, SummaryEvent) and event.status == "done")
+            yield event
+        if done and session.client.capabilities.prompt_cache and not waiting():
+            yield _prefill(session, path, waiting)
+    finally:
+        session.waiting = lambda: False
+
+
+def _prefill(
+    session: ChatSession, path: list[Message], waiting: Callable[[], bool]
+) -> PrefilledAhead:
+    """Evaluate the prompt without a reply (no token is sampled)."""
+    client = session.client
+    prompt, plan = session.plan(path)
+    prefilled, complete = 0, False
+    for event in client.chat(prompt, SamplingSettings(max_tokens=0, temperature=0.0)):
+        if waiting():
+            client.stop()
+        if isinstance(event, StatsEvent):
+            prefilled = event.stats.tokens_prefilled
+        elif isinstance(event, DoneEvent):
+            complete = event.stop_reason != "stopped"
+        elif isinstance(event, ErrorEvent):
+            complete = False
+    return PrefilledAhead(plan.prompt_tokens, prefilled, complete)

@@ -1,0 +1,394 @@
+"""A chat session: one conversation of the store, answered by the engine.
+
+Before every turn the prompt is fitted into ``n_ctx`` minus the reply's
+reserve: summarize (the loaded model summarizes the turns before the last N,
+incrementally), keep the last N turns, or stop and ask. Nothing is cut
+silently: a ``PromptPlanEvent`` says which history the model is given.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, replace
+
+from vllmchat.core.conversations.events import (
+    MessageStored,
+    PromptPlanEvent,
+    ReplyEvent,
+    SessionEvent,
+    SummaryEvent,
+)
+from vllmchat.core.conversations.memory.fact_list import FactList
+from vllmchat.core.conversations.memory.policy import ContextPolicy, pins_overflow
+from vllmchat.core.conversations.memory.summarize import (
+    SummaryOutcome,
+    ask_for_summary,
+    pinned_block,
+)
+from vllmchat.core.conversations.store.store import (
+    ROOT,
+    ConversationStore,
+    Message,
+    Summary,
+)
+from vllmchat.core.conversations.turns.reply_parts import ReplyParts
+from vllmchat.core.engine.events import DoneEvent, EngineError, ErrorEvent, ErrorKind, Event
+from vllmchat.core.engine.protocol import Engine
+from vllmchat.core.settings import LoadSettings, SamplingSettings
+
+SAVE_EVERY_S = 1.0
+
+
+def _turn_starts(path: list[Message]) -> list[int]:
+    return [i for i, m in enumerate(path) if m.role == "user"]
+
+
+class ChatSession:
+    """Send, regenerate, edit and summarize one conversation."""
+
+    def __init__(
+        self,
+        store: ConversationStore,
+        client: Engine,
+        conversation_id: int,
+        *,
+        sampling: SamplingSettings | None = None,
+        policy: ContextPolicy | None = None,
+        model_name: str = "",
+        facts: FactList | None = None,
+    ) -> None:
+        self.store = store
+        self.client = client
+        self.conversation_id = conversation_id
+        self.sampling = sampling or SamplingSettings()
+        self.policy = policy or ContextPolicy()
+        self.model_name = model_name
+        self.facts = facts or FactList(store)  # the user's facts, kept through summaries
+        self.summarizer: Engine | None = None  # another engine that writes the summaries
+        self.stop_requested = False
+        self.waiting: Callable[[], bool] = lambda: False  # a turn is waiting (work ahead yields)
+        self.turns_since_summary = 0
+
+    # -- prompt ----------------------------------------------------------------
+    def _prompt(
+        self, path: list[Message], summary: Summary | None, start: int
+    ) -> list[dict[str, str]]:
+        system = self.store.conversation(self.conversation_id).system_prompt
+        facts = self.facts.prompt_block(self.conversation_id, path, start)
+        pins = "\n\n".join(b for b in (pinned_block(path[:start]), facts) if b)
+        if pins:  # pinned messages and facts no longer given in place: word for word, up front
+            system = (system + "\n\n" if system else "") + pins
+        if summary is not None:
+            system = (system + "\n\n" if system else "") + (
+                "Earlier in this conversation:\n" + summary.content
+            )
+        prompt = [{"role": "system", "content": system}] if system else []
+        prompt += [{"role": m.role, "content": m.content} for m in path[start:]]
+        return prompt
+
+    def _verbatim_start(self, path: list[Message], summary: Summary | None) -> int:
+        if summary is None:
+            return 0
+        ids = [m.id for m in path]
+        return ids.index(summary.last_message_id) + 1
+
+    def plan(self, path: list[Message]) -> tuple[list[dict[str, str]], PromptPlanEvent]:
+        """The prompt for ``path`` under the current summary, and what it contains."""
+        summary = self.store.summary_for(self.conversation_id, path)
+        start = self._verbatim_start(path, summary)
+        prompt = self._prompt(path, summary, start)
+        n = len(self.client.render(prompt))
+        first = path[start].id if start < len(path) else None
+        pinned = self._pinned_tokens(path, start)
+        plan = PromptPlanEvent(n, self._n_ctx(), summary.id if summary else None, first, 0, pinned)
+        return prompt, plan
+
+    def _pinned_tokens(self, path: list[Message], start: int) -> int:
+        """Tokens the pinned messages take in a prompt that gives ``path[start:]`` in place."""
+        block = pinned_block(path[:start])
+        n = len(self.client.tokenize(block)) if block else 0
+        return n + sum(len(self.client.tokenize(m.content)) for m in path[start:] if m.pinned)
+
+    def _n_ctx(self) -> int:
+        if self.client.info is None:
+            raise EngineError(ErrorKind.NO_MODEL, "No model is loaded.")
+        return self.client.info.n_ctx
+
+    def prompt_budget(self) -> int:
+        n_ctx = self._n_ctx()
+        return n_ctx - min(self.sampling.max_tokens, n_ctx // 2)
+
+    # -- turns -----------------------------------------------------------------------
+    def send(self, text: str) -> Iterator[SessionEvent]:
+        """Store the user's message and stream the reply."""
+        if not text.strip():
+            yield ErrorEvent(ErrorKind.BAD_REQUEST, "The message is empty.")
+            return
+        message = self.store.add_message(self.conversation_id, "user", text)
+        self.facts.take_from(message)
+        yield MessageStored(message.id, "user")
+        yield from self._answer()
+
+    def regenerate(self) -> Iterator[SessionEvent]:
+        """A new reply to the last user message; the old reply stays as a branch."""
+        path = self.store.path(self.conversation_id)
+        while path and path[-1].role != "user":
+            path.pop()
+        if not path:
+            yield ErrorEvent(ErrorKind.BAD_REQUEST, "There is no message to answer.")
+            return
+        self.store.set_leaf(self.conversation_id, path[-1].id)
+        yield from self._answer()
+
+    def edit(self, message_id: int, text: str) -> Iterator[SessionEvent]:
+        """Replace a user message with ``text`` on a new branch and answer it."""
+        original = self.store.message(message_id)
+        if original.role != "user":
+            yield ErrorEvent(ErrorKind.BAD_REQUEST, "Only your own messages can be edited.")
+            return
+        message = self.store.add_message(
+            self.conversation_id, "user", text, parent_id=original.parent_id or ROOT
+        )
+        self.facts.take_from(message)
+        yield MessageStored(message.id, "user")
+        yield from self._answer()
+
+    def stop(self) -> None:
+        """Stop the reply or the summary in progress (any thread)."""
+        self.stop_requested = True
+        self.client.stop()
+
+    def _answer(self) -> Iterator[SessionEvent]:
+        """Answer the branch's last message; engine failures become an ``ErrorEvent``."""
+        try:
+            yield from self._answer_unguarded()
+        except EngineError as exc:
+            yield ErrorEvent(exc.kind, exc.message)
+
+    def _answer_unguarded(self) -> Iterator[SessionEvent]:
+        self.stop_requested = False
+        path = self.store.path(self.conversation_id)
+        prompt, plan = self.plan(path)
+        if self._should_summarize(plan, path):
+            for event in self.summarize_path(path):
+                yield event
+                if isinstance(event, SummaryEvent) and event.status == "cancelled":
+                    return
+            prompt, plan = self.plan(path)
+        if plan.prompt_tokens > self.prompt_budget():
+            if self.policy.mode == "ask":
+                yield ErrorEvent(
+                    ErrorKind.CONTEXT_FULL,
+                    (
+                        f"The conversation ({plan.prompt_tokens:,} tokens) no longer fits the "
+                        f"context ({plan.n_ctx:,}): summarize it or start a new one."
+                    ),
+                )
+                return
+            prompt, plan = self._keep_last(path, plan)
+            if plan.prompt_tokens > self.prompt_budget() and plan.pinned_tokens:
+                yield plan
+                yield pins_overflow(plan)
+                return
+        yield plan
+        if plan.prompt_tokens >= plan.n_ctx:
+            yield ErrorEvent(
+                ErrorKind.PROMPT_TOO_LONG,
+                f"The message alone is {plan.prompt_tokens:,} tokens; the "
+                f"context holds {plan.n_ctx:,}.",
+            )
+            return
+        yield from self._stream_reply(prompt, plan)
+        self.turns_since_summary += 1
+
+    def _keep_last(
+        self, path: list[Message], plan: PromptPlanEvent
+    ) -> tuple[list[dict[str, str]], PromptPlanEvent]:
+        """Drop the oldest turns from the prompt (never from the store) until it fits."""
+        summary = self.store.summary_for(self.conversation_id, path)
+        start = self._verbatim_start(path, summary)
+        starts = [i for i in _turn_starts(path) if i >= start]
+        prompt = self._prompt(path, summary, start)
+        for cut in [*starts[1:], len(path) - 1]:
+            prompt = self._prompt(path, summary, cut)
+            n = len(self.client.render(prompt))
+            plan = PromptPlanEvent(
+                n,
+                plan.n_ctx,
+                summary.id if summary else None,
+                path[cut].id,
+                cut - start,
+                self._pinned_tokens(path, cut),
+            )
+            if n <= self.prompt_budget():
+                break
+        return prompt, plan
+
+    def _stream_reply(
+        self, prompt: list[dict[str, str]], plan: PromptPlanEvent
+    ) -> Iterator[ReplyEvent | MessageStored]:
+        room = plan.n_ctx - plan.prompt_tokens
+        sampling = replace(self.sampling, max_tokens=max(1, min(self.sampling.max_tokens, room)))
+        reply = self.store.add_message(
+            self.conversation_id,
+            "assistant",
+            "",
+            partial=True,
+            model=self.model_name,
+            settings=asdict(sampling),
+        )
+        yield MessageStored(reply.id, "assistant")
+        parts = ReplyParts(self.client.info)
+        saved_at = time.monotonic()
+        for raw in self.client.chat(prompt, sampling):
+            for event in parts.pass_on(raw):
+                if isinstance(event, DoneEvent):
+                    stats = asdict(event.stats)
+                    if parts.thinking:
+                        stats["thinking_s"] = round(parts.seconds, 1)
+                    self.store.update_message(
+                        reply.id,
+                        content=event.text,
+                        thinking=parts.thinking,
+                        partial=event.stop_reason == "stopped",
+                        token_ids=event.token_ids,
+                        tokens=len(event.token_ids),
+                        stats=stats,
+                    )
+                elif isinstance(event, ErrorEvent):
+                    if event.partial_text or parts.thinking:
+                        text, thought = event.partial_text, parts.thinking
+                        self.store.update_message(
+                            reply.id, content=text, thinking=thought, partial=True
+                        )
+                    else:
+                        self.store.set_leaf(self.conversation_id, reply.parent_id)
+                elif time.monotonic() - saved_at > SAVE_EVERY_S:
+                    self.store.update_message(reply.id, content=parts.answer,
+                                              thinking=parts.thinking)  # fmt: skip
+                    saved_at = time.monotonic()
+                yield event
+
+    # -- summaries ---------------------------------------------------------------------
+    def _should_summarize(self, plan: PromptPlanEvent, path: list[Message]) -> bool:
+        if self.policy.mode != "summarize":
+            return False
+        over = plan.prompt_tokens > self.policy.threshold * plan.n_ctx
+        periodic = bool(self.policy.every_k_turns) and (
+            self.turns_since_summary >= self.policy.every_k_turns
+        )
+        return (over or periodic or plan.prompt_tokens > self.prompt_budget()) and bool(
+            self.to_summarize(path)
+        )
+
+    def to_summarize(self, path: list[Message], *, ahead: bool = False) -> list[Message]:
+        """Messages newly falling out: after the current summary, before the last N turns
+        (``ahead``: before the next message is written, so one turn fewer is kept)."""
+        summary = self.store.summary_for(self.conversation_id, path)
+        start = self._verbatim_start(path, summary)
+        starts = [i for i in _turn_starts(path) if i >= start]
+        keep = max(1, self.policy.keep_last_turns + (0 if ahead else 1))  # + the new message
+        if len(starts) <= keep:
+            return []
+        return path[start : starts[-keep]]
+
+    def _summary_input(self, old: list[Message]) -> list[Message]:
+        """What a summary is written from: never the pinned messages (kept word for word)."""
+        return [m for m in old if not m.pinned]
+
+    def summarize(self) -> Iterator[SummaryEvent | Event]:
+        """Summarize now (the user asked), whatever the thresholds say."""
+        self.stop_requested = False
+        try:
+            yield from self.summarize_path(self.store.path(self.conversation_id))
+        except EngineError as exc:
+            yield ErrorEvent(exc.kind, exc.message)
+
+    def summarize_path(
+        self, path: list[Message], *, ahead: bool = False
+    ) -> Iterator[SummaryEvent | Event]:
+        old = self.to_summarize(path, ahead=ahead)
+        if not old:
+            yield SummaryEvent("fallback", message="Nothing old enough to summarize yet.")
+            return
+        previous = self.store.summary_for(self.conversation_id, path)
+        source = self._summary_input(old)
+        if not source:
+            yield SummaryEvent("fallback", message="Only pinned messages are old enough; they "
+                               "stay word for word.")  # fmt: skip
+            return
+        yield SummaryEvent("started", message=f"Summarizing {len(source)} messages…")
+        outcome, prefill = self._ask_for_summary(previous, source)
+        if outcome.cancelled:
+            yield SummaryEvent("cancelled", message="Summarizing was cancelled.")
+            return
+        if not outcome.ok:
+            yield SummaryEvent(
+                "fallback",
+                message=f"{outcome.reason} Keeping the last "
+                f"{self.policy.keep_last_turns} turns instead.",
+            )
+            return
+        first = previous.first_message_id if previous else old[0].id
+        summary = self.store.add_summary(
+            self.conversation_id,
+            outcome.text,
+            first,
+            old[-1].id,
+            tokens=len(self.client.tokenize(outcome.text)),
+        )
+        self.turns_since_summary = 0
+        done = f"Summarized {len(old)} messages" + (" ahead of the next turn." if ahead else ".")
+        yield SummaryEvent(
+            "done", outcome.text, summary.id, f"{done} {outcome.note}".strip(), prefill
+        )
+
+    def _ask_for_summary(
+        self, previous: Summary | None, old: list[Message]
+    ) -> tuple[SummaryOutcome, int]:
+        engine, note = self._summary_engine()
+        conversation = None
+        if engine is self.client:  # after the conversation: its KV cache is reused
+            with contextlib.suppress(EngineError):  # (a failure shows in the request)
+                conversation, _ = self.plan(self.store.path(self.conversation_id))
+        outcome, prefill = ask_for_summary(
+            engine,
+            self.policy,
+            previous,
+            old,
+            stopped=lambda: self.stop_requested or self.waiting(),
+            conversation=conversation,
+        )
+        if note and outcome.ok:
+            outcome = replace(outcome, note=f"{note} {outcome.note}".strip())
+        return outcome, prefill
+
+    def _summary_engine(self) -> tuple[Engine, str]:
+        """The engine that writes summaries: the configured one when it answers, else
+        the loaded model (with why)."""
+        other = self.summarizer
+        if other is None:
+            return self.client, ""
+        if other.info is None:
+            try:
+                n_ctx = self.client.info.n_ctx if self.client.info else 4096
+                other.load(LoadSettings(model_path="", n_ctx=n_ctx))
+            except EngineError as exc:
+                failed = f"The summary server failed ({exc.message});"
+                return self.client, f"{failed} the loaded model wrote it."
+        return other, ""
+
+    # -- reopening -----------------------------------------------------------------------
+    def prime(self) -> None:
+        """Tell the engine the sampled ids of this branch's replies (KV reuse after reopen)."""
+        path = self.store.path(self.conversation_id)
+        self.client.remember_replies(
+            [(m.content, m.token_ids) for m in path if m.role == "assistant" and m.token_ids]
+        )
+
+    def context_info(self) -> PromptPlanEvent:
+        """Tokens the next prompt would use, and where the verbatim history begins."""
+        _, plan = self.plan(self.store.path(self.conversation_id))
+        return plan

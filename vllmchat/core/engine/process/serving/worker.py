@@ -1,0 +1,205 @@
+"""The engine process: owns the model, answers one request at a time.
+
+Messages are the typed values of ``requests``: a ``Call`` of a request is
+answered by a ``Reply`` or a ``Failure`` (a chat turn by ``TurnEvent``s and
+token tuples), from the request type's one handler (``registry``, ``handlers``);
+a ``Stop`` is handled at once by a reader thread, so a call in progress sees it
+at its next token.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from multiprocessing.connection import Connection
+from typing import Any
+
+import llama_cpp  # noqa: F401  (first: the CUDA build segfaults if numpy loads before it)
+
+from vllmchat.core.engine import requests as rq
+from vllmchat.core.engine.events import EngineError, ErrorEvent, ErrorKind, TokenEvent
+from vllmchat.core.engine.model_check import model_fingerprint
+from vllmchat.core.engine.process.inference.runtime import LlamaRuntime
+from vllmchat.core.engine.process.llama import llama_log
+from vllmchat.core.engine.process.serving.registry import handler_for
+from vllmchat.core.settings import LoadSettings
+
+_log = logging.getLogger(__name__)
+
+
+class Worker:
+    """Reads requests, runs each one's handler, sends the answers; holds the runtime."""
+
+    def __init__(self, conn: Connection, start_free: int | None = None) -> None:
+        self.conn = conn
+        self.start_free = start_free  # NVIDIA devices' free bytes before llama.cpp loaded
+        self.runtime: LlamaRuntime | None = None
+        self.requests: queue.Queue[rq.Call | rq.Exit] = queue.Queue()
+        self.stopped: set[int] = set()
+        self.current = 0  # the id of the call being answered (ids start at 1)
+        # With cores to spare, messages are pickled and written by a sender thread,
+        # which runs while the decode loop is inside llama.cpp (ctypes releases the
+        # GIL). Without, that thread would take a core from llama.cpp's own threads,
+        # so the decode loop writes them itself.
+        self.outbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.send_lock = threading.Lock()
+        self.threaded_send = False
+        self.writer: threading.Thread | None = None  # the last checkpoint's file writer
+        self.write_error: EngineError | None = None  # why the last checkpoint was not written
+
+    def send(self, message: Any) -> None:
+        if self.threaded_send:
+            self.outbox.put(message)
+            return
+        with self.send_lock:
+            self.conn.send(message)
+
+    def send_loop(self) -> None:
+        """Write queued messages; tokens that queued up while the reader lagged go as one."""
+        held: list[Any] = []  # taken from the queue, not yet sent
+        while True:
+            message = held.pop() if held else self.outbox.get()
+            if message is None:
+                return
+            if isinstance(message, tuple) and message[0] == "tok":
+                batch = [message]
+                while True:
+                    try:
+                        extra = self.outbox.get_nowait()
+                    except queue.Empty:
+                        break
+                    same = isinstance(extra, tuple) and extra[0] == "tok" and extra[1] == message[1]
+                    if not same:
+                        held.append(extra)
+                        break
+                    batch.append(extra)
+                if len(batch) > 1:
+                    message = ("toks", message[1], [(m[2], m[3]) for m in batch])
+            try:
+                with self.send_lock:
+                    self.conn.send(message)
+            except (OSError, ValueError):
+                return
+
+    def read_loop(self) -> None:
+        while True:
+            try:
+                message = self.conn.recv()
+            except (EOFError, OSError):
+                self.requests.put(rq.Exit())
+                return
+            except Exception as exc:  # a request this process cannot unpickle
+                why = f"The engine could not read a request ({type(exc).__name__}: {exc})."
+                self.send(rq.Failure(rq.UNREAD, EngineError(ErrorKind.BAD_REQUEST, why)))
+                continue
+            if isinstance(message, rq.Stop):
+                self.stopped.add(message.rid)
+            else:
+                self.requests.put(message)
+
+    def serve(self) -> None:
+        threading.Thread(target=self.read_loop, daemon=True, name="engine-reader").start()
+        sender = threading.Thread(target=self.send_loop, daemon=True, name="engine-sender")
+        sender.start()
+        while True:
+            call = self.requests.get()
+            if isinstance(call, rq.Exit):
+                break
+            self.answer(call)
+        self.outbox.put(None)
+        sender.join(5)
+        if self.writer is not None:
+            self.writer.join()  # a checkpoint is never left half-written
+        if self.runtime is not None:
+            self.runtime.close()
+
+    def answer(self, call: rq.Call) -> None:
+        """Run the request's handler; its value is the reply, its error the failure."""
+        rid, request = call.rid, call.request
+        self.current = rid
+        try:
+            value = handler_for(request)(self, request)
+        except EngineError as exc:
+            log_failure(type(request).__name__, exc)
+            failure = exc
+        except Exception as exc:  # report, never die on a bad request
+            log_failure(type(request).__name__, exc)
+            failure = EngineError(ErrorKind.INTERNAL, repr(exc))
+        else:
+            if not request.streams:
+                self.send(rq.Reply(rid, value))
+            return
+        finally:
+            self.stopped.discard(rid)
+            self.current = 0
+        if request.streams:  # a turn always ends in Done or Error
+            self.send(rq.TurnEvent(rid, ErrorEvent(failure.kind, failure.message)))
+        else:
+            self.send(rq.Failure(rid, failure))
+
+    # -- what handlers use ----------------------------------------------------------------
+    def stop_requested(self) -> bool:
+        """Whether the caller stopped the call in progress (checked per token)."""
+        return self.current in self.stopped
+
+    def turn_emitter(self) -> Callable[[Any], None]:
+        """Send a turn's events for the call in progress: tokens as plain tuples."""
+        rid, send = self.current, self.send
+
+        def emit(event: Any) -> None:
+            if type(event) is TokenEvent:  # the hot path: a plain tuple pickles faster
+                send(("tok", rid, event.text, event.token_id))
+            else:
+                send(rq.TurnEvent(rid, event))
+
+        return emit
+
+    def require_runtime(self) -> LlamaRuntime:
+        if self.runtime is None:
+            raise EngineError(ErrorKind.NO_MODEL, "No model is loaded.")
+        return self.runtime
+
+    def unload(self) -> None:
+        if self.runtime is not None:
+            self.runtime.close()
+            self.runtime = None
+
+    def choose_sender(self, settings: LoadSettings) -> None:
+        """Send from a thread when llama.cpp leaves two cores to spare."""
+        spare = (os.cpu_count() or 1) - settings.n_threads
+        deadline = time.monotonic() + 5
+        while not self.outbox.empty() and time.monotonic() < deadline:
+            time.sleep(0.001)  # keep the order of messages across the switch
+        self.threaded_send = spare >= 2
+
+    def binding(self, runtime: LlamaRuntime) -> dict[str, Any]:
+        """What a saved KV state is bound to: the model file and the state's settings."""
+        return {
+            "model": model_fingerprint(runtime.settings.model_path),
+            **runtime.settings.state_binding(),
+        }
+
+
+def worker_main(
+    conn: Connection, start_free: int | None = None, handler_modules: Sequence[str] = ()
+) -> None:
+    """Entry point of the engine process; ``handler_modules`` register more operations."""
+    from vllmchat.core.engine.process.serving import handlers  # noqa: F401  (registers the operations)
+
+    for name in handler_modules:
+        importlib.import_module(name)
+    llama_log.install()
+    Worker(conn, start_free).serve()
+
+
+def log_failure(what: str, exc: Exception) -> None:
+    """Log a failure this process reports, with its traceback and llama.cpp's last lines."""
+    level = logging.WARNING if isinstance(exc, EngineError) else logging.ERROR
+    last = "".join(f"\n  {line}" for line in llama_log.lines_since()[-8:])
+    said = f"\nllama.cpp's last lines:{last}" if last else ""
+    _log.log(level, "%s failed: %s%s", what, exc, said, exc_info=exc)
