@@ -22,6 +22,7 @@ def register(sub: Any) -> None:
             "summary",
             "speculative",
             "store",
+            "tools",
         ],
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -132,6 +133,10 @@ def run(args: argparse.Namespace) -> int:
         from vllmchat.bench.conversations import store_bench
 
         result = store_bench.run(quick=args.quick)
+    elif args.name == "tools":
+        from vllmchat.bench.tools import tools_bench
+
+        result = tools_bench.run(model=args.model, quick=args.quick)
     elif args.name == "estimate":
         from vllmchat.bench.placement import estimate_bench
 

@@ -323,16 +323,24 @@ class EngineClient:
         self,
         messages: Sequence[Mapping[str, str]],
         sampling: SamplingSettings | None = None,
+        *,
+        tools: str | None = None,
+        json_schema: str | None = None,
     ) -> Iterator[Event]:
-        """Stream the reply to the last message as events; ends with Done or Error."""
-        sampling = sampling or SamplingSettings()
-        payload = [{"role": m["role"], "content": m["content"]} for m in messages]
-        with self._request_lock:
-            yield from self._chat_locked(payload, sampling)
+        """Stream the reply to the last message as events; ends with Done or Error.
 
-    def _chat_locked(
-        self, payload: list[dict[str, str]], sampling: SamplingSettings
-    ) -> Iterator[Event]:
+        ``tools``: OpenAI's tools list (JSON), rendered by a template with a tool
+        format; ``json_schema``: the reply is constrained to fit it (llama.cpp's grammar).
+        """
+        sampling = sampling or SamplingSettings()
+        payload = [
+            {k: m[k] for k in ("role", "content", "tool_call_id", "name") if k in m}
+            for m in messages
+        ]
+        with self._request_lock:
+            yield from self._chat_locked(rq.Chat(payload, sampling, tools, json_schema))
+
+    def _chat_locked(self, request: rq.Chat) -> Iterator[Event]:
         rid = next(self._ids)
         parts: list[str] = []
         t0 = time.perf_counter()
@@ -341,7 +349,7 @@ class EngineClient:
         try:
             self._require_alive()
             self._current = rid
-            self._send(rq.Call(rid, rq.Chat(payload, sampling)))
+            self._send(rq.Call(rid, request))
             while True:
                 message = self._recv()
                 if type(message) is tuple:  # tokens, the hot path

@@ -33,6 +33,7 @@ from vllmchat.core.engine.events import (
 )
 from vllmchat.core.engine.info import KvUsage, ModelInfo, ReloadResult, StateTransfer
 from vllmchat.core.engine.protocol import Capabilities
+from vllmchat.core.engine.remote_tools import StreamedCalls, openai_messages
 from vllmchat.core.models.advisor import display_name
 from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.settings import LoadSettings, SamplingSettings
@@ -217,9 +218,18 @@ class RemoteEngine:
         return request
 
     def chat(
-        self, messages: Sequence[Mapping[str, str]], sampling: SamplingSettings | None = None
+        self,
+        messages: Sequence[Mapping[str, str]],
+        sampling: SamplingSettings | None = None,
+        *,
+        tools: str | None = None,
+        json_schema: str | None = None,
     ) -> Iterator[Event]:
-        """Stream the reply as the local engine's events; failures end in an ``ErrorEvent``."""
+        """Stream the reply as the local engine's events; failures end in an ``ErrorEvent``.
+
+        ``tools`` go to the server as the API's ``tools``; its streamed calls end the
+        reply as ``<tool_call>`` text (``remote_tools``). ``json_schema`` asks for a reply
+        of that shape (``response_format``)."""
         if self.info is None or self.model is None:
             yield ErrorEvent(ErrorKind.NO_MODEL, "Not connected to a server.")
             return
@@ -230,14 +240,21 @@ class RemoteEngine:
         t0 = time.perf_counter()
         t_first = t_last = 0.0
         reason, usage, timings = "", None, None
+        calls = StreamedCalls()
+        request = self._request(sampling)
+        if tools:
+            request["tools"] = json.loads(tools)
+        if json_schema:
+            schema = {"name": "tool_call", "schema": json.loads(json_schema)}
+            request["response_format"] = {"type": "json_schema", "json_schema": schema}
         try:
             stream = cast(
                 "openai.Stream[ChatCompletionChunk]",
                 self._client.chat.completions.create(
                     model=self.model,
-                    messages=[dict(m) for m in messages],  # type: ignore[misc]
+                    messages=openai_messages(messages),  # type: ignore[arg-type]
                     stream=True,
-                    **self._request(sampling),
+                    **request,
                 ),
             )
             with stream:
@@ -248,6 +265,7 @@ class RemoteEngine:
                     usage = chunk.usage or usage
                     timings = (chunk.model_extra or {}).get("timings") or timings
                     for choice in chunk.choices:
+                        calls.add(getattr(choice.delta, "tool_calls", None))
                         for piece in self._pieces(choice.delta):
                             t_last = time.perf_counter()
                             t_first = t_first or t_last
@@ -272,6 +290,10 @@ class RemoteEngine:
         if self._thinking:
             self._thinking = False
             parts.append(THINK_CLOSE)
+        called = calls.text()
+        if called:
+            parts.append(("\n" if parts else "") + called)
+            reason = "eos" if reason == "tool_calls" else reason
         text = "".join(parts)
         if not reason:  # no finish_reason: the stream ended before the reply did
             yield self._unfinished(messages, text)

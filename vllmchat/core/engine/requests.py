@@ -207,6 +207,8 @@ class Chat(Request[None]):
     stoppable: ClassVar[bool] = True
     messages: Sequence[Mapping[str, str]]
     sampling: SamplingSettings
+    tools: str | None = None  # OpenAI's tools list (JSON) for a template with a tool format
+    json_schema: str | None = None  # the reply must fit this JSON Schema (a constrained call)
 
 
 @dataclass(frozen=True)

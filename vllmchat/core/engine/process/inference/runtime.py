@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import time
 from collections import OrderedDict
@@ -220,27 +221,43 @@ class LlamaRuntime:
         return self.token_text(token) if token >= 0 else ""
 
     # -- prompt -----------------------------------------------------------
-    def render(self, messages: Sequence[Mapping[str, str]], *, thinking: bool = True) -> list[int]:
+    def render(
+        self,
+        messages: Sequence[Mapping[str, str]],
+        *,
+        thinking: bool = True,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+    ) -> list[int]:
         """Token ids of the chat prompt, ending with the assistant's turn opener
         (``thinking`` False: the template's ``enable_thinking`` is off).
 
         The last rendering is remembered (a turn renders what its plan just
         rendered), and markup and message pieces are tokenized once per chat.
         """
-        key = (thinking, tuple((m["role"], m["content"]) for m in messages))
+        key = (
+            thinking,
+            tuple((m["role"], m["content"]) for m in messages),
+            json.dumps(tools, sort_keys=True) if tools else "",
+        )
         if self._last_render is not None and self._last_render[0] == key:
             return list(self._last_render[1])
-        ids = self._render(messages, thinking)
+        ids = self._render(messages, thinking, tools)
         self._last_render = (key, tuple(ids))
         return ids
 
-    def _render(self, messages: Sequence[Mapping[str, str]], thinking: bool) -> list[int]:
+    def _render(
+        self,
+        messages: Sequence[Mapping[str, str]],
+        thinking: bool,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+    ) -> list[int]:
         segments = render_segments(
             self.template,
             messages,
             bos_token=self._special_text(self.llm.token_bos()),
             eos_token=self._special_text(self.llm.token_eos()),
             enable_thinking=thinking,
+            tools=tools,
         )
         ids = prompt_tokens(
             segments,

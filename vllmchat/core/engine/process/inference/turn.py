@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from vllmchat.core.chat_format import TemplateError
@@ -56,15 +58,22 @@ def run_turn(
     *,
     should_stop: Callable[[], bool],
     emit: Emit,
+    tools: str | None = None,
+    json_schema: str | None = None,
 ) -> None:
-    """Answer the last message, streaming events through ``emit``."""
+    """Answer the last message, streaming events through ``emit``.
+
+    ``tools`` (OpenAI's list, JSON) goes to the template; ``json_schema`` constrains
+    the reply with llama.cpp's grammar (speculation is off for such a reply).
+    """
     t0 = time.perf_counter()
     if not messages:
         emit(ErrorEvent(ErrorKind.BAD_REQUEST, "There is no message to answer."))
         return
     try:
-        prompt = rt.render(messages, thinking=sampling.thinking)
-    except TemplateError as exc:
+        tool_list = json.loads(tools) if tools else None
+        prompt = rt.render(messages, thinking=sampling.thinking, tools=tool_list)
+    except (TemplateError, ValueError) as exc:
         emit(ErrorEvent(ErrorKind.BAD_REQUEST, str(exc)))
         return
     n_ctx = rt.n_ctx
@@ -105,8 +114,17 @@ def run_turn(
         emit(ErrorEvent(exc.kind, exc.message))
         return
     t_prefilled = time.perf_counter()
+    if json_schema:
+        sampling = replace(sampling, speculation="off")
     decode_reply(
-        rt, sampling, should_stop, emit, base, (t0, t_prefilled), conversation_key(messages)
+        rt,
+        sampling,
+        should_stop,
+        emit,
+        base,
+        (t0, t_prefilled),
+        conversation_key(messages),
+        json_schema=json_schema,
     )
     settle_pending(rt)
 

@@ -36,10 +36,16 @@ def missing(llm: llama_cpp.Llama | None = None) -> list[str]:
     return out
 
 
-def sampler_for(llm: llama_cpp.Llama, sampling: SamplingSettings) -> Any:
+def sampler_for(
+    llm: llama_cpp.Llama, sampling: SamplingSettings, json_schema: str | None = None
+) -> Any:
     """llama-cpp-python's sampler chain for these settings (temperature 0: the same
-    greedy pick, computed on the logits, ``greedy.py``)."""
-    if sampling.temperature == 0.0:
+    greedy pick, computed on the logits, ``greedy.py``); with ``json_schema``, the
+    chain starts with llama.cpp's grammar for it (a constrained tool call)."""
+    grammar = None
+    if json_schema:
+        grammar = llama_cpp.LlamaGrammar.from_json_schema(json_schema, verbose=False)
+    elif sampling.temperature == 0.0:
         return GreedySampler(llm, sampling.repeat_penalty)
     return llm._init_sampler(
         top_k=sampling.top_k,
@@ -47,6 +53,7 @@ def sampler_for(llm: llama_cpp.Llama, sampling: SamplingSettings) -> Any:
         min_p=sampling.min_p,
         temp=sampling.temperature,
         repeat_penalty=sampling.repeat_penalty,
+        grammar=grammar,
     )
 
 

@@ -46,6 +46,8 @@ def chat(ctx: Context, r: rq.Chat) -> None:
         r.sampling,
         should_stop=ctx.stop_requested,
         emit=ctx.turn_emitter(),
+        tools=r.tools,
+        json_schema=r.json_schema,
     )
 
 

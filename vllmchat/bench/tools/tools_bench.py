@@ -149,7 +149,7 @@ def run(*, model: str | None = None, quick: bool = False) -> dict[str, Any]:
     settings = LoadSettings(model_path=model or str(demo_model_path()), n_ctx=4096, n_threads=2)
     port = _free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "vllmchat.bench.mcp_loopback", str(port)],
+        [sys.executable, "-m", "vllmchat.bench.tools.mcp_loopback", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

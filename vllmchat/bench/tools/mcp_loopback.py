@@ -1,4 +1,4 @@
-"""A small MCP server for the tools benchmark: ``python -m vllmchat.bench.mcp_loopback PORT``.
+"""A small MCP server for the tools benchmark: ``python -m vllmchat.bench.tools.mcp_loopback PORT``.
 
 Streamable HTTP on 127.0.0.1 (the official ``mcp`` SDK), with two tools: ``add`` and
 ``weather`` (a fixed report of a known length, so a tool step's prefill can be
