@@ -91,6 +91,7 @@ class RecordedEngine:
         *,
         tools: str | None = None,
         json_schema: str | None = None,
+        grammar: str | None = None,
     ) -> Iterator[Event]:
         stats = TurnStats(stop_reason="eos")
         yield StatsEvent(stats)

@@ -7,7 +7,9 @@ reply is kept as the exact text the model wrote so its ids match). The tools com
 first in the prompt (the template's tool block, or the system message for a
 template without a tool format) and do not change within a conversation: a stable
 prefix, reused across turns and restarts. A template without a tool format may be
-asked for a grammar-constrained call (``tool_choice="required"``).
+asked for a grammar-constrained call (``tool_choice="required"``); its model then
+answers the results in plain text (a grammar too), and so does any model whose turn
+ran out of tool steps.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from vllmchat.core.tools.approval import ApprovalPolicy, TurnGuard, tool_step
 from vllmchat.core.tools.calls import parse_reply
 from vllmchat.core.tools.events import ToolCall, ToolEvent, ToolInfo, ToolResult
 from vllmchat.core.tools.prompting import (
+    TEXT_GRAMMAR,
     call_schema,
     fallback_system_prompt,
     openai_tools,
@@ -48,6 +51,7 @@ class ToolEngine(Protocol):
         *,
         tools: str | None = None,
         json_schema: str | None = None,
+        grammar: str | None = None,
     ) -> Iterator[Event]: ...
 
 
@@ -107,13 +111,19 @@ class ToolTurn:
         results: list[ToolResult] = []
         stats: list[TurnStats] = []
         choice = self.tool_choice
+        answer_now = False
         while True:
             prompt, tools = self.prompt(history)
-            schema = None
-            if choice == "required" and not self.has_format and self.tools:
+            schema = grammar = None
+            if answer_now:
+                grammar = TEXT_GRAMMAR
+            elif choice == "required" and not self.has_format and self.tools:
                 schema = json.dumps(call_schema(self.tools))
             done: DoneEvent | None = None
-            for event in self.engine.chat(prompt, sampling, tools=tools, json_schema=schema):
+            chat = self.engine.chat(
+                prompt, sampling, tools=tools, json_schema=schema, grammar=grammar
+            )
+            for event in chat:
                 yield event
                 if isinstance(event, ErrorEvent):
                     return ToolTurnDone("", tuple(added), tuple(results), tuple(stats), error=event)
@@ -134,8 +144,11 @@ class ToolTurn:
                     tuple(stats),
                     loop_stopped=guard.stopped,
                 )
+            if choice == "required" and not self.has_format:
+                answer_now = True  # a constrained call, then a plain answer
             choice = "auto"  # a required call is required once
             step_results = yield from self._run_calls(parsed.calls, parsed.malformed, guard)
+            answer_now = answer_now or (guard.stopped and not self.has_format)
             results.extend(step_results)
             for result in step_results:
                 message = result_message(

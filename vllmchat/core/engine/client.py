@@ -326,11 +326,13 @@ class EngineClient:
         *,
         tools: str | None = None,
         json_schema: str | None = None,
+        grammar: str | None = None,
     ) -> Iterator[Event]:
         """Stream the reply to the last message as events; ends with Done or Error.
 
         ``tools``: OpenAI's tools list (JSON), rendered by a template with a tool
-        format; ``json_schema``: the reply is constrained to fit it (llama.cpp's grammar).
+        format; ``json_schema`` or ``grammar`` (GBNF): the reply is constrained to fit
+        it (llama.cpp's grammar).
         """
         sampling = sampling or SamplingSettings()
         payload = [
@@ -338,7 +340,7 @@ class EngineClient:
             for m in messages
         ]
         with self._request_lock:
-            yield from self._chat_locked(rq.Chat(payload, sampling, tools, json_schema))
+            yield from self._chat_locked(rq.Chat(payload, sampling, tools, json_schema, grammar))
 
     def _chat_locked(self, request: rq.Chat) -> Iterator[Event]:
         rid = next(self._ids)

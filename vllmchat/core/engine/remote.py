@@ -224,12 +224,13 @@ class RemoteEngine:
         *,
         tools: str | None = None,
         json_schema: str | None = None,
+        grammar: str | None = None,
     ) -> Iterator[Event]:
         """Stream the reply as the local engine's events; failures end in an ``ErrorEvent``.
 
         ``tools`` go to the server as the API's ``tools``; its streamed calls end the
         reply as ``<tool_call>`` text (``remote_tools``). ``json_schema`` asks for a reply
-        of that shape (``response_format``)."""
+        of that shape (``response_format``); ``grammar`` goes as llama.cpp's server takes it."""
         if self.info is None or self.model is None:
             yield ErrorEvent(ErrorKind.NO_MODEL, "Not connected to a server.")
             return
@@ -247,6 +248,8 @@ class RemoteEngine:
         if json_schema:
             schema = {"name": "tool_call", "schema": json.loads(json_schema)}
             request["response_format"] = {"type": "json_schema", "json_schema": schema}
+        if grammar:
+            request["extra_body"]["grammar"] = grammar
         try:
             stream = cast(
                 "openai.Stream[ChatCompletionChunk]",

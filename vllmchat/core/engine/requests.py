@@ -209,6 +209,7 @@ class Chat(Request[None]):
     sampling: SamplingSettings
     tools: str | None = None  # OpenAI's tools list (JSON) for a template with a tool format
     json_schema: str | None = None  # the reply must fit this JSON Schema (a constrained call)
+    grammar: str | None = None  # or this GBNF grammar (llama.cpp's own format)
 
 
 @dataclass(frozen=True)

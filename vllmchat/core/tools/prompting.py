@@ -67,6 +67,10 @@ def call_format(template: str) -> str:
     return "json" if not template_supports_tools(template) else "hermes"
 
 
+# A reply in plain text, not a call: it starts with neither ``{``, ``[`` nor ``<`` (GBNF).
+TEXT_GRAMMAR = "root ::= [^{\\[<\\n ] [^\\x00]*\n"
+
+
 def openai_tools(tools: Sequence[ToolInfo]) -> list[dict[str, Any]]:
     """The ``tools`` list a template (or an OpenAI-compatible server) takes."""
     return [t.openai_schema() for t in tools]
@@ -109,4 +113,7 @@ def result_message(
     message saying it is a tool result where the template has no tool format."""
     if has_format:
         return {"role": "tool", "content": result_text, "tool_call_id": call_id, "name": name}
-    return {"role": "user", "content": f"Result of {name}:\n{result_text}"}
+    return {
+        "role": "user",
+        "content": f"Result of {name}:\n{result_text}\n\nAnswer in plain text with this result.",
+    }

@@ -60,11 +60,12 @@ def run_turn(
     emit: Emit,
     tools: str | None = None,
     json_schema: str | None = None,
+    grammar: str | None = None,
 ) -> None:
     """Answer the last message, streaming events through ``emit``.
 
-    ``tools`` (OpenAI's list, JSON) goes to the template; ``json_schema`` constrains
-    the reply with llama.cpp's grammar (speculation is off for such a reply).
+    ``tools`` (OpenAI's list, JSON) goes to the template; ``json_schema`` or ``grammar``
+    (GBNF) constrains the reply with llama.cpp's grammar (without speculation).
     """
     t0 = time.perf_counter()
     if not messages:
@@ -114,7 +115,7 @@ def run_turn(
         emit(ErrorEvent(exc.kind, exc.message))
         return
     t_prefilled = time.perf_counter()
-    if json_schema:
+    if json_schema or grammar:
         sampling = replace(sampling, speculation="off")
     decode_reply(
         rt,
@@ -125,6 +126,7 @@ def run_turn(
         (t0, t_prefilled),
         conversation_key(messages),
         json_schema=json_schema,
+        grammar=grammar,
     )
     settle_pending(rt)
 

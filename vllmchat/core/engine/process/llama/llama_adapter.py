@@ -37,14 +37,19 @@ def missing(llm: llama_cpp.Llama | None = None) -> list[str]:
 
 
 def sampler_for(
-    llm: llama_cpp.Llama, sampling: SamplingSettings, json_schema: str | None = None
+    llm: llama_cpp.Llama,
+    sampling: SamplingSettings,
+    json_schema: str | None = None,
+    gbnf: str | None = None,
 ) -> Any:
     """llama-cpp-python's sampler chain for these settings (temperature 0: the same
-    greedy pick, computed on the logits, ``greedy.py``); with ``json_schema``, the
-    chain starts with llama.cpp's grammar for it (a constrained tool call)."""
+    greedy pick, computed on the logits, ``greedy.py``); with ``json_schema`` or a
+    GBNF grammar, the chain applies llama.cpp's grammar (a constrained tool call)."""
     grammar = None
     if json_schema:
         grammar = llama_cpp.LlamaGrammar.from_json_schema(json_schema, verbose=False)
+    elif gbnf:
+        grammar = llama_cpp.LlamaGrammar.from_string(gbnf, verbose=False)
     elif sampling.temperature == 0.0:
         return GreedySampler(llm, sampling.repeat_penalty)
     return llm._init_sampler(

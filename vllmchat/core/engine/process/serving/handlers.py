@@ -48,6 +48,7 @@ def chat(ctx: Context, r: rq.Chat) -> None:
         emit=ctx.turn_emitter(),
         tools=r.tools,
         json_schema=r.json_schema,
+        grammar=r.grammar,
     )
 
 
