@@ -10,8 +10,10 @@ import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
+from vllmchat.cli.chat_tools import TOOLS_HELP, open_tools, show_tool_event, tools_command
 from vllmchat.cli.options import add_options, given
 from vllmchat.core.app.chat_app import ChatApp
 from vllmchat.core.app.engines import open_server
@@ -51,6 +53,7 @@ from vllmchat.core.engine.protocol import Engine
 from vllmchat.core.engine.servers import url_warning
 from vllmchat.core.paths import kv_cache_dir
 from vllmchat.core.settings import LoadSettings, SamplingSettings
+from vllmchat.core.tools.approval import ApprovalPolicy
 
 log = logging.getLogger(__name__)
 HELP = """commands:
@@ -74,6 +77,11 @@ def register(sub: Any) -> None:
     p.add_argument("--conversation", default="new", help="conversation id to continue, or new")
     p.add_argument("--system", default="", help="system prompt (default: the model's own)")
     p.add_argument("--stats", action="store_true", help="print statistics after every reply")
+    p.add_argument(
+        "--mcp",
+        type=Path,
+        help="an mcp.json: offer its MCP servers' tools (each call asks first; /tools)",
+    )
     p.add_argument(
         "--server",
         help="an OpenAI-compatible server's URL (llama.cpp's server, vLLM, Ollama, LM Studio); "
@@ -181,11 +189,22 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         store.close()
         return 2
+    state: dict[str, Any] = {"last": None, "streaming": False, "quit": False, "tools": None}
+    if args.mcp:
+        manager = open_tools(args.mcp)
+        if manager is None:
+            app.shutdown()
+            store.close()
+            return 2
+        state["tools"] = (manager, ApprovalPolicy())
+        app.use_tools(*state["tools"])
     app.open_conversation(conv.id)
     loaded = _load(app, settings)
     if loaded is None:
         app.shutdown()
         store.close()
+        if state["tools"] is not None:
+            state["tools"][0].close()
         return 2
     info = loaded.info
     restored = loaded.restored_tokens
@@ -203,7 +222,6 @@ def run(args: argparse.Namespace) -> int:
     )
     if note:
         out.write(note + "\n")
-    state: dict[str, Any] = {"last": None, "streaming": False, "quit": False}
 
     def on_term(*_: object) -> None:
         state["quit"] = True
@@ -246,6 +264,8 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         app.shutdown()
         store.close()
+        if state["tools"] is not None:
+            state["tools"][0].close()
 
 
 class WhileReading:
@@ -303,7 +323,9 @@ def _loaded(events: Iterator[Any]) -> Loaded | None:
 def _show(events: Iterator[Any], out: Any, show_stats: bool, state: dict[str, Any]) -> None:
     started = False
     for event in events:
-        if isinstance(event, SummaryEvent):
+        if show_tool_event(event, out, sys.stdin.readline):
+            started = False  # the model's next step starts a new line
+        elif isinstance(event, SummaryEvent):
             out.write(f"[summary {event.status}: {event.message}]\n")
         elif isinstance(event, PromptPlanEvent) and event.dropped_messages:
             out.write(f"[context: the {event.dropped_messages} oldest messages are left out]\n")
@@ -342,7 +364,13 @@ def _command(text: str, app: ChatApp, state: dict[str, Any], out: Any) -> bool:
         if name in ("/quit", "/exit"):
             return True
         if name == "/help":
-            out.write(HELP + "\n")
+            out.write(HELP + "\n" + (TOOLS_HELP + "\n" if state["tools"] else ""))
+        elif name == "/tools":
+            if state["tools"] is None:
+                out.write("no tools: start the chat with --mcp CONFIG\n")
+            else:
+                manager, policy = state["tools"]
+                tools_command(arg, manager, policy, out)
         elif name == "/history":
             info = session.context_info()
             store, conv = session.store, session.conversation_id

@@ -44,6 +44,7 @@ from vllmchat.core.app.placing import (
 )
 from vllmchat.core.app.settings_model import Persist, SettingsModel
 from vllmchat.core.app.snapshot import AppSnapshot
+from vllmchat.core.app.tool_turns import tool_stream
 from vllmchat.core.app.tuning import describe_file, run_tune
 from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.conversations.events import SessionEvent, SummaryEvent
@@ -51,13 +52,15 @@ from vllmchat.core.conversations.memory.fact_list import FactList
 from vllmchat.core.conversations.store.store import ConversationStore, StoreError
 from vllmchat.core.conversations.turns.background import has_one_reply, make_title, summarize_ahead
 from vllmchat.core.conversations.turns.kv_cache import KVStateCache
-from vllmchat.core.conversations.turns.session import ChatSession
+from vllmchat.core.conversations.turns.session import ChatSession, ToolStream
 from vllmchat.core.engine.events import DoneEvent, EngineError, ErrorEvent, ErrorKind
 from vllmchat.core.engine.protocol import Engine, measured
 from vllmchat.core.engine.remote import RemoteEngine
 from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.placement import Placement
+from vllmchat.core.tools.approval import ApprovalPolicy
+from vllmchat.core.tools.manager import ToolServerManager
 from vllmchat.core.tuning.events import PointMeasured, TuneEvent
 from vllmchat.core.tuning.results import TuneConfig
 
@@ -94,6 +97,7 @@ class ChatApp:
         self._storage_reported: str | None = None  # the disk problem last told
         self._summarizer: RemoteEngine | None = None  # the summary server, when one is set
         self._summarizer_key = ("", "")
+        self._tools: tuple[ToolServerManager, ApprovalPolicy] | None = None
 
     @property
     def settings(self) -> AppSettings:
@@ -231,6 +235,19 @@ class ChatApp:
             self.session.policy = self.settings.history
             self.session.model_name = self.engine.info.name if self.engine.info else ""
             self.session.summarizer = self._summary_server()
+            self.session.tool_stream = self._tool_stream(self.session)
+
+    def use_tools(self, manager: ToolServerManager | None, policy: ApprovalPolicy) -> None:
+        """Offer ``manager``'s tools in every turn from now on (None: no tools)."""
+        self._tools = (manager, policy) if manager is not None else None
+        self._configure()
+
+    def _tool_stream(self, session: ChatSession) -> ToolStream | None:
+        if self._tools is None:
+            return None
+        manager, policy = self._tools
+        stop = lambda: session.stop_requested  # noqa: E731
+        return tool_stream(self.engine, manager, policy, str(session.conversation_id), stop)
 
     def _summary_server(self) -> RemoteEngine | None:
         """The server that writes summaries (connected at its first summary), if set."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Literal, Protocol, cast
 
 from vllmchat.core.engine.events import DoneEvent, ErrorEvent, Event, TurnStats
 from vllmchat.core.engine.info import ModelInfo
@@ -25,6 +25,7 @@ from vllmchat.core.settings import SamplingSettings
 from vllmchat.core.tools.approval import ApprovalPolicy, TurnGuard, tool_step
 from vllmchat.core.tools.calls import parse_reply
 from vllmchat.core.tools.events import ToolCall, ToolEvent, ToolInfo, ToolResult
+from vllmchat.core.tools.manager import ToolServerManager
 from vllmchat.core.tools.prompting import (
     TEXT_GRAMMAR,
     call_schema,
@@ -183,3 +184,35 @@ class ToolTurn:
             if result.kind == "step_limit":
                 break
         return results
+
+
+def tool_stream(
+    engine: object,
+    manager: ToolServerManager,
+    policy: ApprovalPolicy,
+    conversation: str,
+    should_stop: Callable[[], bool],
+    *,
+    max_steps: int = 8,
+) -> Callable[[list[dict[str, str]], SamplingSettings], Iterator[Event | ToolEvent]]:
+    """A chat session's turn with the manager's tools (its servers start at the first)."""
+
+    def run_call(tool: ToolInfo, call: ToolCall) -> ToolResult:
+        return manager.call(tool, call).result()
+
+    def stream(
+        prompt: list[dict[str, str]], sampling: SamplingSettings
+    ) -> Iterator[Event | ToolEvent]:
+        manager.start_stopped()
+        turn = ToolTurn(
+            cast(ToolEngine, engine),
+            manager.tools(),
+            run_call,
+            policy,
+            conversation,
+            max_steps=max_steps,
+            should_stop=should_stop,
+        )
+        yield from turn.run(prompt, sampling)
+
+    return stream

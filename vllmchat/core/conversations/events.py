@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vllmchat.core.engine.events import Event
+from vllmchat.core.tools.events import ToolEvent
 
 
 @dataclass(frozen=True)
@@ -62,8 +63,9 @@ class ThoughtFor:
     seconds: float
 
 
-ReplyEvent = Event | ThinkingEvent | ThoughtFor
-"""A reply as the front ends see it: the engine's events, the thinking told apart."""
+ReplyEvent = Event | ThinkingEvent | ThoughtFor | ToolEvent
+"""A reply as the front ends see it: the engine's events, the thinking told apart, and
+the tool steps of a turn with tools (servers' states, approvals, results)."""
 
 SessionEvent = ReplyEvent | PromptPlanEvent | SummaryEvent | MessageStored
 """What a turn of a chat session yields."""

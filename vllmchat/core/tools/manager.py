@@ -148,6 +148,20 @@ class ToolServerManager:
                 log.exception("starting an MCP server")
         return self.statuses()
 
+    def start_stopped(self, timeout_s: float | None = None) -> list[ServerStatus]:
+        """Start the enabled servers not started yet (a failed one waits for ``restart``)."""
+        futures = [
+            self.start(s.name)
+            for s in self.config.servers
+            if not s.disabled and self.status(s.name).state == "stopped"
+        ]
+        for future in futures:
+            try:
+                future.result(timeout=timeout_s)
+            except Exception:
+                log.exception("starting an MCP server")
+        return self.statuses()
+
     def restart(self, name: str) -> Future[ServerStatus]:
         """Stop ``name`` and start it again (a failed server stays failed until this)."""
         return asyncio.run_coroutine_threadsafe(self._restart(name), self._ensure_loop())

@@ -17,6 +17,7 @@ from typing import Any
 
 import llama_cpp
 import llama_cpp.llama_cpp as llama_api
+from llama_cpp.llama_grammar import LlamaGrammar
 
 from vllmchat.core.engine.exactness import BuildMarker
 from vllmchat.core.engine.process.llama.greedy import GreedySampler
@@ -47,9 +48,9 @@ def sampler_for(
     GBNF grammar, the chain applies llama.cpp's grammar (a constrained tool call)."""
     grammar = None
     if json_schema:
-        grammar = llama_cpp.LlamaGrammar.from_json_schema(json_schema, verbose=False)
+        grammar = LlamaGrammar.from_json_schema(json_schema, verbose=False)
     elif gbnf:
-        grammar = llama_cpp.LlamaGrammar.from_string(gbnf, verbose=False)
+        grammar = LlamaGrammar.from_string(gbnf, verbose=False)
     elif sampling.temperature == 0.0:
         return GreedySampler(llm, sampling.repeat_penalty)
     return llm._init_sampler(
