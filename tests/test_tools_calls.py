@@ -6,6 +6,7 @@ import threading
 
 import pytest
 
+from vllmchat.core.chat_format import render_segments
 from vllmchat.core.chat_templates import CHATML, LLAMA3
 from vllmchat.core.tools.approval import ApprovalPolicy, TurnGuard, tool_step
 from vllmchat.core.tools.calls import parse_reply
@@ -17,7 +18,7 @@ from vllmchat.core.tools.events import (
     ToolInfo,
     ToolResult,
 )
-from vllmchat.core.tools.prompting import call_schema, template_supports_tools
+from vllmchat.core.tools.prompting import call_schema, template_supports_tools, tool_format
 
 ADD = {"a": 2, "b": 3}
 
@@ -100,6 +101,22 @@ def test_tool_support_is_probed_by_rendering() -> None:
     assert template_supports_tools(QWEN_LIKE)
     assert not template_supports_tools(CHATML)
     assert not template_supports_tools(LLAMA3)
+    assert (tool_format(QWEN_LIKE), tool_format(CHATML)) == ("hermes", "")
+
+
+def test_the_template_renders_the_tools_list_and_tool_results() -> None:
+    tools = [ToolInfo("demo", "add", "Add two integers.", {"type": "object"}).openai_schema()]
+    messages = [
+        {"role": "user", "content": "2+3?"},
+        {"role": "assistant", "content": '<tool_call>{"name": "demo_add"}</tool_call>'},
+        {"role": "tool", "content": "5", "tool_call_id": "call_0"},
+    ]
+    segments = render_segments(QWEN_LIKE, messages, bos_token="", eos_token="", tools=tools)
+    markup = "".join(s.text for s in segments if s.is_markup)
+    assert '"name": "demo_add"' in markup and "Add two integers." in markup
+    assert [s.text for s in segments if not s.is_markup] == [m["content"] for m in messages]
+    plain = render_segments(QWEN_LIKE, messages[:1], bos_token="", eos_token="")
+    assert "demo_add" not in "".join(s.text for s in plain)
 
 
 def test_the_call_schema_names_each_tool() -> None:

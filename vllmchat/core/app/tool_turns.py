@@ -32,7 +32,6 @@ from vllmchat.core.tools.prompting import (
     fallback_system_prompt,
     openai_tools,
     result_message,
-    template_supports_tools,
 )
 
 ToolChoice = Literal["auto", "required", "none"]
@@ -88,7 +87,7 @@ class ToolTurn:
     @property
     def has_format(self) -> bool:
         info = self.engine.info
-        return info is not None and template_supports_tools(info.chat_template)
+        return info is not None and bool(info.tool_format)
 
     def prompt(self, messages: Sequence[Message]) -> tuple[list[Message], str | None]:
         """The messages to send, and the ``tools`` JSON for a template with a tool format."""

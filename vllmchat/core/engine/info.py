@@ -35,6 +35,9 @@ class ModelInfo:
     # or on CUDA with flash attention (``engine/exactness.py``); the reason when not.
     exact_verify: bool = False
     exact_verify_reason: str = ""
+    # How the template offers tools and its model calls them ("hermes", "mistral",
+    # "llama3", "gpt-oss"; "server": the server's own); "" when it has no tool format.
+    tool_format: str = ""
 
 
 @dataclass(frozen=True)

@@ -171,6 +171,7 @@ class RemoteEngine:
             load_s=time.perf_counter() - t0,
             name=display_name(name) if name.endswith(".gguf") else name,
             reasoning="think",  # reasoning_content comes back in think tags
+            tool_format="server",  # tools go through the API
         )
         return self.info
 

@@ -71,6 +71,11 @@ def call_format(template: str) -> str:
 TEXT_GRAMMAR = "root ::= [^{\\[<\\n ] [^\\x00]*\n"
 
 
+def tool_format(template: str) -> str:
+    """The template's tool format (``call_format``), or "" when it has none."""
+    return call_format(template) if template_supports_tools(template) else ""
+
+
 def openai_tools(tools: Sequence[ToolInfo]) -> list[dict[str, Any]]:
     """The ``tools`` list a template (or an OpenAI-compatible server) takes."""
     return [t.openai_schema() for t in tools]

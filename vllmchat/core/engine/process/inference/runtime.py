@@ -34,6 +34,7 @@ from vllmchat.core.models.description import describe
 from vllmchat.core.models.hardware_probe import ggml_backends
 from vllmchat.core.settings import GGML_TYPE_IDS, LoadSettings, parse_overrides
 from vllmchat.core.thinking import HARMONY_MARKERS, THINK_OPEN, style_of
+from vllmchat.core.tools.prompting import tool_format
 
 _SPECIAL_ATTRS = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL  # user-defined tokens (e.g. "\n") are text
 
@@ -121,6 +122,7 @@ class LlamaRuntime:
             thinking_toggle="enable_thinking" in self.template,
             exact_verify=self.exactness.exact,
             exact_verify_reason=self.exactness.reason,
+            tool_format=tool_format(self.template),
         )
 
     def _exactness(self, settings: LoadSettings, header: Any, gpu: bool) -> Exactness:
