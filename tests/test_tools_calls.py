@@ -211,3 +211,33 @@ def test_unknown_tools_repeats_and_the_step_limit_are_outcomes() -> None:
     limited = drive(step(ToolCall("demo_add", {"a": 9, "b": 9}), policy, guard, ran))[1]
     assert limited.kind == "step_limit" and guard.stopped
     assert len(ran) == 1
+
+
+def test_a_servers_streamed_calls_become_call_text_and_go_back_in_the_apis_shape() -> None:
+    """The pieces are shaped as the openai client's deltas (plain objects with its fields)."""
+    from types import SimpleNamespace as Delta
+
+    from vllmchat.core.engine.remote_tools import StreamedCalls, openai_messages
+
+    calls = StreamedCalls()
+    calls.add([Delta(index=0, id="call_9", function=Delta(name="demo_add", arguments='{"a": 2,'))])
+    calls.add([Delta(index=0, id=None, function=Delta(name=None, arguments=' "b": 3}'))])
+    text = calls.text()
+    parsed = parse_reply(text)
+    assert [(c.name, dict(c.arguments), c.call_id) for c in parsed.calls] == [
+        ("demo_add", ADD, "call_9")
+    ]
+    sent = openai_messages(
+        [
+            {"role": "assistant", "content": text},
+            {"role": "tool", "content": "5", "tool_call_id": "call_9"},
+        ]
+    )
+    assert sent[0]["tool_calls"][0]["function"] == {
+        "name": "demo_add",
+        "arguments": '{"a": 2, "b": 3}',
+    }
+    assert sent[1] == {"role": "tool", "content": "5", "tool_call_id": "call_9"}
+    broken = StreamedCalls()
+    broken.add([Delta(index=0, id="x", function=Delta(name="demo_add", arguments='{"a": '))])
+    assert parse_reply(broken.text()).malformed
