@@ -64,6 +64,8 @@ def describe_error(exc: BaseException) -> str:
         inner = getattr(exc, "exceptions", None)
     if isinstance(exc, MCPError):
         return exc.error.message
+    if isinstance(exc, FileNotFoundError) and not exc.filename:  # ours: a missing command
+        return str(exc)
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
