@@ -1,4 +1,4 @@
-"""The terminal front end: ``vllmchat chat``, ``models``, ``doctor``, ``bench ...``."""
+"""The terminal front end: ``vllmchat chat``, ``models``, ``doctor``, ``tools``, ``bench ...``."""
 
 from __future__ import annotations
 
@@ -13,13 +13,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vllmchat", description=__doc__)
     parser.add_argument("--version", action="version", version=f"vllmchat {__version__}")
     sub = parser.add_subparsers(dest="command")
-    from vllmchat.cli import bench, chat, doctor, models, tune
+    from vllmchat.cli import bench, chat, doctor, models, tools, tune
 
     chat.register(sub)
     models.register(sub)
     doctor.register(sub)
     bench.register(sub)
     tune.register(sub)
+    tools.register(sub)
     return parser
 
 

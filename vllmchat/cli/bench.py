@@ -24,6 +24,7 @@ def register(sub: Any) -> None:
             "store",
             "vision",
             "attach",
+            "tools",
         ],
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -145,6 +146,10 @@ def run(args: argparse.Namespace) -> int:
         from vllmchat.bench.engine import vision_bench
 
         result = vision_bench.run_vision_bench(args.model, args.mmproj, n_threads=args.threads)
+    elif args.name == "tools":
+        from vllmchat.bench.tools import tools_bench
+
+        result = tools_bench.run(model=args.model, quick=args.quick)
     elif args.name == "estimate":
         from vllmchat.bench.placement import estimate_bench
 

@@ -11,11 +11,13 @@ import os
 import signal
 import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 from vllmchat.cli import attach as attaching
 from vllmchat.cli.chat_commands import command
 from vllmchat.cli.chat_output import loaded, show
+from vllmchat.cli.chat_tools import open_tools
 from vllmchat.cli.options import add_options, given
 from vllmchat.core.app.chat_app import ChatApp
 from vllmchat.core.app.engines import open_server
@@ -38,6 +40,7 @@ from vllmchat.core.engine.protocol import Engine
 from vllmchat.core.engine.servers import url_warning
 from vllmchat.core.paths import kv_cache_dir
 from vllmchat.core.settings import LoadSettings, SamplingSettings
+from vllmchat.core.tools.approval import ApprovalPolicy
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +57,11 @@ def register(sub: Any) -> None:
         metavar="PATH",
         help="attach a document (text, Markdown, code, PDF, .docx) to the first message; "
         "repeat for more",
+    )
+    p.add_argument(
+        "--mcp",
+        type=Path,
+        help="an mcp.json: offer its MCP servers' tools (each call asks first; /tools)",
     )
     p.add_argument(
         "--server",
@@ -153,11 +161,22 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         store.close()
         return 2
+    state: dict[str, Any] = {"last": None, "streaming": False, "quit": False, "tools": None}
+    if args.mcp:
+        manager = open_tools(args.mcp)
+        if manager is None:
+            app.shutdown()
+            store.close()
+            return 2
+        state["tools"] = (manager, ApprovalPolicy())
+        app.use_tools(*state["tools"])
     app.open_conversation(conv.id)
     started = loaded(app.load(settings))
     if started is None:
         app.shutdown()
         store.close()
+        if state["tools"] is not None:
+            state["tools"][0].close()
         return 2
     info = started.info
     restored = started.restored_tokens
@@ -175,7 +194,6 @@ def run(args: argparse.Namespace) -> int:
     )
     if note:
         out.write(note + "\n")
-    state: dict[str, Any] = {"last": None, "streaming": False, "quit": False}
     for path in args.attach:
         attaching.attach(app, path, out)
 
@@ -220,6 +238,8 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         app.shutdown()
         store.close()
+        if state["tools"] is not None:
+            state["tools"][0].close()
 
 
 class WhileReading:

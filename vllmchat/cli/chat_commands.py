@@ -9,6 +9,7 @@ from typing import Any
 
 from vllmchat.cli import attach as attaching
 from vllmchat.cli.chat_output import loaded, print_stats, show
+from vllmchat.cli.chat_tools import TOOLS_HELP, tools_command
 from vllmchat.core.app.chat_app import ChatApp
 from vllmchat.core.app.events import EditRefused, Loaded, LoadFailed
 from vllmchat.core.conversations.store.store import StoreError
@@ -41,7 +42,13 @@ def command(text: str, app: ChatApp, state: dict[str, Any], out: Any) -> bool:
         if name in ("/quit", "/exit"):
             return True
         if name == "/help":
-            out.write(HELP + "\n")
+            out.write(HELP + "\n" + (TOOLS_HELP + "\n" if state["tools"] else ""))
+        elif name == "/tools":
+            if state["tools"] is None:
+                out.write("no tools: start the chat with --mcp CONFIG\n")
+            else:
+                manager, policy = state["tools"]
+                tools_command(arg, manager, policy, out)
         elif name == "/history":
             info = session.context_info()
             store, conv = session.store, session.conversation_id

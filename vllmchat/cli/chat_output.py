@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from vllmchat.cli import attach as attaching
+from vllmchat.cli.chat_tools import show_tool_event
 from vllmchat.core.app.events import (
     EngineDied,
     Loaded,
@@ -57,7 +58,9 @@ def loaded(events: Iterator[Any]) -> Loaded | None:
 def show(events: Iterator[Any], out: Any, show_stats: bool, state: dict[str, Any]) -> None:
     started = False
     for event in events:
-        if isinstance(event, SummaryEvent):
+        if show_tool_event(event, out, sys.stdin.readline):
+            started = False  # the model's next step starts a new line
+        elif isinstance(event, SummaryEvent):
             out.write(f"[summary {event.status}: {event.message}]\n")
         elif isinstance(event, PromptPlanEvent) and event.dropped_messages:
             out.write(f"[context: the {event.dropped_messages} oldest messages are left out]\n")

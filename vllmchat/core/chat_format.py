@@ -12,7 +12,7 @@ import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -70,11 +70,16 @@ def render_segments(
     eos_token: str,
     add_generation_prompt: bool = True,
     enable_thinking: bool = True,
+    tools: Sequence[Mapping[str, Any]] | None = None,
 ) -> list[Segment]:
-    """Render messages through a Jinja chat template into markup/content segments."""
-    stand_ins = [
-        {"role": m["role"], "content": _PLACEHOLDER.format(i)} for i, m in enumerate(messages)
-    ]
+    """Render messages through a Jinja chat template into markup/content segments.
+
+    ``tools`` (OpenAI's list) is given to templates with a tool format, as llama.cpp's
+    ``--jinja`` does; a message's other keys (a tool result's ``tool_call_id``,
+    ``name``) reach the template as they are.
+    """
+    stand_ins = [{**m, "content": _PLACEHOLDER.format(i)} for i, m in enumerate(messages)]
+    extra: dict[str, Any] = {"tools": list(tools)} if tools else {}
     try:
         rendered = _compiled(template).render(
             messages=stand_ins,
@@ -82,6 +87,7 @@ def render_segments(
             eos_token=eos_token,
             add_generation_prompt=add_generation_prompt,
             enable_thinking=enable_thinking,
+            **extra,
         )
     except jinja2.TemplateError as exc:
         raise TemplateError(f"chat template failed: {exc}") from exc

@@ -51,6 +51,7 @@ from vllmchat.core.app.placing import (
 from vllmchat.core.app.reading import summarized_ahead, title_made
 from vllmchat.core.app.settings_model import Persist, SettingsModel
 from vllmchat.core.app.snapshot import AppSnapshot
+from vllmchat.core.app.tool_turns import tool_stream
 from vllmchat.core.app.tuning import describe_file, tune_loaded
 from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.attachments.model import ChunkHit
@@ -59,12 +60,14 @@ from vllmchat.core.conversations.memory.fact_list import FactList
 from vllmchat.core.conversations.store.attachment_list import AttachmentList
 from vllmchat.core.conversations.store.store import ConversationStore, StoreError
 from vllmchat.core.conversations.turns.kv_cache import KVStateCache
-from vllmchat.core.conversations.turns.session import ChatSession
+from vllmchat.core.conversations.turns.session import ChatSession, ToolStream
 from vllmchat.core.engine.events import DoneEvent, EngineError, ErrorEvent, ErrorKind
 from vllmchat.core.engine.protocol import Engine
 from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.placement import Placement
+from vllmchat.core.tools.approval import ApprovalPolicy
+from vllmchat.core.tools.manager import ToolServerManager
 from vllmchat.core.tuning.events import TuneEvent
 from vllmchat.core.tuning.results import TuneConfig
 
@@ -100,6 +103,7 @@ class ChatApp:
         self._death_reported = False
         self._storage_reported: str | None = None  # the disk problem last told
         self._summary_server = SummaryServer()
+        self._tools: tuple[ToolServerManager, ApprovalPolicy] | None = None
 
     @property
     def settings(self) -> AppSettings:
@@ -246,6 +250,19 @@ class ChatApp:
             self.session.summarizer = self._summary_server.engine(
                 history.summary_server, history.summary_model
             )
+            self.session.tool_stream = self._tool_stream(self.session)
+
+    def use_tools(self, manager: ToolServerManager | None, policy: ApprovalPolicy) -> None:
+        """Offer ``manager``'s tools in every turn from now on (None: no tools)."""
+        self._tools = (manager, policy) if manager is not None else None
+        self._configure()
+
+    def _tool_stream(self, session: ChatSession) -> ToolStream | None:
+        if self._tools is None:
+            return None
+        manager, policy = self._tools
+        stop = lambda: session.stop_requested  # noqa: E731
+        return tool_stream(self.engine, manager, policy, str(session.conversation_id), stop)
 
     def _reprime(self) -> int:
         """Give the engine this conversation's reply ids and its saved KV state."""

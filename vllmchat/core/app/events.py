@@ -19,6 +19,7 @@ from vllmchat.core.engine.info import ModelInfo, ReloadResult
 from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.placement import Placement
+from vllmchat.core.tools.events import ToolEvent
 
 
 @dataclass(frozen=True)
@@ -243,4 +244,5 @@ AppEvent = (
     | ThinkingEvent
     | ThoughtFor
     | Event
+    | ToolEvent
 )

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from vllmchat.core.attachments.model import ChunkHit
 from vllmchat.core.engine.events import Event
+from vllmchat.core.tools.events import ToolEvent
 
 
 @dataclass(frozen=True)
@@ -74,8 +75,9 @@ class PassagesUsed:
     passages: tuple[ChunkHit, ...]
 
 
-ReplyEvent = Event | ThinkingEvent | ThoughtFor
-"""A reply as the front ends see it: the engine's events, the thinking told apart."""
+ReplyEvent = Event | ThinkingEvent | ThoughtFor | ToolEvent
+"""A reply as the front ends see it: the engine's events, the thinking told apart, and
+the tool steps of a turn with tools (servers' states, approvals, results)."""
 
 SessionEvent = ReplyEvent | PromptPlanEvent | SummaryEvent | MessageStored | PassagesUsed
 """What a turn of a chat session yields."""

@@ -334,11 +334,23 @@ class EngineClient:
         messages: Sequence[Mapping[str, str]],
         sampling: SamplingSettings | None = None,
         images: Sequence[ImageInput] = (),
+        *,
+        tools: str | None = None,
+        json_schema: str | None = None,
+        grammar: str | None = None,
     ) -> Iterator[Event]:
         """Stream the reply to the last message as events; ends with Done or Error.
-        ``images``: one per ``MEDIA_MARKER`` in the messages, in order (bytes or paths)."""
+
+        ``images``: one per ``MEDIA_MARKER`` in the messages, in order (bytes or paths).
+        ``tools``: OpenAI's tools list (JSON), rendered by a template with a tool
+        format; ``json_schema`` or ``grammar`` (GBNF): the reply is constrained to fit
+        it (llama.cpp's grammar).
+        """
         sampling = sampling or SamplingSettings()
-        payload = [{"role": m["role"], "content": m["content"]} for m in messages]
+        payload = [
+            {k: m[k] for k in ("role", "content", "tool_call_id", "name") if k in m}
+            for m in messages
+        ]
         if images and not self.capabilities.vision:
             yield ErrorEvent(
                 ErrorKind.NO_VISION,
@@ -346,15 +358,18 @@ class EngineClient:
                 "projector (mmproj).",
             )
             return
+        request = rq.Chat(
+            payload,
+            sampling,
+            _portable(images),
+            tools=tools,
+            json_schema=json_schema,
+            grammar=grammar,
+        )
         with self._request_lock:
-            yield from self._chat_locked(payload, sampling, _portable(images))
+            yield from self._chat_locked(request)
 
-    def _chat_locked(
-        self,
-        payload: list[dict[str, str]],
-        sampling: SamplingSettings,
-        images: tuple[bytes | str, ...] = (),
-    ) -> Iterator[Event]:
+    def _chat_locked(self, request: rq.Chat) -> Iterator[Event]:
         rid = next(self._ids)
         parts: list[str] = []
         t0 = time.perf_counter()
@@ -363,7 +378,7 @@ class EngineClient:
         try:
             self._require_alive()
             self._current = rid
-            self._send(rq.Call(rid, rq.Chat(payload, sampling, images)))
+            self._send(rq.Call(rid, request))
             while True:
                 message = self._recv()
                 if type(message) is tuple:  # tokens, the hot path

@@ -40,6 +40,9 @@ class ModelInfo:
     mmproj_path: str = ""
     image_tokens: int = 0  # context tokens one image takes (one tile)
     image_max_side: int = 0  # larger images are scaled down to this longer side first
+    # How the template offers tools and its model calls them ("hermes", "mistral",
+    # "llama3", "gpt-oss"; "server": the server's own); "" when it has no tool format.
+    tool_format: str = ""
 
 
 @dataclass(frozen=True)

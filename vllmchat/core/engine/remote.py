@@ -34,6 +34,7 @@ from vllmchat.core.engine.events import (
 from vllmchat.core.engine.images import ImageInput
 from vllmchat.core.engine.info import KvUsage, ModelInfo, ReloadResult, StateTransfer
 from vllmchat.core.engine.protocol import Capabilities
+from vllmchat.core.engine.remote_tools import StreamedCalls, openai_messages
 from vllmchat.core.models.advisor import display_name
 from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.settings import LoadSettings, SamplingSettings
@@ -171,6 +172,7 @@ class RemoteEngine:
             load_s=time.perf_counter() - t0,
             name=display_name(name) if name.endswith(".gguf") else name,
             reasoning="think",  # reasoning_content comes back in think tags
+            tool_format="server",  # tools go through the API
         )
         return self.info
 
@@ -222,8 +224,16 @@ class RemoteEngine:
         messages: Sequence[Mapping[str, str]],
         sampling: SamplingSettings | None = None,
         images: Sequence[ImageInput] = (),
+        *,
+        tools: str | None = None,
+        json_schema: str | None = None,
+        grammar: str | None = None,
     ) -> Iterator[Event]:
-        """Stream the reply as the local engine's events; failures end in an ``ErrorEvent``."""
+        """Stream the reply as the local engine's events; failures end in an ``ErrorEvent``.
+
+        ``tools`` go to the server as the API's ``tools``; its streamed calls end the
+        reply as ``<tool_call>`` text (``remote_tools``). ``json_schema`` asks for a reply
+        of that shape (``response_format``); ``grammar`` goes as llama.cpp's server takes it."""
         if self.info is None or self.model is None:
             yield ErrorEvent(ErrorKind.NO_MODEL, "Not connected to a server.")
             return
@@ -240,14 +250,23 @@ class RemoteEngine:
         t0 = time.perf_counter()
         t_first = t_last = 0.0
         reason, usage, timings = "", None, None
+        calls = StreamedCalls()
+        request = self._request(sampling)
+        if tools:
+            request["tools"] = json.loads(tools)
+        if json_schema:
+            schema = {"name": "tool_call", "schema": json.loads(json_schema)}
+            request["response_format"] = {"type": "json_schema", "json_schema": schema}
+        if grammar:
+            request["extra_body"]["grammar"] = grammar
         try:
             stream = cast(
                 "openai.Stream[ChatCompletionChunk]",
                 self._client.chat.completions.create(
                     model=self.model,
-                    messages=[dict(m) for m in messages],  # type: ignore[misc]
+                    messages=openai_messages(messages),  # type: ignore[arg-type]
                     stream=True,
-                    **self._request(sampling),
+                    **request,
                 ),
             )
             with stream:
@@ -258,6 +277,7 @@ class RemoteEngine:
                     usage = chunk.usage or usage
                     timings = (chunk.model_extra or {}).get("timings") or timings
                     for choice in chunk.choices:
+                        calls.add(getattr(choice.delta, "tool_calls", None))
                         for piece in self._pieces(choice.delta):
                             t_last = time.perf_counter()
                             t_first = t_first or t_last
@@ -282,6 +302,10 @@ class RemoteEngine:
         if self._thinking:
             self._thinking = False
             parts.append(THINK_CLOSE)
+        called = calls.text()
+        if called:
+            parts.append(("\n" if parts else "") + called)
+            reason = "eos" if reason == "tool_calls" else reason
         text = "".join(parts)
         if not reason:  # no finish_reason: the stream ended before the reply did
             yield self._unfinished(messages, text)

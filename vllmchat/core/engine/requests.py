@@ -210,6 +210,9 @@ class Chat(Request[None]):
     messages: Sequence[Mapping[str, str]]
     sampling: SamplingSettings
     images: Sequence[ImageInput] = ()  # one per MEDIA_MARKER in the messages, in order
+    tools: str | None = None  # OpenAI's tools list (JSON) for a template with a tool format
+    json_schema: str | None = None  # the reply must fit this JSON Schema (a constrained call)
+    grammar: str | None = None  # or this GBNF grammar (llama.cpp's own format)
 
 
 @dataclass(frozen=True)

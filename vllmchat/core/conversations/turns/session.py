@@ -41,6 +41,9 @@ from vllmchat.core.conversations.turns.reply_parts import ReplyParts
 from vllmchat.core.engine.events import DoneEvent, EngineError, ErrorEvent, ErrorKind, Event
 from vllmchat.core.engine.protocol import Engine
 from vllmchat.core.settings import LoadSettings, SamplingSettings
+from vllmchat.core.tools.events import ApprovalNeeded, ServerStatus, ToolCallFinished, ToolEvent
+
+ToolStream = Callable[[list[dict[str, str]], SamplingSettings], Iterator[Event | ToolEvent]]
 
 SAVE_EVERY_S = 1.0
 
@@ -77,6 +80,9 @@ class ChatSession:
         self.turns_since_summary = 0
         self._counts: dict[str, int] = {}  # tokens of pinned texts (the engine's count)
         self.documents = Documents(attachments or AttachmentList(store), client, conversation_id)
+        # A turn with tools (set by the application layer): it streams the model's steps
+        # and the tool steps between them, as ``client.chat`` streams one reply.
+        self.tool_stream: ToolStream | None = None
 
     # -- prompt ----------------------------------------------------------------
     def _prompt(
@@ -291,7 +297,16 @@ class ChatSession:
             yield PassagesUsed(reply.id, tuple(hits))
         parts = ReplyParts(self.client.info)
         saved_at = time.monotonic()
-        for raw in self.client.chat(prompt, sampling):
+        stream = (
+            self.client.chat(prompt, sampling)
+            if self.tool_stream is None
+            else self.tool_stream(prompt, sampling)
+        )
+        for raw in stream:
+            if isinstance(raw, ServerStatus | ApprovalNeeded | ToolCallFinished):
+                yield raw  # a tool step; the stored reply is the model's last step
+                parts = ReplyParts(self.client.info)
+                continue
             for event in parts.pass_on(raw):
                 if isinstance(event, DoneEvent):
                     stats = asdict(event.stats)

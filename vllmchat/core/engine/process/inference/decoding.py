@@ -48,9 +48,15 @@ class _Counts:
 class _Reply:
     """One reply's decoding, with or without drafts."""
 
-    def __init__(self, rt: LlamaRuntime, sampling: SamplingSettings, key: int) -> None:
+    def __init__(
+        self,
+        rt: LlamaRuntime,
+        sampling: SamplingSettings,
+        key: int,
+        constraint: tuple[str | None, str | None] = (None, None),
+    ) -> None:
         self.rt, self.llm, self.sampling = rt, rt.llm, sampling
-        self.sampler = sampler_for(rt.llm, sampling)
+        self.sampler = sampler_for(rt.llm, sampling, *constraint)
         self.base = rt.llm.n_tokens  # the prompt, in the KV cache
         self.spec = rt.speculator
         self.spec.mode, self.spec.max_k = sampling.speculation, max(1, sampling.draft_max)
@@ -125,13 +131,17 @@ def decode_reply(
     base: dict[str, Any],
     times: tuple[float, float],
     key: int,
+    *,
+    json_schema: str | None = None,
+    grammar: str | None = None,
 ) -> None:
-    """Stream the reply to the prompt in the KV cache (its logits are the last)."""
+    """Stream the reply to the prompt in the KV cache (its logits are the last); a
+    ``json_schema`` or a GBNF ``grammar`` constrains it (llama.cpp's grammar)."""
     t0, t_prefilled = times
     llm = rt.llm
     if sampling.seed >= 0:
         llm.set_seed(sampling.seed)
-    reply = _Reply(rt, sampling, key)
+    reply = _Reply(rt, sampling, key, (json_schema, grammar))
     room = rt.n_ctx - llm.n_tokens
     max_new = max(0, min(sampling.max_tokens, room))
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import time
 from collections import OrderedDict
@@ -35,6 +36,7 @@ from vllmchat.core.models.description import describe
 from vllmchat.core.models.hardware_probe import ggml_backends
 from vllmchat.core.settings import GGML_TYPE_IDS, LoadSettings, parse_overrides
 from vllmchat.core.thinking import HARMONY_MARKERS, THINK_OPEN, style_of
+from vllmchat.core.tools.prompting import tool_format
 
 _SPECIAL_ATTRS = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL  # user-defined tokens (e.g. "\n") are text
 
@@ -133,6 +135,7 @@ class LlamaRuntime:
             mmproj_path=os.path.abspath(settings.mmproj_path) if self.vision else "",
             image_tokens=self.vision.info.image_tokens if self.vision else 0,
             image_max_side=self.vision.max_side if self.vision else 0,
+            tool_format=tool_format(self.template),
         )
 
     def _exactness(self, settings: LoadSettings, header: Any, gpu: bool) -> Exactness:
@@ -239,6 +242,7 @@ class LlamaRuntime:
         *,
         thinking: bool = True,
         images: Sequence[bytes] = (),
+        tools: Sequence[Mapping[str, Any]] | None = None,
     ) -> list[int]:
         """Token ids of the chat prompt, ending with the assistant's turn opener
         (``thinking`` False: the template's ``enable_thinking`` is off). Each
@@ -250,15 +254,24 @@ class LlamaRuntime:
         """
         check_images(messages, len(images), vision=self.vision is not None)
         keys = tuple(self.vision.begin_turn(images)) if self.vision is not None else ()
-        key = (thinking, tuple((m["role"], m["content"]) for m in messages), keys)
+        key = (
+            thinking,
+            tuple((m["role"], m["content"]) for m in messages),
+            keys,
+            json.dumps(tools, sort_keys=True) if tools else "",
+        )
         if self._last_render is not None and self._last_render[0] == key:
             return list(self._last_render[1])
-        ids = self._render(messages, thinking, keys)
+        ids = self._render(messages, thinking, keys, tools)
         self._last_render = (key, tuple(ids))
         return ids
 
     def _render(
-        self, messages: Sequence[Mapping[str, str]], thinking: bool, keys: Sequence[str] = ()
+        self,
+        messages: Sequence[Mapping[str, str]],
+        thinking: bool,
+        keys: Sequence[str] = (),
+        tools: Sequence[Mapping[str, Any]] | None = None,
     ) -> list[int]:
         media = None
         if keys and self.vision is not None:
@@ -270,6 +283,7 @@ class LlamaRuntime:
             bos_token=self._special_text(self.llm.token_bos()),
             eos_token=self._special_text(self.llm.token_eos()),
             enable_thinking=thinking,
+            tools=tools,
         )
         ids = prompt_tokens(
             segments,

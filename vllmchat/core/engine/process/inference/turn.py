@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from vllmchat.core.chat_format import TemplateError
@@ -96,11 +97,18 @@ def run_turn(
     should_stop: Callable[[], bool],
     emit: Emit,
     images: Sequence[ImageInput] = (),
+    tools: str | None = None,
+    json_schema: str | None = None,
+    grammar: str | None = None,
 ) -> None:
     """Answer the last message, streaming events through ``emit``; ``images`` go where
-    the messages hold ``MEDIA_MARKER``, in order."""
+    the messages hold ``MEDIA_MARKER``, in order.
+
+    ``tools`` (OpenAI's list, JSON) goes to the template; ``json_schema`` or ``grammar``
+    (GBNF) constrains the reply with llama.cpp's grammar (without speculation).
+    """
     try:
-        _run_turn(rt, messages, sampling, should_stop, emit, images)
+        _run_turn(rt, messages, sampling, should_stop, emit, images, tools, json_schema, grammar)
     finally:
         if rt.vision is not None:
             rt.vision.end_turn()  # the image chunks are freed; their ids stay known
@@ -113,6 +121,9 @@ def _run_turn(
     should_stop: Callable[[], bool],
     emit: Emit,
     images: Sequence[ImageInput],
+    tools: str | None,
+    json_schema: str | None,
+    grammar: str | None,
 ) -> None:
     t0 = time.perf_counter()
     if not messages:
@@ -120,8 +131,9 @@ def _run_turn(
         return
     try:
         data = [image_bytes(i) for i in images]
-        prompt = rt.render(messages, thinking=sampling.thinking, images=data)
-    except TemplateError as exc:
+        tool_list = json.loads(tools) if tools else None
+        prompt = rt.render(messages, thinking=sampling.thinking, images=data, tools=tool_list)
+    except (TemplateError, ValueError) as exc:
         emit(ErrorEvent(ErrorKind.BAD_REQUEST, str(exc)))
         return
     except EngineError as exc:
@@ -167,8 +179,18 @@ def _run_turn(
         emit(ErrorEvent(exc.kind, exc.message))
         return
     t_prefilled = time.perf_counter()
+    if json_schema or grammar:
+        sampling = replace(sampling, speculation="off")
     decode_reply(
-        rt, sampling, should_stop, emit, base, (t0, t_prefilled), conversation_key(messages)
+        rt,
+        sampling,
+        should_stop,
+        emit,
+        base,
+        (t0, t_prefilled),
+        conversation_key(messages),
+        json_schema=json_schema,
+        grammar=grammar,
     )
     settle_pending(rt)
 

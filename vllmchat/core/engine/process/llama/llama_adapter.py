@@ -22,6 +22,7 @@ from typing import Any
 import llama_cpp
 import llama_cpp.llama_cpp as llama_api
 import numpy as np
+from llama_cpp.llama_grammar import LlamaGrammar
 
 from vllmchat.core.engine.events import EngineError, ErrorKind
 from vllmchat.core.engine.exactness import BuildMarker
@@ -43,10 +44,21 @@ def missing(llm: llama_cpp.Llama | None = None) -> list[str]:
     return out
 
 
-def sampler_for(llm: llama_cpp.Llama, sampling: SamplingSettings) -> Any:
+def sampler_for(
+    llm: llama_cpp.Llama,
+    sampling: SamplingSettings,
+    json_schema: str | None = None,
+    gbnf: str | None = None,
+) -> Any:
     """llama-cpp-python's sampler chain for these settings (temperature 0: the same
-    greedy pick, computed on the logits, ``greedy.py``)."""
-    if sampling.temperature == 0.0:
+    greedy pick, computed on the logits, ``greedy.py``); with ``json_schema`` or a
+    GBNF grammar, the chain applies llama.cpp's grammar (a constrained tool call)."""
+    grammar = None
+    if json_schema:
+        grammar = LlamaGrammar.from_json_schema(json_schema, verbose=False)
+    elif gbnf:
+        grammar = LlamaGrammar.from_string(gbnf, verbose=False)
+    elif sampling.temperature == 0.0:
         return GreedySampler(llm, sampling.repeat_penalty)
     return llm._init_sampler(
         top_k=sampling.top_k,
@@ -54,6 +66,7 @@ def sampler_for(llm: llama_cpp.Llama, sampling: SamplingSettings) -> Any:
         min_p=sampling.min_p,
         temp=sampling.temperature,
         repeat_penalty=sampling.repeat_penalty,
+        grammar=grammar,
     )
 
 

@@ -48,6 +48,9 @@ def chat(ctx: Context, r: rq.Chat) -> None:
         should_stop=ctx.stop_requested,
         emit=ctx.turn_emitter(),
         images=r.images,
+        tools=r.tools,
+        json_schema=r.json_schema,
+        grammar=r.grammar,
     )
 
 

@@ -1,0 +1,1 @@
+"""Real MCP servers for the tool tests (run as scripts)."""

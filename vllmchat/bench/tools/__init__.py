@@ -1,0 +1,1 @@
+"""Tool benchmarks: a round trip through the model and a loopback MCP server."""
