@@ -14,6 +14,7 @@ from pathlib import Path
 from vllmchat.core.app.events import AttachmentAdded, AttachmentRejected
 from vllmchat.core.attachments.errors import AttachmentError
 from vllmchat.core.attachments.extract import extract
+from vllmchat.core.attachments.image_file import image_kind, read_image, refuse_without_vision
 from vllmchat.core.conversations.store.store import StoreError
 from vllmchat.core.conversations.turns.session import ChatSession
 from vllmchat.core.engine.events import EngineError
@@ -32,6 +33,10 @@ def attach_file(
         yield AttachmentRejected(name, "no_conversation", "No conversation is open.")
         return
     try:
+        mime = image_kind(Path(path).expanduser())
+        if mime is not None:
+            yield _attach_image(session, Path(path).expanduser(), mime)
+            return
         doc = extract(Path(path).expanduser())
         plan = session.context_info() if session.client.info is not None else None
         budget = session.prompt_budget() if plan is not None else 0
@@ -51,3 +56,21 @@ def attach_file(
         return
     yield AttachmentAdded(session.conversation_id, att.id, att.name, att.kind, fit.mode,
                           att.tokens, fit.share, att.pages, fit.message)  # fmt: skip
+
+
+def _attach_image(session: ChatSession, path: Path, mime: str) -> AttachmentAdded:
+    """Keep an image for the next message when the model loaded sees images (its
+    projector's tokens an image); an ``ImageNeedsVision`` error otherwise."""
+    info = session.client.info
+    if info is None or not session.client.capabilities.vision:
+        raise refuse_without_vision(path.name or str(path))
+    image = read_image(path, mime)
+    meta = {"width": image.width, "height": image.height} if image.width else {}
+    att = session.documents.attachments.add_image(
+        session.conversation_id, name=image.name, sha256=image.sha256, mime=mime,
+        data=image.data, meta=meta, tokens=info.image_tokens,
+    )  # fmt: skip
+    size = f"{image.width}×{image.height}, " if image.width else ""
+    message = f"{image.name} ({size}{info.image_tokens} tokens) goes with your next message."
+    return AttachmentAdded(session.conversation_id, att.id, att.name, "image", "image",
+                           att.tokens, att.tokens / max(info.n_ctx, 1), 0, message)  # fmt: skip

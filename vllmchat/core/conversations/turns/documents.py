@@ -1,16 +1,17 @@
-"""Documents in a conversation's prompts.
+"""Documents and images in a conversation's prompts.
 
 A whole document is part of the message it was attached to: that message is kept
 word for word like a pinned one (never summarized, never left out by keep-last), so
 its tokens are prefilled once and stay in the KV cache and the saved KV state. A
 document answered from passages gives each question the chunks that match it; the
-reply records which.
+reply records which. An image is given in place of one ``MEDIA_MARKER`` in its
+message's text; a turn sends the images of the messages its prompt gives, in order.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from vllmchat.core.attachments.chunking import CHARS_PER_TOKEN, TARGET_TOKENS, chunk_document
 from vllmchat.core.attachments.errors import NoModel
@@ -26,6 +27,7 @@ from vllmchat.core.attachments.prompt import (
 )
 from vllmchat.core.conversations.store.attachment_list import AttachmentList
 from vllmchat.core.conversations.store.store import Message
+from vllmchat.core.engine.images import MEDIA_MARKER
 from vllmchat.core.engine.protocol import Engine
 
 
@@ -34,6 +36,7 @@ class BranchDocuments:
     """The documents attached to a branch's messages, as its prompts use them."""
 
     by_message: dict[int, tuple[Attachment, ...]]
+    images_by_message: dict[int, tuple[Attachment, ...]] = field(default_factory=dict)
 
     def whole(self, message: Message) -> tuple[Attachment, ...]:
         return tuple(a for a in self.by_message.get(message.id, ()) if a.mode == "whole")
@@ -51,6 +54,20 @@ class BranchDocuments:
     def keeps(self, message: Message) -> bool:
         """Whether ``message`` carries a whole document (so it is never summarized)."""
         return bool(self.whole(message))
+
+    def with_images(self, message: Message) -> str:
+        """``message``'s text (as ``view`` gives it) with one marker per image before it."""
+        images = self.images_by_message.get(message.id, ())
+        return "".join(f"{MEDIA_MARKER}\n" for _ in images) + message.content
+
+    def images(self, messages: Sequence[Message]) -> list[bytes]:
+        """The bytes of the images of ``messages``, in the order their markers appear."""
+        return [a.data for m in messages for a in self.images_by_message.get(m.id, ())
+                if a.data is not None]  # fmt: skip
+
+    def image_tokens(self, messages: Sequence[Message]) -> int:
+        """Context tokens the images of ``messages`` take (beyond their markers' text)."""
+        return sum(a.tokens for m in messages for a in self.images_by_message.get(m.id, ()))
 
     @property
     def retrieval_ids(self) -> list[int]:
@@ -79,7 +96,9 @@ class Documents:
             found = self.attachments.of_messages(key) if key else {}
             docs = {mid: tuple(a for a in atts if a.kind == "document")
                     for mid, atts in found.items()}  # fmt: skip
-            self._cached = (key, BranchDocuments(docs))
+            images = {mid: tuple(a for a in atts if a.kind == "image" and a.data)
+                      for mid, atts in found.items()}  # fmt: skip
+            self._cached = (key, BranchDocuments(docs, {k: v for k, v in images.items() if v}))
         return self._cached[1]
 
     def forget(self) -> None:

@@ -88,7 +88,8 @@ class ChatSession:
     def _prompt(
         self, path: list[Message], summary: Summary | None, start: int
     ) -> list[dict[str, str]]:
-        path = self.documents.of(path).view(path)
+        docs = self.documents.of(path)
+        path = docs.view(path)
         system = self.store.conversation(self.conversation_id).system_prompt
         facts = self.facts.prompt_block(self.conversation_id, path, start)
         pins = "\n\n".join(b for b in (pinned_block(path[:start]), facts) if b)
@@ -99,8 +100,21 @@ class ChatSession:
                 "Earlier in this conversation:\n" + summary.content
             )
         prompt = [{"role": "system", "content": system}] if system else []
-        prompt += [{"role": m.role, "content": m.content} for m in path[start:]]
+        prompt += [{"role": m.role, "content": docs.with_images(m)} for m in path[start:]]
         return prompt
+
+    def _measure(self, prompt: list[dict[str, str]], path: list[Message], start: int) -> int:
+        """Tokens of ``prompt``, which gives ``path[start:]`` in place with their images."""
+        images = self.documents.of(path).image_tokens(path[start:])
+        return len(self.client.render(prompt)) + images
+
+    @staticmethod
+    def _given(path: list[Message], plan: PromptPlanEvent) -> list[Message]:
+        """The messages a prompt planned so gives in place (they carry their images)."""
+        ids = [m.id for m in path]
+        if plan.first_message_id is None or plan.first_message_id not in ids:
+            return []
+        return path[ids.index(plan.first_message_id) :]
 
     def _verbatim_start(self, path: list[Message], summary: Summary | None) -> int:
         if summary is None:
@@ -113,7 +127,7 @@ class ChatSession:
         summary = self.store.summary_for(self.conversation_id, path)
         start = self._verbatim_start(path, summary)
         prompt = self._prompt(path, summary, start)
-        n = len(self.client.render(prompt))
+        n = self._measure(prompt, path, start)
         first = path[start].id if start < len(path) else None
         pinned = self._pinned_tokens(path, start)
         plan = PromptPlanEvent(n, self._n_ctx(), summary.id if summary else None, first, 0, pinned,
@@ -232,7 +246,8 @@ class ChatSession:
                 f"context holds {plan.n_ctx:,}.",
             )
             return
-        yield from self._stream_reply(prompt, plan, hits)
+        images = self.documents.of(path).images(self._given(path, plan))
+        yield from self._stream_reply(prompt, plan, hits, images)
         self.turns_since_summary += 1
 
     def _with_passages(
@@ -243,7 +258,8 @@ class ChatSession:
         prompt, hits = self.documents.passages(path, prompt, room)
         if not hits:
             return prompt, plan, []
-        n = len(self.client.render(prompt))
+        given = self._given(path, plan)
+        n = self._measure(prompt, path, len(path) - len(given))
         return prompt, replace(plan, prompt_tokens=n, passage_tokens=n - plan.prompt_tokens), hits
 
     def passages_for(self, question: str) -> list[ChunkHit]:
@@ -264,7 +280,7 @@ class ChatSession:
         prompt = self._prompt(path, summary, start)
         for cut in [*starts[1:], len(path) - 1]:
             prompt = self._prompt(path, summary, cut)
-            n = len(self.client.render(prompt))
+            n = self._measure(prompt, path, cut)
             plan = PromptPlanEvent(
                 n,
                 plan.n_ctx,
@@ -279,8 +295,13 @@ class ChatSession:
         return prompt, plan
 
     def _stream_reply(
-        self, prompt: list[dict[str, str]], plan: PromptPlanEvent, hits: list[ChunkHit]
+        self,
+        prompt: list[dict[str, str]],
+        plan: PromptPlanEvent,
+        hits: list[ChunkHit],
+        images: list[bytes],
     ) -> Iterator[ReplyEvent | MessageStored | PassagesUsed]:
+        """Stream and store the reply (a prompt with images is answered without tools)."""
         room = plan.n_ctx - plan.prompt_tokens
         sampling = replace(self.sampling, max_tokens=max(1, min(self.sampling.max_tokens, room)))
         reply = self.store.add_message(
@@ -298,8 +319,8 @@ class ChatSession:
         parts = ReplyParts(self.client.info)
         saved_at = time.monotonic()
         stream = (
-            self.client.chat(prompt, sampling)
-            if self.tool_stream is None
+            self.client.chat(prompt, sampling, images)
+            if self.tool_stream is None or images
             else self.tool_stream(prompt, sampling)
         )
         for raw in stream:
