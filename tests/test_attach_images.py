@@ -61,3 +61,30 @@ def test_an_image_without_vision_is_refused_and_nothing_changes(tmp_path, demo_m
         assert app.attachments.pending(conv) == []
     finally:
         _close(app)
+
+
+def test_an_image_left_out_by_keep_last_is_not_sent(tmp_path, demo_model, projector):
+    """The engine refuses a turn whose images and markers differ, so a turn answered
+    after the image's message was left out shows its image was left out too."""
+    photo = tmp_path / "photo.png"
+    photo.write_bytes(png_bytes(64, 64, seed=5))
+    app, conv, _ = _open(tmp_path, demo_model, n_ctx=512, mmproj_path=str(projector),
+                         mode="keep_last", keep_last_turns=1)  # fmt: skip
+    try:
+        list(app.attach(photo))
+        first, _ = _turn(app, "Look.")
+        assert first.stats.images_encoded == 1
+        dropped = 0
+        for n in range(6):
+            done, events = _turn(app, f"Part {n}: " + "tea and apples " * 50)
+            plan = next(e for e in events if isinstance(e, PromptPlanEvent))
+            dropped = max(dropped, plan.dropped_messages)
+            assert done.stats.images_encoded == 0
+        assert dropped >= 2
+        session = app.session
+        assert session is not None
+        path = app.store.path(conv)
+        prompt, _ = session._keep_last(path, session.plan(path)[1])
+        assert not any("<__media__>" in m["content"] for m in prompt)
+    finally:
+        _close(app)
