@@ -1,15 +1,22 @@
-"""Attachments in the window: chips (a document waiting for the next message, or one
-in a message, or the passages a reply was given) and the read-only viewer they open."""
+"""Attachments in the window: chips (a document or an image waiting for the next
+message, or one in a message, or the passages a reply was given) and the read-only
+viewers they open; an image pasted from the clipboard becomes a PNG file to attach."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QMimeData, Signal
-from PySide6.QtGui import QContextMenuEvent
+import tempfile
+import time
+from pathlib import Path
+
+from PySide6.QtCore import QMimeData, QSize, Qt, Signal
+from PySide6.QtGui import QContextMenuEvent, QIcon, QImage, QPixmap
 from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
     QHBoxLayout,
+    QLabel,
     QPlainTextEdit,
+    QScrollArea,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -23,19 +30,57 @@ def file_paths(mime: QMimeData) -> list[str]:
     return [u.toLocalFile() for u in mime.urls() if u.isLocalFile() and u.toLocalFile()]
 
 
+THUMBNAIL_SIDE = 40
+
+
+def pasted_image(mime: QMimeData, folder: Path | None = None) -> str | None:
+    """A pasted picture (a screenshot, an image copied from a browser) written as a PNG
+    file to attach (its path), or None when the clipboard holds no image."""
+    if not mime.hasImage():
+        return None
+    image = mime.imageData()
+    if not isinstance(image, QImage) or image.isNull():
+        return None
+    folder = folder or Path(tempfile.gettempdir()) / "vllmchat-pasted"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / time.strftime("pasted-%Y%m%d-%H%M%S.png")
+    n = 1
+    while path.exists():
+        n += 1
+        path = path.with_name(time.strftime(f"pasted-%Y%m%d-%H%M%S-{n}.png"))
+    return str(path) if image.save(str(path), "PNG") else None
+
+
+def thumbnail(data: bytes, side: int = THUMBNAIL_SIDE) -> QPixmap | None:
+    """An image's bytes as a small picture (None when Qt cannot read them)."""
+    pixmap = QPixmap()
+    if not pixmap.loadFromData(data):
+        return None
+    return pixmap.scaled(side, side, Qt.AspectRatioMode.KeepAspectRatio,
+                         Qt.TransformationMode.SmoothTransformation)  # fmt: skip
+
+
 class AttachmentChip(QToolButton):
-    """A name with its detail; a click opens it, × (when removable) takes it back."""
+    """A name with its detail (and an image's thumbnail); a click opens it, a right-click
+    (when removable) takes it back."""
 
     opened = Signal(int)
     removed = Signal(int)
 
     def __init__(
         self, key: int, name: str, detail: str = "", *, removable: bool = False,
-        parent: QWidget | None = None,
+        image: bytes | None = None, parent: QWidget | None = None,
     ) -> None:  # fmt: skip
         super().__init__(parent)
         self.key = key
-        self.setText(f"📎 {name}" + (f" · {detail}" if detail else ""))
+        picture = thumbnail(image) if image else None
+        self.has_thumbnail = picture is not None
+        if picture is not None:
+            self.setIcon(QIcon(picture))
+            self.setIconSize(QSize(THUMBNAIL_SIDE, THUMBNAIL_SIDE))
+            self.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        mark = "" if picture is not None else "🖼 " if image else "📎 "
+        self.setText(f"{mark}{name}" + (f" · {detail}" if detail else ""))
         self.setToolTip(f"Open {name}" + (" (right-click to remove)" if removable else ""))
         self.setObjectName("attachment-chip")
         self.removable = removable
@@ -60,8 +105,11 @@ class ChipRow(QWidget):
         self.chips: list[AttachmentChip] = []
         self.setVisible(False)
 
-    def add(self, key: int, name: str, detail: str = "", *, removable: bool = False) -> None:
-        chip = AttachmentChip(key, name, detail, removable=removable, parent=self)
+    def add(
+        self, key: int, name: str, detail: str = "", *, removable: bool = False,
+        image: bytes | None = None,
+    ) -> None:  # fmt: skip
+        chip = AttachmentChip(key, name, detail, removable=removable, image=image, parent=self)
         chip.opened.connect(self.opened)
         chip.removed.connect(self.removed)
         self.row.insertWidget(len(self.chips), chip)
@@ -90,6 +138,28 @@ class TextViewer(QDialog):
         self.view = QPlainTextEdit(text)
         self.view.setReadOnly(True)
         layout.addWidget(self.view)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        buttons.rejected.connect(self.reject)
+        layout.addWidget(buttons)
+
+
+class ImageViewer(QDialog):
+    """An attached image at its size (scrolled when larger than the window)."""
+
+    def __init__(self, title: str, data: bytes, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle(title)
+        self.resize(720, 560)
+        layout = QVBoxLayout(self)
+        self.picture = QLabel()
+        pixmap = QPixmap()
+        if pixmap.loadFromData(data):
+            self.picture.setPixmap(pixmap)
+        else:
+            self.picture.setText("This image cannot be shown here (the model was given it).")
+        scroll = QScrollArea()
+        scroll.setWidget(self.picture)
+        layout.addWidget(scroll)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
         buttons.rejected.connect(self.reject)
         layout.addWidget(buttons)

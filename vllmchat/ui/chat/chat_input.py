@@ -1,5 +1,6 @@
 """The message box: Enter sends, Shift+Enter breaks the line, Esc stops; files are
-attached by the 📎 button, by dropping them on it or by pasting them."""
+attached by the 📎 button, by dropping them on it or by pasting them (a pasted picture
+is attached as a PNG file)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from vllmchat.ui.chat.attachments import ChipRow, file_paths
+from vllmchat.ui.chat.attachments import ChipRow, file_paths, pasted_image
 
 DOCUMENT_FILTER = (
+    "Documents and images (*.pdf *.docx *.txt *.md *.png *.jpg *.jpeg *.webp *.gif);;"
+    "Images (*.png *.jpg *.jpeg *.webp *.gif);;"
     "Documents (*.pdf *.docx *.txt *.md *.markdown *.rst *.csv *.json *.yaml *.yml *.toml "
     "*.py *.c *.h *.cpp *.hpp *.js *.ts *.java *.go *.rs *.rb *.sh *.sql *.html *.css);;"
     "All files (*)"
@@ -31,11 +34,16 @@ class MessageEdit(QPlainTextEdit):
     """Files dropped on the box or pasted into it (their paths)."""
 
     def canInsertFromMimeData(self, source: QMimeData) -> bool:
-        return bool(file_paths(source)) or super().canInsertFromMimeData(source)
+        return (bool(file_paths(source)) or source.hasImage()
+                or super().canInsertFromMimeData(source))  # fmt: skip
 
     def insertFromMimeData(self, source: QMimeData) -> None:
-        """A drop or a paste: files are attached, text is inserted."""
+        """A drop or a paste: files are attached, a picture too (as a PNG file), text is
+        inserted."""
         paths = file_paths(source)
+        if not paths and source.hasImage():
+            picture = pasted_image(source)
+            paths = [picture] if picture else []
         if paths:
             self.files_given.emit(paths)
         else:
@@ -73,7 +81,9 @@ class ChatInput(QWidget):
         column.addLayout(layout)
         self.attach = QToolButton()
         self.attach.setText("📎")
-        self.attach.setToolTip("Attach a document (or drop or paste a file on the box)")
+        self.attach.setToolTip(
+            "Attach a document or an image (or drop or paste a file or a picture on the box)"
+        )
         self.attach.setAccessibleName("Attach a file")
         self.attach.clicked.connect(self._choose_file)
         layout.addWidget(self.attach)
@@ -94,7 +104,7 @@ class ChatInput(QWidget):
         self.generating = False
 
     def _choose_file(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Attach a document", "", DOCUMENT_FILTER)
+        path, _ = QFileDialog.getOpenFileName(self, "Attach a file", "", DOCUMENT_FILTER)
         if path:
             self.attach_requested.emit(path)
 

@@ -1,7 +1,8 @@
 """The window's attachments: the 📎 button, a drop or a paste send the file to the
 application layer; a file waiting for the next message shows as a chip by the input
-(right-click takes it back), a sent one as a chip in its message that opens its text,
-and a reply answered from passages has a chip that opens them."""
+(right-click takes it back), a sent one as a chip in its message that opens its text
+(an image's chip shows its thumbnail and opens the picture), and a reply answered from
+passages has a chip that opens them."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from vllmchat.core.attachments.model import Attachment, ChunkHit
 from vllmchat.core.conversations.events import PassagesUsed
 from vllmchat.core.conversations.store.attachment_list import AttachmentList
 from vllmchat.core.conversations.store.store import ConversationStore
-from vllmchat.ui.chat.attachments import TextViewer
+from vllmchat.ui.chat.attachments import ImageViewer, TextViewer
 from vllmchat.ui.chat.chat_input import ChatInput
 from vllmchat.ui.chat.chat_view import ChatView
 from vllmchat.ui.chat.message_widget import MessageWidget
@@ -26,6 +27,10 @@ Say = Callable[[str], None]  # a line in the status bar
 
 def detail(att: Attachment) -> str:
     """How the chip describes an attachment."""
+    if att.kind == "image":
+        width, height = att.meta.get("width"), att.meta.get("height")
+        size = f"{width}×{height} · " if width and height else ""
+        return f"{size}{att.tokens:,} tokens"
     size = f"{att.pages} pages" if att.pages else f"{att.tokens:,} tokens"
     return size + (" · by passages" if att.mode == "retrieval" else "")
 
@@ -40,7 +45,7 @@ class AttachActions(QObject):
         super().__init__(parent)
         self.bridge, self.chat, self.input, self.say = bridge, chat, chat_input, say
         self.attachments = AttachmentList(store)
-        self.viewers: list[TextViewer] = []
+        self.viewers: list[TextViewer | ImageViewer] = []
         e = bridge.events
         e.attachment_added.connect(self._added)
         e.attachment_rejected.connect(self._rejected)
@@ -55,7 +60,8 @@ class AttachActions(QObject):
         """The chips of the files waiting for this conversation's next message."""
         self.input.pending.clear()
         for att in self.attachments.pending(conversation_id) if conversation_id else []:
-            self.input.pending.add(att.id, att.name, detail(att), removable=True)
+            self.input.pending.add(att.id, att.name, detail(att), removable=True,
+                                   image=att.data)  # fmt: skip
 
     def decorate(self, widget: MessageWidget) -> None:
         """A stored message's chips: its attachments, or the passages it was given."""
@@ -66,7 +72,7 @@ class AttachActions(QObject):
         if widget.role == "user":
             atts = self.attachments.of_messages([widget.message_id]).get(widget.message_id, [])
             for att in atts:
-                widget.chip_row().add(att.id, att.name, detail(att))
+                widget.chip_row().add(att.id, att.name, detail(att), image=att.data)
             if atts:
                 widget.chip_row().opened.connect(self.open_attachment)
                 self.input.pending.clear()
@@ -82,6 +88,11 @@ class AttachActions(QObject):
 
     def open_attachment(self, attachment_id: int) -> None:
         att = self.attachments.get(attachment_id)
+        if att.kind == "image" and att.data is not None:
+            image = ImageViewer(f"{att.name} ({detail(att)})", att.data, self.input.window())
+            self.viewers = [v for v in self.viewers if v.isVisible()] + [image]
+            image.show()
+            return
         self._view(f"{att.name} ({detail(att)})", att.text)
 
     def open_passages(self, reply_id: int) -> None:
@@ -96,7 +107,7 @@ class AttachActions(QObject):
 
     def _added(self, event: AttachmentAdded) -> None:
         att = self.attachments.get(event.attachment_id)
-        self.input.pending.add(att.id, att.name, detail(att), removable=True)
+        self.input.pending.add(att.id, att.name, detail(att), removable=True, image=att.data)
         self.say(event.message)
 
     def _rejected(self, event: AttachmentRejected) -> None:

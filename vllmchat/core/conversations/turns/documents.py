@@ -80,6 +80,15 @@ class BranchDocuments:
                    if a.mode == "whole")  # fmt: skip
 
 
+def given_in_place(path: Sequence[Message], first_message_id: int | None) -> list[Message]:
+    """The messages a prompt gives in place, from ``first_message_id`` (its plan's oldest
+    verbatim one): they carry their images; those before it do not."""
+    ids = [m.id for m in path]
+    if first_message_id is None or first_message_id not in ids:
+        return []
+    return list(path[ids.index(first_message_id) :])
+
+
 class Documents:
     """A conversation's documents for one chat session: attach, view, retrieve."""
 

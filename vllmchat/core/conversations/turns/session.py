@@ -36,7 +36,7 @@ from vllmchat.core.conversations.store.store import (
     Message,
     Summary,
 )
-from vllmchat.core.conversations.turns.documents import Documents
+from vllmchat.core.conversations.turns.documents import Documents, given_in_place
 from vllmchat.core.conversations.turns.reply_parts import ReplyParts
 from vllmchat.core.engine.events import DoneEvent, EngineError, ErrorEvent, ErrorKind, Event
 from vllmchat.core.engine.protocol import Engine
@@ -107,14 +107,6 @@ class ChatSession:
         """Tokens of ``prompt``, which gives ``path[start:]`` in place with their images."""
         images = self.documents.of(path).image_tokens(path[start:])
         return len(self.client.render(prompt)) + images
-
-    @staticmethod
-    def _given(path: list[Message], plan: PromptPlanEvent) -> list[Message]:
-        """The messages a prompt planned so gives in place (they carry their images)."""
-        ids = [m.id for m in path]
-        if plan.first_message_id is None or plan.first_message_id not in ids:
-            return []
-        return path[ids.index(plan.first_message_id) :]
 
     def _verbatim_start(self, path: list[Message], summary: Summary | None) -> int:
         if summary is None:
@@ -246,7 +238,7 @@ class ChatSession:
                 f"context holds {plan.n_ctx:,}.",
             )
             return
-        images = self.documents.of(path).images(self._given(path, plan))
+        images = self.documents.of(path).images(given_in_place(path, plan.first_message_id))
         yield from self._stream_reply(prompt, plan, hits, images)
         self.turns_since_summary += 1
 
@@ -258,7 +250,7 @@ class ChatSession:
         prompt, hits = self.documents.passages(path, prompt, room)
         if not hits:
             return prompt, plan, []
-        given = self._given(path, plan)
+        given = given_in_place(path, plan.first_message_id)
         n = self._measure(prompt, path, len(path) - len(given))
         return prompt, replace(plan, prompt_tokens=n, passage_tokens=n - plan.prompt_tokens), hits
 
