@@ -1,4 +1,4 @@
-"""``/attach PATH`` and ``--attach PATH`` in ``vllmchat chat``: a document for the next
+"""``/attach PATH`` and ``--attach PATH`` in ``vllmchat chat``: a document or an image for the next
 message, said in one line (or why it was refused)."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from vllmchat.core.app.chat_app import ChatApp
 from vllmchat.core.app.events import AttachmentAdded, AttachmentRejected
 from vllmchat.core.conversations.events import PassagesUsed
 
-HELP = """  /attach PATH    attach a document (text, Markdown, code, PDF, .docx) to the next message
+HELP = """  /attach PATH    attach a document (text, Markdown, code, PDF, .docx) or an image
+                  (a model with a projector) to the next message
   /passages       the passages of the attached documents the last reply was given"""
 
 

@@ -12,7 +12,10 @@ On the demo model at n_ctx 8192, through the application layer (``ChatApp``):
   sentence, not its wording. This measures the pipeline, not the model's answer;
 - ``attach_messages_lost``: messages missing after the attachments, the refused files
   (a scan, a locked PDF, a binary ``.txt``, a 200 MB file) and the restart (target 0);
-- ``image_followup_encodes``: null (the engine reports no image encodes here).
+- ``image_followup_encodes`` and ``image_restart_encodes``: images encoded by a
+  follow-up about an attached image, and by a question after the app was closed and
+  opened again (target 0 and 0); the demo model sees through a synthetic projector
+  made for its width (``bench/synthetic/synth_mmproj.py``), null for other models.
 """
 
 from __future__ import annotations
@@ -168,13 +171,13 @@ def _ttft(app: ChatApp, text: str) -> tuple[float, int]:
     return first, prefilled
 
 
-def _open(folder: Path, model: str, conversation: int | None) -> tuple[ChatApp, int]:
+def _open(folder: Path, model: str, conversation: int | None, **load: Any) -> tuple[ChatApp, int]:
     store = ConversationStore(folder / "c.sqlite3")
     app = ChatApp(store, KVStateCache(folder / "kv"))
     conv = conversation if conversation is not None else store.create().id
     app.open_conversation(conv)
     settings = AppSettings.of(model_path=model, n_ctx=N_CTX, n_threads=2, temperature=0.0,
-                              max_tokens=8)  # fmt: skip
+                              max_tokens=8, **load)  # fmt: skip
     for event in app.load(settings):
         if type(event).__name__ == "LoadFailed":
             raise RuntimeError(str(event))
@@ -276,5 +279,42 @@ def run(*, model: str | None = None, quick: bool = False) -> dict[str, Any]:
         result: dict[str, Any] = {"model": Path(path).name, "n_ctx": N_CTX}
         result.update(_whole(folder, path))
         result.update(_recall(folder, path))
-        result["image_followup_encodes"] = None
+        result.update(_images(folder / "images", path))
     return result
+
+
+def _encoded(app: ChatApp, text: str) -> int:
+    done = [e for e in app.send(text) if isinstance(e, DoneEvent | ErrorEvent)]
+    if not done or isinstance(done[-1], ErrorEvent):
+        raise RuntimeError(f"the image turn failed: {done}")
+    return done[-1].stats.images_encoded
+
+
+def _images(folder: Path, model: str) -> dict[str, Any]:
+    """Images encoded by the first question about an image, a follow-up and a question
+    after a restart (null for a model the synthetic projector is not made for)."""
+    from vllmchat.bench.synthetic.synth_mmproj import png_bytes, write_gemma3_mmproj
+
+    none = {"image_first_encodes": None, "image_followup_encodes": None,
+            "image_restart_encodes": None}  # fmt: skip
+    if Path(model).resolve() != demo_model_path().resolve():
+        return none
+    folder.mkdir()
+    projector = str(write_gemma3_mmproj(folder / "mmproj-synth.gguf", 576))
+    photo = folder / "photo.png"
+    photo.write_bytes(png_bytes(320, 240, seed=1))
+    app, conv = _open(folder, model, None, mmproj_path=projector)
+    try:
+        if not isinstance(_attach(app, photo), AttachmentAdded):
+            return none
+        first = _encoded(app, "What is in this picture?")
+        follow = _encoded(app, "And its colours?")
+    finally:
+        _close(app)
+    app, _ = _open(folder, model, conv, mmproj_path=projector)
+    try:
+        restart = _encoded(app, "Is it a photo?")
+    finally:
+        _close(app)
+    return {"image_first_encodes": first, "image_followup_encodes": follow,
+            "image_restart_encodes": restart}  # fmt: skip
