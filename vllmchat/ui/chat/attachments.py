@@ -48,7 +48,8 @@ def pasted_image(mime: QMimeData, folder: Path | None = None) -> str | None:
     while path.exists():
         n += 1
         path = path.with_name(time.strftime(f"pasted-%Y%m%d-%H%M%S-{n}.png"))
-    return str(path) if image.save(str(path), "PNG") else None
+    saved = image.save(str(path), "PNG")  # type: ignore[call-overload]  # (str works)
+    return str(path) if saved else None
 
 
 def thumbnail(data: bytes, side: int = THUMBNAIL_SIDE) -> QPixmap | None:
