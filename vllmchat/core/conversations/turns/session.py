@@ -302,7 +302,9 @@ class ChatSession:
             if self.tool_stream is None
             else self.tool_stream(prompt, sampling)
         )
+        held: DoneEvent | None = None  # a step's end: the turn's when nothing follows it
         for raw in stream:
+            held = None
             if isinstance(raw, ServerStatus | ApprovalNeeded | ToolCallFinished):
                 yield raw  # a tool step; the stored reply is the model's last step
                 parts = ReplyParts(self.client.info)
@@ -333,7 +335,12 @@ class ChatSession:
                     self.store.update_message(reply.id, content=parts.answer,
                                               thinking=parts.thinking)  # fmt: skip
                     saved_at = time.monotonic()
+                if isinstance(event, DoneEvent) and self.tool_stream is not None:
+                    held = event  # one DoneEvent a turn, after its last step
+                    continue
                 yield event
+        if held is not None:
+            yield held
 
     # -- summaries ---------------------------------------------------------------------
     def _should_summarize(self, plan: PromptPlanEvent, path: list[Message]) -> bool:
