@@ -11,6 +11,7 @@ import json
 import sys
 from pathlib import Path
 
+from vllmchat.core.conversations.store.tool_steps import ToolStepList
 from vllmchat.ui.chat.tool_call_fold import ToolCallFold
 
 SERVER = str(Path(__file__).parent / "mcp_servers" / "tool_server.py")
@@ -54,6 +55,10 @@ def test_a_call_waits_for_the_prompt_and_shows_folded_in_its_reply(
     assert '"name"' not in reply.text  # the call as the model wrote it is shown folded
     assert store.path_to_show(w.conversation_id)[-1].content == w.last_turn.text
     assert json.loads((tmp_path / "mcp-approved.json").read_text()) == ["w_weather"]
+    reply_id = store.path_to_show(w.conversation_id)[-1].id
+    assert ToolStepList(store).of_messages([reply_id]) == {reply_id: [result]}
+    w.render_conversation()  # as when the conversation is opened again
+    assert [f.result for f in folds(w)] == [result]
 
     # Always allowed: the next call runs without asking.
     w.send("And in Porto?")

@@ -100,7 +100,8 @@ class MainWindow(QMainWindow):
             self,
             lambda text: self.statusBar().showMessage(text, 10_000),
         )
-        self.tool_actions = ToolActions(self.bridge, self, self.chat, self.approval, self._status)
+        self.tool_actions = ToolActions(self.bridge, self, self.chat, self.approval, self._status,
+                                        store)  # fmt: skip
         self.window_state = WindowState(self, self.split, store)
         self.loads = LoadView(self.bridge, self, self.input, (self.offload, self.memory),
                               self.banner, self.status_line, self.busy_bar)  # fmt: skip
@@ -291,6 +292,7 @@ class MainWindow(QMainWindow):
             if m.id in summaries:
                 items.append(HistoryItem("summary", summaries[m.id].content, summaries[m.id].id))
         self.chat.set_history(items)
+        self.tool_actions.show_stored()
 
     # -- model ---------------------------------------------------------------------------
     def start(self) -> None:

@@ -18,6 +18,8 @@ from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QVBoxLayout, QWidget
 
 from vllmchat.core.app.tool_turns import ToolChoice
+from vllmchat.core.conversations.store.store import ConversationStore
+from vllmchat.core.conversations.store.tool_steps import ToolStepList
 from vllmchat.core.tools.approval import ApprovalPolicy
 from vllmchat.core.tools.config import ConfigError, ToolsConfig, config_path, load_config
 from vllmchat.core.tools.events import (
@@ -60,10 +62,12 @@ class ToolActions(QObject):
         chat: ChatView,
         prompt: ApprovalPrompt,
         notify: Notify,
+        store: ConversationStore,
         config_file: Path | None = None,
     ) -> None:
         super().__init__(parent)
         self.bridge, self.window, self.chat, self.prompt = bridge, parent, chat, prompt
+        self.store = store
         self.notify = notify
         self.config_file = config_file or config_path()
         self.policy = ApprovalPolicy(load_approved(self.config_file))
@@ -154,6 +158,15 @@ class ToolActions(QObject):
             return
         message.set_markdown("")  # the call as the model wrote it: shown folded instead
         fold_into(message, event.result, message.body)
+
+    def show_stored(self) -> None:
+        """The stored calls of the replies shown (a conversation opened), folded."""
+        widgets = {w.message_id: w for w in self.chat.messages() if w.role == "assistant"}
+        ids = [i for i in widgets if i is not None]
+        for message_id, results in ToolStepList(self.store).of_messages(ids).items():
+            widget = widgets[message_id]
+            for result in results:
+                fold_into(widget, result, widget.body)
 
     def show_status(self, status: ServerStatus) -> None:
         if status.state == "failed":
