@@ -27,6 +27,7 @@ from vllmchat.core.tools.events import (
     ApprovalNeeded,
     ServerStatus,
     ToolCallFinished,
+    ToolEvent,
     ToolResult,
 )
 from vllmchat.core.tools.manager import ToolServerManager
@@ -99,9 +100,13 @@ class ToolActions(QObject):
         self.config = config
         manager = None
         if any(not s.disabled for s in config.servers):
-            manager = ToolServerManager(config, on_event=self.bridge.events.tools.publish)
+            manager = ToolServerManager(config, on_event=self._announce)
         if self.bridge.call(self._swap, manager) is None and manager is not None:
             manager.close()  # the window is closing
+
+    def _announce(self, event: ToolEvent) -> None:
+        """A server's state, on the manager's thread: signalled to the GUI thread."""
+        self.bridge.events.tools.publish(event)
 
     def _swap(self, manager: ToolServerManager | None) -> None:
         """On the engine's thread, between turns: the new manager in, the old one closed."""
