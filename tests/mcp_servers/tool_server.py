@@ -1,7 +1,8 @@
 """A real MCP server for the tests, on the official SDK: ``python tool_server.py MODE [PORT]``.
 
 Modes: ``stdio`` (the good tools), ``http PORT`` (the same tools, streamable HTTP on
-loopback), ``bad-schema`` (one tool whose input schema is not JSON Schema), ``die``
+loopback), ``weather`` (one tool, ``weather(city)``), ``bad-schema`` (one tool whose
+input schema is not JSON Schema), ``die``
 (writes to stderr and exits at start), ``hang`` (never answers the handshake).
 """
 
@@ -61,6 +62,17 @@ def good_server() -> MCPServer:
     return app
 
 
+def weather_server() -> MCPServer:
+    app = MCPServer("weather")
+
+    @app.tool()
+    def weather(city: str) -> str:
+        """Today's weather report for a city."""
+        return f"Sunny and 21 degrees in {city} today."
+
+    return app
+
+
 def bad_schema_server() -> Server:
     async def list_tools(ctx: object, params: object) -> types.ListToolsResult:
         return types.ListToolsResult(
@@ -94,6 +106,8 @@ def main() -> None:
     print(f"tool_server starting in mode {mode}", file=sys.stderr, flush=True)
     if mode == "stdio":
         good_server().run("stdio")
+    elif mode == "weather":
+        weather_server().run("stdio")
     elif mode == "http":
         good_server().run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     elif mode == "bad-schema":

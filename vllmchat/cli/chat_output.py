@@ -25,6 +25,7 @@ from vllmchat.core.conversations.events import (
     ThoughtFor,
 )
 from vllmchat.core.engine.events import DoneEvent, ErrorEvent, PrefillProgressEvent, TokenEvent
+from vllmchat.core.tools.events import ApprovalNeeded, ToolCallFinished
 
 
 def print_stats(stats: Any, out: Any) -> None:
@@ -58,6 +59,9 @@ def loaded(events: Iterator[Any]) -> Loaded | None:
 def show(events: Iterator[Any], out: Any, show_stats: bool, state: dict[str, Any]) -> None:
     started = False
     for event in events:
+        if isinstance(event, ApprovalNeeded | ToolCallFinished) and started:
+            out.write("\n")  # the model's call ends its line
+            started = False
         if show_tool_event(event, out, sys.stdin.readline):
             started = False  # the model's next step starts a new line
         elif isinstance(event, SummaryEvent):

@@ -51,7 +51,7 @@ from vllmchat.core.app.placing import (
 from vllmchat.core.app.reading import summarized_ahead, title_made
 from vllmchat.core.app.settings_model import Persist, SettingsModel
 from vllmchat.core.app.snapshot import AppSnapshot
-from vllmchat.core.app.tool_turns import tool_stream
+from vllmchat.core.app.tool_turns import ToolChoice, tool_stream
 from vllmchat.core.app.tuning import describe_file, tune_loaded
 from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.attachments.model import ChunkHit
@@ -104,6 +104,7 @@ class ChatApp:
         self._storage_reported: str | None = None  # the disk problem last told
         self._summary_server = SummaryServer()
         self._tools: tuple[ToolServerManager, ApprovalPolicy] | None = None
+        self._tool_choice: ToolChoice = "auto"
 
     @property
     def settings(self) -> AppSettings:
@@ -252,9 +253,17 @@ class ChatApp:
             )
             self.session.tool_stream = self._tool_stream(self.session)
 
-    def use_tools(self, manager: ToolServerManager | None, policy: ApprovalPolicy) -> None:
-        """Offer ``manager``'s tools in every turn from now on (None: no tools)."""
+    def use_tools(
+        self,
+        manager: ToolServerManager | None,
+        policy: ApprovalPolicy,
+        *,
+        tool_choice: ToolChoice = "auto",
+    ) -> None:
+        """Offer ``manager``'s tools in every turn from now on (None: no tools);
+        ``tool_choice="required"`` makes each turn's first step a call."""
         self._tools = (manager, policy) if manager is not None else None
+        self._tool_choice = tool_choice
         self._configure()
 
     def _tool_stream(self, session: ChatSession) -> ToolStream | None:
@@ -262,7 +271,8 @@ class ChatApp:
             return None
         manager, policy = self._tools
         stop = lambda: session.stop_requested  # noqa: E731
-        return tool_stream(self.engine, manager, policy, str(session.conversation_id), stop)
+        return tool_stream(self.engine, manager, policy, str(session.conversation_id), stop,
+                           tool_choice=self._tool_choice)  # fmt: skip
 
     def _reprime(self) -> int:
         """Give the engine this conversation's reply ids and its saved KV state."""

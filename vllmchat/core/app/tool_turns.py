@@ -193,6 +193,7 @@ def tool_stream(
     should_stop: Callable[[], bool],
     *,
     max_steps: int = 8,
+    tool_choice: ToolChoice = "auto",
 ) -> Callable[[list[dict[str, str]], SamplingSettings], Iterator[Event | ToolEvent]]:
     """A chat session's turn with the manager's tools (its servers start at the first)."""
 
@@ -210,6 +211,7 @@ def tool_stream(
             policy,
             conversation,
             max_steps=max_steps,
+            tool_choice=tool_choice,
             should_stop=should_stop,
         )
         yield from turn.run(prompt, sampling)

@@ -14,6 +14,13 @@ from vllmchat.core.conversations.attachment_transfer import (
 from vllmchat.core.conversations.memory.fact_list import FactList, checked_text
 from vllmchat.core.conversations.store.attachment_list import AttachmentList
 from vllmchat.core.conversations.store.store import Conversation, ConversationStore, StoreError
+from vllmchat.core.conversations.store.tool_steps import ToolStepList
+from vllmchat.core.conversations.tool_step_transfer import (
+    check_steps,
+    import_steps,
+    steps_markdown,
+    steps_to_json,
+)
 
 FORMAT = "vllmchat-conversation"
 MAX_IMPORT_BYTES = 256 << 20
@@ -31,10 +38,12 @@ def to_markdown(store: ConversationStore, conversation_id: int) -> str:
     summaries = {s.last_message_id: s for s in store.summaries(conversation_id)}
     path = store.path(conversation_id)
     attached = AttachmentList(store).of_messages([m.id for m in path])
+    steps = ToolStepList(store).of_messages([m.id for m in path])
     for m in path:
         who = {"user": "You", "assistant": "Assistant", "system": "System"}[m.role]
         mark = " *(stopped)*" if m.partial else ""
-        lines += [f"**{who}:**{mark}", "", m.content, ""]
+        lines += [f"**{who}:**{mark}", ""]
+        lines += [*steps_markdown(steps.get(m.id, [])), m.content, ""]
         for a in attached.get(m.id, []):
             pages = f", {a.pages} pages" if a.pages else ""
             lines += [f"> 📎 *{a.name}* ({a.kind}{pages}, sha256 {a.sha256[:12]})", ""]
@@ -86,6 +95,7 @@ def to_json(store: ConversationStore, conversation_id: int) -> dict[str, Any]:
             for f in FactList(store).stored(conversation_id)
         ],
         "attachments": attachments_to_json(store, conversation_id),
+        "tool_steps": steps_to_json(store, [m.id for m in store.all_messages(conversation_id)]),
     }
 
 
@@ -131,6 +141,7 @@ def import_file(store: ConversationStore, path: str | Path) -> Conversation:
         raise StoreError(f"{p.name} has malformed messages.")
     facts = _facts_of(data, {m.get("id") for m in messages}, p.name)
     attachments = check_attachments(data, {m.get("id") for m in messages}, p.name)
+    steps = check_steps(data, {m.get("id") for m in messages}, p.name)
     conv = store.create(
         title=str(data.get("title", "")), system_prompt=str(data.get("system_prompt", ""))
     )
@@ -151,6 +162,7 @@ def import_file(store: ConversationStore, path: str | Path) -> Conversation:
         )
         ids[m.get("id")] = new.id
     import_attachments(store, conv.id, attachments, ids)
+    import_steps(store, steps, ids)
     leaf = ids.get(data.get("leaf_id")) or (max(ids.values()) if ids else None)
     store.set_leaf(conv.id, leaf)
     for s in data.get("summaries") or []:

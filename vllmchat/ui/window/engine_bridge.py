@@ -75,6 +75,7 @@ from vllmchat.core.placement import Placement
 from vllmchat.core.tuning.events import PointMeasured, TuneFinished, TuneStarted
 from vllmchat.core.tuning.results import TuneConfig
 from vllmchat.ui.common.workers import Worker, WorkerGroup, work_name
+from vllmchat.ui.window.tool_events import ToolEvents
 
 
 class AppEvents(QObject):
@@ -155,6 +156,7 @@ class AppEvents(QObject):
     def __init__(self, app: ChatApp) -> None:
         super().__init__()
         self.app = app
+        self.tools = ToolEvents(self)  # servers' states, approvals, calls' results
         self._published = app.snapshot()
         self._signals: dict[type, SignalInstance] = {
             LoadStarted: self.load_started,
@@ -212,6 +214,8 @@ class AppEvents(QObject):
             self.thinking_received.emit(event.text)
         elif isinstance(event, ThoughtFor):
             self.thought_for.emit(event.seconds)
+        elif self.tools.publish(event):
+            pass
         elif type(event) in self._edits:  # the store's alone: no snapshot to publish
             self._edits[type(event)].emit(event)
         elif type(event) in self._signals:

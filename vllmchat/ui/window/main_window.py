@@ -33,6 +33,7 @@ from vllmchat.core.engine.info import ModelInfo
 from vllmchat.core.engine.protocol import Engine
 from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.paths import log_dir
+from vllmchat.ui.chat.approval_prompt import ApprovalPrompt
 from vllmchat.ui.chat.chat_input import ChatInput
 from vllmchat.ui.chat.chat_view import ChatView, HistoryItem
 from vllmchat.ui.chat.conversation_list import ConversationList
@@ -50,6 +51,7 @@ from vllmchat.ui.window.engine_bridge import EngineBridge
 from vllmchat.ui.window.load_view import LoadView
 from vllmchat.ui.window.memory_readout import MemoryReadout
 from vllmchat.ui.window.status_line import StatusLine
+from vllmchat.ui.window.tool_actions import ToolActions
 from vllmchat.ui.window.turn_view import TurnView
 from vllmchat.ui.window.window_actions import ModelActions, TunerActions
 from vllmchat.ui.window.window_state import WindowState
@@ -98,6 +100,8 @@ class MainWindow(QMainWindow):
             self,
             lambda text: self.statusBar().showMessage(text, 10_000),
         )
+        self.tool_actions = ToolActions(self.bridge, self, self.chat, self.approval, self._status,
+                                        store)  # fmt: skip
         self.window_state = WindowState(self, self.split, store)
         self.loads = LoadView(self.bridge, self, self.input, (self.offload, self.memory),
                               self.banner, self.status_line, self.busy_bar)  # fmt: skip
@@ -168,6 +172,8 @@ class MainWindow(QMainWindow):
         v = QVBoxLayout(center)
         v.addWidget(self.banner)
         v.addWidget(self.chat, 1)
+        self.approval = ApprovalPrompt()  # shown while a tool call waits for the user
+        v.addWidget(self.approval)
         v.addWidget(self.input)
         self.offload = OffloadPanel()
         self.memory = MemoryPanel()
@@ -200,6 +206,7 @@ class MainWindow(QMainWindow):
         self.loads.wire()
         self.turns.wire()
         self.talk.wire()
+        self.tool_actions.wire()
         e.storage_warning.connect(self.show_storage_warning)
         e.placement_needs_confirmation.connect(self.models.ask)
         e.placement_fell_back.connect(self.models.fell_back)
@@ -225,6 +232,8 @@ class MainWindow(QMainWindow):
         self._action(model, "Choose model…", self.models.choose_model, "Ctrl+M")
         self._action(model, "Settings…", self.models.open_settings, "Ctrl+,")
         self._action(model, "Tune speed and memory…", self.tuning.open, "Ctrl+T")
+        tools = bar.addMenu("&Tools")
+        self._action(tools, "MCP servers…", self.tool_actions.open_servers)
         conv = bar.addMenu("&Conversation")
         self._action(conv, "New", lambda: self.new_conversation(), "Ctrl+N")
         self._action(conv, "Summarize now", self.bridge.summarize)
@@ -283,10 +292,12 @@ class MainWindow(QMainWindow):
             if m.id in summaries:
                 items.append(HistoryItem("summary", summaries[m.id].content, summaries[m.id].id))
         self.chat.set_history(items)
+        self.tool_actions.show_stored()
 
     # -- model ---------------------------------------------------------------------------
     def start(self) -> None:
         """After the window is shown: load the model, or offer the picker on first run."""
+        self.tool_actions.start()  # the servers start at the first turn, off this thread
         s = self.settings
         if s.server_url or (s.load.model_path and os.path.exists(s.load.model_path)):
             self.bridge.start()
@@ -341,4 +352,5 @@ class MainWindow(QMainWindow):
         self.downloads.join()
         self.workers.join()
         self.bridge.close()
+        self.tool_actions.close()
         super().closeEvent(event)

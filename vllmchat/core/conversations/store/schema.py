@@ -6,6 +6,22 @@ import sqlite3
 
 from vllmchat.core.attachments.index import SCHEMA as ATTACHMENTS_SCHEMA
 
+TOOL_STEPS_SCHEMA = """
+CREATE TABLE tool_steps (
+    id INTEGER PRIMARY KEY,
+    message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+    position INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    arguments TEXT NOT NULL,
+    call_id TEXT NOT NULL DEFAULT '',
+    kind TEXT NOT NULL,
+    result TEXT NOT NULL,
+    truncated INTEGER NOT NULL DEFAULT 0,
+    elapsed_s REAL NOT NULL DEFAULT 0
+);
+CREATE INDEX tool_steps_by_message ON tool_steps(message_id, position);
+"""
+
 MIGRATIONS: list[str] = [
     # 1: conversations, a tree of messages (branches), summaries, full-text search.
     """
@@ -86,6 +102,8 @@ MIGRATIONS: list[str] = [
     # 5: attached documents and images, their chunks in a full-text index, and the
     # passages each reply was given (the text lives with the code that uses it).
     ATTACHMENTS_SCHEMA,
+    # 6: the tool steps of a reply: each call, how it ended, what the model was shown.
+    TOOL_STEPS_SCHEMA,
 ]
 
 

@@ -36,12 +36,19 @@ from vllmchat.core.conversations.store.store import (
     Message,
     Summary,
 )
+from vllmchat.core.conversations.store.tool_steps import ToolStepList
 from vllmchat.core.conversations.turns.documents import Documents, given_in_place
 from vllmchat.core.conversations.turns.reply_parts import ReplyParts
 from vllmchat.core.engine.events import DoneEvent, EngineError, ErrorEvent, ErrorKind, Event
 from vllmchat.core.engine.protocol import Engine
 from vllmchat.core.settings import LoadSettings, SamplingSettings
-from vllmchat.core.tools.events import ApprovalNeeded, ServerStatus, ToolCallFinished, ToolEvent
+from vllmchat.core.tools.events import (
+    ApprovalNeeded,
+    ServerStatus,
+    ToolCallFinished,
+    ToolEvent,
+    ToolResult,
+)
 
 ToolStream = Callable[[list[dict[str, str]], SamplingSettings], Iterator[Event | ToolEvent]]
 
@@ -315,7 +322,12 @@ class ChatSession:
             if self.tool_stream is None or images
             else self.tool_stream(prompt, sampling)
         )
+        held: DoneEvent | None = None  # a step's end: the turn's when nothing follows it
+        steps: list[ToolResult] = []
         for raw in stream:
+            held = None
+            if isinstance(raw, ToolCallFinished):
+                steps.append(raw.result)
             if isinstance(raw, ServerStatus | ApprovalNeeded | ToolCallFinished):
                 yield raw  # a tool step; the stored reply is the model's last step
                 parts = ReplyParts(self.client.info)
@@ -346,7 +358,14 @@ class ChatSession:
                     self.store.update_message(reply.id, content=parts.answer,
                                               thinking=parts.thinking)  # fmt: skip
                     saved_at = time.monotonic()
+                if isinstance(event, DoneEvent) and self.tool_stream is not None:
+                    held = event  # one DoneEvent a turn, after its last step
+                    continue
                 yield event
+        if steps:
+            ToolStepList(self.store).record(reply.id, steps)  # before the turn's end is told
+        if held is not None:
+            yield held
 
     # -- summaries ---------------------------------------------------------------------
     def _should_summarize(self, plan: PromptPlanEvent, path: list[Message]) -> bool:

@@ -1,0 +1,89 @@
+"""MCP tools in the window: the real demo model, a real stdio MCP server, real widgets.
+
+SmolLM2's template has no tool format and the small model does not call tools by
+itself, so these turns ask for a call (``tool_choice="required"``: the call is
+grammar-constrained, then the model answers the result in plain text).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from vllmchat.core.conversations.store.tool_steps import ToolStepList
+from vllmchat.ui.chat.tool_call_fold import ToolCallFold
+
+SERVER = str(Path(__file__).parent / "mcp_servers" / "tool_server.py")
+QUESTION = "What is the weather in Lisbon today?"
+
+
+def use_weather(window, tmp_path: Path) -> Path:
+    config = tmp_path / "mcp.json"
+    servers = {"w": {"command": sys.executable, "args": [SERVER, "weather"]}}
+    config.write_text(json.dumps({"mcpServers": servers}))
+    window.tool_actions.config_file = config
+    window.tool_actions.tool_choice = "required"
+    window.tool_actions.start()
+    return config
+
+
+def folds(window) -> list[ToolCallFold]:
+    return window.chat.messages()[-1].findChildren(ToolCallFold)
+
+
+def test_a_call_waits_for_the_prompt_and_shows_folded_in_its_reply(
+    demo_window, qtbot, tmp_path: Path
+) -> None:
+    w, store, _ = demo_window
+    config = use_weather(w, tmp_path)
+    w.send(QUESTION)
+    qtbot.waitUntil(lambda: not w.approval.isHidden(), timeout=300_000)
+    assert "weather" in w.approval.title.text() and "Lisbon" in w.approval.arguments.toPlainText()
+    assert w.turns_ended == 0  # the model's call is a step, not the turn's end
+    w.approval.always.click()
+    qtbot.waitUntil(lambda: w.turns_ended == 1, timeout=300_000)
+    assert w.approval.isHidden()
+    [result] = w.tool_actions.results
+    assert result.kind == "ok" and "Sunny and 21 degrees in Lisbon" in result.text
+    [fold] = folds(w)
+    assert fold.header.text().startswith("🔧 w_weather — done")
+    assert "Sunny" in fold.header.toolTip() and fold.body.isHidden()
+    fold.header.click()
+    assert not fold.body.isHidden()
+    reply = w.chat.messages()[-1]
+    assert '"name"' not in reply.text  # the call as the model wrote it is shown folded
+    assert store.path_to_show(w.conversation_id)[-1].content == w.last_turn.text
+    assert json.loads((tmp_path / "mcp-approved.json").read_text()) == ["w_weather"]
+    reply_id = store.path_to_show(w.conversation_id)[-1].id
+    assert ToolStepList(store).of_messages([reply_id]) == {reply_id: [result]}
+    w.render_conversation()  # as when the conversation is opened again
+    assert [f.result for f in folds(w)] == [result]
+
+    assert "w_weather" in w.tool_actions.policy.always  # the next call runs without asking
+
+    config.write_text('{"mcpServers": {"w": }')
+    w.tool_actions.start()
+    assert "MCP servers not used" in w.statusBar().currentMessage()
+    assert "line 1" in w.statusBar().currentMessage()
+
+
+def test_a_denied_call_tells_the_model_why_and_a_new_config_is_used_next_turn(
+    demo_window, qtbot, tmp_path: Path
+) -> None:
+    w, _, _ = demo_window
+    use_weather(w, tmp_path)
+    w.send(QUESTION)
+    qtbot.waitUntil(lambda: not w.approval.isHidden(), timeout=300_000)
+    w.approval.reason.setText("not now")
+    w.approval.deny.click()
+    qtbot.waitUntil(lambda: w.turns_ended == 1, timeout=300_000)
+    [result] = w.tool_actions.results
+    assert result.kind == "denied" and "not now" in result.text
+    assert folds(w)[0].header.text().startswith("🔧 w_weather — denied")
+
+    (tmp_path / "mcp.json").write_text('{"mcpServers": {}}')
+    w.tool_actions.start()  # as the Tools dialog does when it closes
+    w.send(QUESTION)
+    qtbot.waitUntil(lambda: w.turns_ended == 2, timeout=300_000)
+    assert len(w.tool_actions.results) == 1 and not folds(w)  # no tools offered now

@@ -1,0 +1,83 @@
+"""A tool call in the chat, folded: one line (the tool, how it ended, how long), its
+arguments and result in the tooltip, and unfolded by a click."""
+
+from __future__ import annotations
+
+import json
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel, QToolButton, QVBoxLayout, QWidget
+
+from vllmchat.core.tools.events import ToolResult
+
+TOOLTIP_CHARS = 600
+
+OUTCOMES = {
+    "ok": "done",
+    "tool_error": "the tool failed",
+    "timeout": "timed out",
+    "server_failed": "server not running",
+    "server_crashed": "server crashed",
+    "unknown_tool": "no such tool",
+    "invalid_arguments": "arguments do not fit",
+    "malformed_call": "call not readable",
+    "denied": "denied",
+    "repeated": "repeated, not run",
+    "step_limit": "step limit reached",
+}
+
+
+def summary_line(result: ToolResult) -> str:
+    """``🔧 demo_add — done · 0.1 s (cut)``: the call as one line."""
+    name = result.call.name or "tool call"
+    took = f" · {result.elapsed_s:.1f} s" if result.elapsed_s else ""
+    cut = " (cut)" if result.truncated else ""
+    return f"🔧 {name} — {OUTCOMES.get(result.kind, result.kind)}{took}{cut}"
+
+
+def details(result: ToolResult) -> str:
+    """The call's arguments and what the model was shown, as plain text."""
+    arguments = json.dumps(dict(result.call.arguments), ensure_ascii=False, indent=2)
+    return f"Arguments:\n{arguments}\n\nResult:\n{result.text.strip()}"
+
+
+class ToolCallFold(QWidget):
+    """A header button (the call's line) over its details, hidden until unfolded."""
+
+    def __init__(self, result: ToolResult, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.result = result
+        self.setAccessibleName(f"Tool call {result.call.name}")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        self.header = QToolButton()
+        self.header.setCheckable(True)
+        self.header.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.header.setArrowType(Qt.ArrowType.RightArrow)
+        self.header.setAutoRaise(True)
+        self.header.setText(summary_line(result))
+        text = details(result)
+        cut = text if len(text) <= TOOLTIP_CHARS else text[:TOOLTIP_CHARS] + "…"
+        self.header.setToolTip(cut)
+        self.header.toggled.connect(self._toggle)
+        self.body = QLabel(text)
+        self.body.setWordWrap(True)
+        self.body.setTextFormat(Qt.TextFormat.PlainText)
+        self.body.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.body.setStyleSheet("color: #777; font-family: monospace; padding-left: 18px;")
+        self.body.hide()
+        layout.addWidget(self.header, 0, Qt.AlignmentFlag.AlignLeft)
+        layout.addWidget(self.body)
+
+    def _toggle(self, unfolded: bool) -> None:
+        self.header.setArrowType(Qt.ArrowType.DownArrow if unfolded else Qt.ArrowType.RightArrow)
+        self.body.setVisible(unfolded)
+
+
+def fold_into(message: QWidget, result: ToolResult, above: QWidget) -> ToolCallFold:
+    """Put a call's fold in a reply's bubble, above its text (``above``)."""
+    fold = ToolCallFold(result, message)
+    layout = message.layout()
+    assert isinstance(layout, QVBoxLayout)
+    layout.insertWidget(layout.indexOf(above), fold)
+    return fold
