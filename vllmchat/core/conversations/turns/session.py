@@ -317,11 +317,13 @@ class ChatSession:
             yield PassagesUsed(reply.id, tuple(hits))
         parts = ReplyParts(self.client.info)
         saved_at = time.monotonic()
-        stream = (
-            self.client.chat(prompt, sampling, images)
-            if self.tool_stream is None or images
-            else self.tool_stream(prompt, sampling)
-        )
+        stream: Iterator[Event | ToolEvent]
+        if images:  # the images go with the prompt (tools take text only)
+            stream = self.client.chat(prompt, sampling, images)
+        elif self.tool_stream is None:
+            stream = self.client.chat(prompt, sampling)
+        else:
+            stream = self.tool_stream(prompt, sampling)
         held: DoneEvent | None = None  # a step's end: the turn's when nothing follows it
         steps: list[ToolResult] = []
         for raw in stream:
