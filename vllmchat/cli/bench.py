@@ -32,6 +32,11 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--mmproj", help="vision: the model's projector (default: a synthetic one for the demo)"
     )
+    p.add_argument(
+        "--real-projector",
+        action="store_true",
+        help="vision: a synthetic projector of Gemma 3's real vision tower (SigLIP, F16)",
+    )
     p.add_argument("--quick", action="store_true", help="fewer repetitions")
     p.add_argument("--server", help="summary: a server that writes the summaries")
     p.add_argument(
@@ -145,7 +150,9 @@ def run(args: argparse.Namespace) -> int:
     elif args.name == "vision":
         from vllmchat.bench.engine import vision_bench
 
-        result = vision_bench.run_vision_bench(args.model, args.mmproj, n_threads=args.threads)
+        result = vision_bench.run_vision_bench(
+            args.model, args.mmproj, n_threads=args.threads, real_shape=args.real_projector
+        )
     elif args.name == "tools":
         from vllmchat.bench.tools import tools_bench
 

@@ -32,27 +32,81 @@ def _turn(
     return last, stats
 
 
+def _learn_text_only(client: EngineClient, settings: LoadSettings) -> None:
+    """Load the model alone, as a user's first load does, so that the device's runtime
+    overhead is learned from it (not from the projector the figure checks)."""
+    from vllmchat.core.app.tuning import describe_file
+    from vllmchat.core.models.memory import FitSettings, estimate
+    from vllmchat.core.models.overhead import learn_overhead, learned_overhead
+
+    desc = describe_file(settings.model_path)
+    client.load(settings.with_changes(mmproj_path=""))
+    hw, mem = client.probe(), client.memory()
+    if desc is not None and mem.vram is not None:
+        overhead = learned_overhead(hw)
+        fit = FitSettings.of(settings.with_changes(mmproj_path=""), overhead=overhead)
+        learn_overhead(hw, mem.vram, estimate(desc, fit).vram, overhead)
+
+
+def _vram_figures(client: EngineClient, settings: LoadSettings) -> dict[str, Any]:
+    """On a GPU: the estimate with the projector against the process's real VRAM."""
+    from vllmchat.core.app.tuning import describe_file
+    from vllmchat.core.models.memory import MIB, FitSettings, estimate
+    from vllmchat.core.models.overhead import learned_overhead
+
+    desc = describe_file(settings.model_path)
+    mem = client.memory()
+    if desc is None or mem.vram is None:
+        return {}
+    overhead = learned_overhead(client.probe())
+    e = estimate(desc, FitSettings.of(settings, overhead=overhead))
+    return {
+        "vram_mib": round(mem.vram / MIB),
+        "vram_estimate_mib": round(e.vram / MIB),
+        "vram_error_pct": round((e.vram - mem.vram) / mem.vram * 100, 2),
+        "projector_gpu_mib": round(e.projector_gpu / MIB),
+        "gpu_overhead_mib": round(overhead / MIB),
+    }
+
+
 def run_vision_bench(
-    model_path: str | None = None, mmproj_path: str | None = None, *, n_threads: int = 2
+    model_path: str | None = None,
+    mmproj_path: str | None = None,
+    *,
+    n_threads: int = 2,
+    real_shape: bool = False,
 ) -> dict[str, Any]:
-    """One image, a follow-up, then a restart and another follow-up; returns the figures."""
-    from vllmchat.bench.synthetic.synth_mmproj import png_bytes, write_gemma3_mmproj
+    """One image, a follow-up, then a restart and another follow-up; returns the figures.
+    ``real_shape``: the synthetic projector has Gemma 3's real vision tower (SigLIP, 256
+    image tokens) instead of a tiny one. On a GPU every layer and the projector go there,
+    and the estimate is compared with the real VRAM after the first image."""
+    from vllmchat.bench.synthetic.synth_mmproj import SIGLIP_SHAPE, png_bytes, write_gemma3_mmproj
+    from vllmchat.core.app.tuning import describe_file
     from vllmchat.core.demo_model import demo_model_path
 
     with tempfile.TemporaryDirectory(prefix="vllmchat-vision-") as tmp:
         model = model_path or str(demo_model_path())
-        projector = mmproj_path or str(write_gemma3_mmproj(Path(tmp) / "mmproj.gguf", 576))
+        desc = describe_file(model)
+        width = desc.n_embd if desc else 576
+        shape = SIGLIP_SHAPE if real_shape else None
+        projector = mmproj_path or str(write_gemma3_mmproj(Path(tmp) / "mmproj.gguf", width, shape))
         settings = LoadSettings(
             model_path=model, mmproj_path=projector, n_ctx=4096, n_threads=n_threads
         )
         picture = png_bytes(640, 480, seed=7)
         messages = [{"role": "user", "content": f"{MEDIA_MARKER}\nWhat is in this picture?"}]
         client = EngineClient()
+        vram: dict[str, Any] = {}
         try:
+            if client.probe().gpu_offload:
+                settings = settings.with_changes(n_gpu_layers=(desc.n_layer + 1) if desc else 999)
+                _learn_text_only(client, settings)
             client.load(settings)
             t0 = time.perf_counter()
             first, first_stats = _turn(client, messages, [picture])
             first_s = time.perf_counter() - t0
+            if settings.n_gpu_layers:
+                vram = _vram_figures(client, settings)
             messages += [{"role": "assistant", "content": first.text},
                          {"role": "user", "content": "What colours does it have?"}]  # fmt: skip
             follow, follow_stats = _turn(client, messages, [picture])
@@ -78,5 +132,8 @@ def run_vision_bench(
         "image_followup_ttft_s": round(follow_stats.ttft_s, 4),
         "image_restart_ttft_s": round(restart_stats.ttft_s, 4),
         "image_first_turn_s": round(first_s, 3),
-        "projector": Path(projector).name if mmproj_path else "synthetic gemma3 (576)",
+        "projector": Path(projector).name
+        if mmproj_path
+        else f"synthetic gemma3 ({'SigLIP shape, ' if real_shape else ''}{width})",
+        **vram,
     }

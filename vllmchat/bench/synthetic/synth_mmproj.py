@@ -29,10 +29,19 @@ class VisionShape:
     patch_size: int = 14
     n_merge: int = 4  # Gemma 3's pooling kernel: 16x16 patches -> 4x4 = 16 image tokens
 
+    half: bool = False  # weight matrices in F16, as real projector files ship
+
     @property
     def image_tokens(self) -> int:
         side = self.image_size // self.patch_size // self.n_merge
         return side * side
+
+
+# Gemma 3's real vision tower (SigLIP-So400m at 896 px: 64x64 patches pooled to 256
+# image tokens), F16 weights as its published mmproj files have them.
+SIGLIP_SHAPE = VisionShape(
+    n_embd=1152, n_layer=27, n_head=16, n_ff=4304, image_size=896, n_merge=4, half=True
+)
 
 
 def write_gemma3_mmproj(
@@ -53,7 +62,7 @@ def write_gemma3_mmproj(
     w = gguf.GGUFWriter(str(out), "clip")
     w.add_name(f"synthetic-gemma3-mmproj-{sh.n_embd}x{sh.n_layer}")
     w.add_type("mmproj")
-    w.add_file_type(gguf.LlamaFileType.ALL_F32)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if sh.half else gguf.LlamaFileType.ALL_F32)
     w.add_string("clip.projector_type", "gemma3")
     w.add_bool("clip.has_vision_encoder", True)
     w.add_bool("clip.use_gelu", True)
@@ -75,7 +84,8 @@ def write_gemma3_mmproj(
             arr = np.full(dims, fill, dtype=np.float32)
         else:
             arr = rng.standard_normal(dims, dtype=np.float32) * np.float32(scale)
-        w.add_tensor(name, arr)
+        # llama.cpp's clip keeps 1-D tensors (norms, biases) in F32 in every real file
+        w.add_tensor(name, arr.astype(np.float16) if sh.half and len(dims) > 1 else arr)
 
     n_patches = (sh.image_size // sh.patch_size) ** 2
     tensor("v.patch_embd.weight", sh.n_embd, 3, sh.patch_size, sh.patch_size)
