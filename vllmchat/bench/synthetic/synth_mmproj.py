@@ -84,8 +84,10 @@ def write_gemma3_mmproj(
             arr = np.full(dims, fill, dtype=np.float32)
         else:
             arr = rng.standard_normal(dims, dtype=np.float32) * np.float32(scale)
-        # llama.cpp's clip keeps 1-D tensors (norms, biases) in F32 in every real file
-        w.add_tensor(name, arr.astype(np.float16) if sh.half and len(dims) > 1 else arr)
+        # Real files keep norms, biases and the position embedding (added to F32
+        # activations, which ggml's add needs in F32) in F32.
+        half = sh.half and len(dims) > 1 and "position_embd" not in name
+        w.add_tensor(name, arr.astype(np.float16) if half else arr)
 
     n_patches = (sh.image_size // sh.patch_size) ** 2
     tensor("v.patch_embd.weight", sh.n_embd, 3, sh.patch_size, sh.patch_size)

@@ -17,6 +17,10 @@ MARGIN_SHARE = 0.03  # device memory kept free: this share of what is available,
 FINALIST_SPAN = 0.90  # placements within 10% of the best decode are re-measured
 FINALISTS = 3  # at most this many
 SETTLE = 0.05  # finalists whose medians are this close get up to two more rounds
+# Another thread count replaces the base one only when its single measurement is this
+# much faster: one decode on a busy CPU varies by several percent (measured: 5-10% at
+# 16 threads on a 16-core host).
+THREAD_GAIN = 1.05
 _MIB = 1 << 20
 _MEMORY_FAILURES = ("oom_load", "oom_generate", "engine_died")
 
@@ -130,9 +134,11 @@ def final_medians(points: Sequence[TunePoint]) -> dict[TuneConfig, tuple[float, 
 def finalists(
     points: Sequence[TunePoint], limits: MemoryLimits, base: TuneConfig
 ) -> list[TuneConfig]:
-    """The best few placements within ``FINALIST_SPAN`` of the fastest decode, each at
-    the base threads and ubatch where it was measured there (placements compared
-    alike); fewer than two: nothing to settle."""
+    """The placement with the most on the GPU that fits (the edge: by how decode works
+    it is the fastest, whatever one busy measurement said), then the best few within
+    ``FINALIST_SPAN`` of the fastest decode, ``FINALISTS`` in all, each at the base
+    threads and ubatch where it was measured there (placements compared alike); fewer
+    than two: nothing to settle."""
     best: dict[tuple[tuple[int, int], str], TunePoint] = {}
     alike: dict[tuple[tuple[int, int], str], TuneConfig] = {}
     for p in usable(points, limits):
@@ -141,12 +147,13 @@ def finalists(
             best[key] = p
         if (p.config.n_threads, p.config.n_ubatch) == (base.n_threads, base.n_ubatch):
             alike[key] = p.config
-    ranked = sorted(best.items(), key=lambda kv: kv[1].decode_tok_s, reverse=True)
+    ranked = sorted(best, key=lambda k: best[k].decode_tok_s, reverse=True)
     if len(ranked) < 2:
         return []
-    top = ranked[0][1].decode_tok_s
-    chosen = [alike.get(k, p.config) for k, p in ranked[:FINALISTS]
-              if p.decode_tok_s >= FINALIST_SPAN * top]  # fmt: skip
+    top = best[ranked[0]].decode_tok_s
+    edge = max(best, key=lambda k: k[0])
+    keys = [edge] + [k for k in ranked if k != edge and best[k].decode_tok_s >= FINALIST_SPAN * top]
+    chosen = [alike.get(k, best[k].config) for k in keys[:FINALISTS]]
     return chosen if len(chosen) > 1 else []
 
 
@@ -201,7 +208,7 @@ def choose(
     same = [p for p in fitting if (p.config.placement, p.config.tensor_split)
             == (decode_c.placement, decode_c.tensor_split)]  # fmt: skip
     own = [p for p in same if not p.final_round] or same
-    decode_c = max(own, key=lambda p: p.decode_tok_s).config
+    decode_c = _threads_there(own, base)
     prefill = max(own, key=lambda p: p.prefill_tok_s)
     pick = replace(decode_c, n_threads_batch=prefill.config.n_threads_batch,
                    n_ubatch=prefill.config.n_ubatch)  # fmt: skip
@@ -219,6 +226,17 @@ def choose(
             f"{(q.free_after or 0) / _MIB:.0f} MiB free, under the {q.margin / _MIB:.0f} MiB margin"
         )
     return pick, why + "."
+
+
+def _threads_there(own: Sequence[TunePoint], base: TuneConfig) -> TuneConfig:
+    """The configuration at one placement with the decode threads to keep: the base
+    count unless another was faster by more than ``THREAD_GAIN``."""
+    fastest = max(own, key=lambda p: p.decode_tok_s)
+    at_base = [p for p in own if p.config.n_threads == base.n_threads]
+    if not at_base:
+        return fastest.config
+    kept = max(at_base, key=lambda p: p.decode_tok_s)
+    return fastest.config if fastest.decode_tok_s > THREAD_GAIN * kept.decode_tok_s else kept.config
 
 
 @dataclass(frozen=True)

@@ -108,8 +108,8 @@ def tune(
                 if v >= 0:
                     yield from measured(sweep.run(at(v)))
         if len({axis.value(p.config) for p in sweep.points}) > 1:
-            # Keep time for the finalists' interleaved rounds (two of them, at least).
-            sweep.reserve_points = 2 * req.final_rounds
+            # Keep time for the finalists' interleaved rounds, all of them.
+            sweep.reserve_points = plan.FINALISTS * req.final_rounds
 
         def threads_at_best() -> Iterator[TuneEvent]:
             best, _ = plan.choose(sweep.points, base, limits)
