@@ -26,6 +26,10 @@ from vllmchat.core.settings import LoadSettings
 
 MIB = 1 << 20
 GPU_RUNTIME_OVERHEAD = 350 * MIB  # CUDA context, cuBLAS workspace (until measured: overhead.py)
+# A projector on the GPU opens its own GPU backend (its cuBLAS handles and memory pool):
+# measured on an H200 (CUDA 13) as 261 MiB beyond the projector's weights and compute
+# buffer, against a text-only load of the same model.
+PROJECTOR_GPU_RUNTIME = 261 * MIB
 KV_TYPE_BYTES = {"f16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32, "f32": 4.0}
 
 
@@ -332,7 +336,10 @@ def estimate(desc: ModelDescription, s: FitSettings) -> MemoryEstimate:
     else:
         compute_cpu = compute
     draft_gpu = s.draft_vram if s.gpu else 0
-    projector_gpu = s.projector_bytes if s.gpu and ngl > 0 else 0  # mtmd's use_gpu
+    # mtmd's use_gpu: the projector, and its encoder's own GPU backend beside it
+    projector_gpu = (
+        s.projector_bytes + PROJECTOR_GPU_RUNTIME if s.gpu and ngl > 0 and s.projector_bytes else 0
+    )
     first = draft_gpu + projector_gpu
     by_device = tuple(
         per_dev[d] + kv_dev[d] + compute_dev[d] + overhead_dev[d] + (first if d == 0 else 0)
@@ -353,7 +360,7 @@ def estimate(desc: ModelDescription, s: FitSettings) -> MemoryEstimate:
         draft_gpu=draft_gpu,
         draft_cpu=s.draft_ram,
         projector_gpu=projector_gpu,
-        projector_cpu=s.projector_bytes - projector_gpu,
+        projector_cpu=s.projector_bytes if not projector_gpu else 0,
         image_tokens=s.image_tokens,
     )
 
