@@ -1,80 +1,53 @@
-"""Why a file cannot be attached: one typed error per reason, each a clear message."""
+"""Why a file cannot be attached: one typed error, its reason named, its message clear."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import Literal
 
 Reason = Literal[
     "missing",
     "unreadable",
     "too_large",
-    "not_text",
+    "not_text",  # binary content under a text name (a renamed executable, an archive)
     "unsupported",
-    "scanned_pdf",
+    "scanned_pdf",  # a PDF whose pages are pictures: no text layer to read
     "password",
     "empty",
     "image_needs_vision",
-    "no_room",
+    "no_room",  # over the context, and the context too small to answer from parts of it
     "no_model",
 ]
 
 
 class AttachmentError(Exception):
-    """A file that cannot be attached; ``message`` says why and what to do instead."""
+    """A file that cannot be attached; ``reason`` names why, ``message`` says why and
+    what to do instead."""
 
-    reason: Reason = "unreadable"
-
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, reason: Reason = "unreadable") -> None:
         super().__init__(message)
         self.message = message
+        self.reason: Reason = reason
+
+    def __reduce__(self) -> tuple[type[AttachmentError], tuple[str, Reason]]:
+        return type(self), (self.message, self.reason)
 
 
-class MissingFile(AttachmentError):
-    reason = "missing"
+def refusal(reason: Reason) -> Callable[[str], AttachmentError]:
+    """The error of one reason, made from its message."""
+    return partial(AttachmentError, reason=reason)
 
 
-class Unreadable(AttachmentError):
-    reason = "unreadable"
-
-
-class TooLarge(AttachmentError):
-    reason = "too_large"
-
-
-class NotText(AttachmentError):
-    """Binary content under a text name (a renamed executable, an archive)."""
-
-    reason = "not_text"
-
-
-class Unsupported(AttachmentError):
-    reason = "unsupported"
-
-
-class ScannedPdf(AttachmentError):
-    """A PDF whose pages are pictures: no text layer to read."""
-
-    reason = "scanned_pdf"
-
-
-class PasswordProtected(AttachmentError):
-    reason = "password"
-
-
-class EmptyDocument(AttachmentError):
-    reason = "empty"
-
-
-class ImageNeedsVision(AttachmentError):
-    reason = "image_needs_vision"
-
-
-class NoRoom(AttachmentError):
-    """The document is over the context, and the context is too small to answer from
-    parts of it."""
-
-    reason = "no_room"
-
-
-class NoModel(AttachmentError):
-    reason = "no_model"
+# One maker per reason, by the name the readers raise it under.
+MissingFile = refusal("missing")
+Unreadable = refusal("unreadable")
+TooLarge = refusal("too_large")
+NotText = refusal("not_text")
+Unsupported = refusal("unsupported")
+ScannedPdf = refusal("scanned_pdf")
+PasswordProtected = refusal("password")
+EmptyDocument = refusal("empty")
+ImageNeedsVision = refusal("image_needs_vision")
+NoRoom = refusal("no_room")
+NoModel = refusal("no_model")
