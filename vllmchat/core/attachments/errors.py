@@ -1,22 +1,24 @@
-"""Why a file cannot be attached: one typed error, its reason named, its message clear."""
+"""Why a file cannot be attached: one typed error, its reason named, its message clear.
+
+Each reason is a one-line subclass of ``AttachmentError`` (a table, read below), so a
+reader raises it by name and a caller tells it apart by ``reason`` alone.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import partial
-from typing import Literal
+from typing import Any, Literal
 
 Reason = Literal[
     "missing",
     "unreadable",
     "too_large",
-    "not_text",  # binary content under a text name (a renamed executable, an archive)
+    "not_text",
     "unsupported",
-    "scanned_pdf",  # a PDF whose pages are pictures: no text layer to read
+    "scanned_pdf",
     "password",
     "empty",
     "image_needs_vision",
-    "no_room",  # over the context, and the context too small to answer from parts of it
+    "no_room",
     "no_model",
 ]
 
@@ -25,29 +27,46 @@ class AttachmentError(Exception):
     """A file that cannot be attached; ``reason`` names why, ``message`` says why and
     what to do instead."""
 
-    def __init__(self, message: str, reason: Reason = "unreadable") -> None:
+    reason: Reason = "unreadable"
+
+    def __init_subclass__(cls, *, reason: Reason, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.reason = reason
+
+    def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
-        self.reason: Reason = reason
-
-    def __reduce__(self) -> tuple[type[AttachmentError], tuple[str, Reason]]:
-        return type(self), (self.message, self.reason)
 
 
-def refusal(reason: Reason) -> Callable[[str], AttachmentError]:
-    """The error of one reason, made from its message."""
-    return partial(AttachmentError, reason=reason)
+# The reasons, by the names the readers raise them under.
+class MissingFile(AttachmentError, reason="missing"): ...
 
 
-# One maker per reason, by the name the readers raise it under.
-MissingFile = refusal("missing")
-Unreadable = refusal("unreadable")
-TooLarge = refusal("too_large")
-NotText = refusal("not_text")
-Unsupported = refusal("unsupported")
-ScannedPdf = refusal("scanned_pdf")
-PasswordProtected = refusal("password")
-EmptyDocument = refusal("empty")
-ImageNeedsVision = refusal("image_needs_vision")
-NoRoom = refusal("no_room")
-NoModel = refusal("no_model")
+class Unreadable(AttachmentError, reason="unreadable"): ...
+
+
+class TooLarge(AttachmentError, reason="too_large"): ...
+
+
+class NotText(AttachmentError, reason="not_text"): ...  # binary under a text name
+
+
+class Unsupported(AttachmentError, reason="unsupported"): ...
+
+
+class ScannedPdf(AttachmentError, reason="scanned_pdf"): ...  # pages that are pictures
+
+
+class PasswordProtected(AttachmentError, reason="password"): ...
+
+
+class EmptyDocument(AttachmentError, reason="empty"): ...
+
+
+class ImageNeedsVision(AttachmentError, reason="image_needs_vision"): ...
+
+
+class NoRoom(AttachmentError, reason="no_room"): ...  # over a context too small for parts
+
+
+class NoModel(AttachmentError, reason="no_model"): ...

@@ -19,6 +19,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from vllmchat.core.engine import requests as rq
+from vllmchat.core.engine.chat_options import PLAIN, ChatOptions
 from vllmchat.core.engine.events import (
     DoneEvent,
     EngineError,
@@ -333,39 +334,28 @@ class EngineClient:
         self,
         messages: Sequence[Mapping[str, str]],
         sampling: SamplingSettings | None = None,
-        images: Sequence[ImageInput] = (),
-        *,
-        tools: str | None = None,
-        json_schema: str | None = None,
-        grammar: str | None = None,
+        options: ChatOptions = PLAIN,
     ) -> Iterator[Event]:
         """Stream the reply to the last message as events; ends with Done or Error.
 
-        ``images``: one per ``MEDIA_MARKER`` in the messages, in order (bytes or paths).
-        ``tools``: OpenAI's tools list (JSON), rendered by a template with a tool
-        format; ``json_schema`` or ``grammar`` (GBNF): the reply is constrained to fit
-        it (llama.cpp's grammar).
+        ``options.images``: one per ``MEDIA_MARKER`` in the messages, in order (bytes or
+        paths). ``options.tools``: OpenAI's tools list (JSON), rendered by a template
+        with a tool format; ``json_schema`` or ``grammar`` (GBNF): the reply is
+        constrained to fit it (llama.cpp's grammar).
         """
         sampling = sampling or SamplingSettings()
         payload = [
             {k: m[k] for k in ("role", "content", "tool_call_id", "name") if k in m}
             for m in messages
         ]
-        if images and not self.capabilities.vision:
+        if options.images and not self.capabilities.vision:
             yield ErrorEvent(
                 ErrorKind.NO_VISION,
                 "This model cannot see images: it was loaded without a multimodal "
                 "projector (mmproj).",
             )
             return
-        request = rq.Chat(
-            payload,
-            sampling,
-            _portable(images),
-            tools=tools,
-            json_schema=json_schema,
-            grammar=grammar,
-        )
+        request = rq.Chat(payload, sampling, replace(options, images=_portable(options.images)))
         with self._request_lock:
             yield from self._chat_locked(request)
 

@@ -21,6 +21,7 @@ from typing import Any, cast
 import openai
 from openai.types.chat import ChatCompletionChunk
 
+from vllmchat.core.engine.chat_options import PLAIN, ChatOptions
 from vllmchat.core.engine.events import (
     DoneEvent,
     EngineError,
@@ -31,7 +32,6 @@ from vllmchat.core.engine.events import (
     TokenEvent,
     TurnStats,
 )
-from vllmchat.core.engine.images import ImageInput
 from vllmchat.core.engine.info import KvUsage, ModelInfo, ReloadResult, StateTransfer
 from vllmchat.core.engine.protocol import Capabilities
 from vllmchat.core.engine.remote_tools import StreamedCalls, openai_messages
@@ -223,21 +223,18 @@ class RemoteEngine:
         self,
         messages: Sequence[Mapping[str, str]],
         sampling: SamplingSettings | None = None,
-        images: Sequence[ImageInput] = (),
-        *,
-        tools: str | None = None,
-        json_schema: str | None = None,
-        grammar: str | None = None,
+        options: ChatOptions = PLAIN,
     ) -> Iterator[Event]:
         """Stream the reply as the local engine's events; failures end in an ``ErrorEvent``.
 
-        ``tools`` go to the server as the API's ``tools``; its streamed calls end the
-        reply as ``<tool_call>`` text (``remote_tools``). ``json_schema`` asks for a reply
-        of that shape (``response_format``); ``grammar`` goes as llama.cpp's server takes it."""
+        ``options.tools`` go to the server as the API's ``tools``; its streamed calls end
+        the reply as ``<tool_call>`` text (``remote_tools``). ``json_schema`` asks for a
+        reply of that shape (``response_format``); ``grammar`` goes as llama.cpp's server
+        takes it. Images are refused: a server is sent text only."""
         if self.info is None or self.model is None:
             yield ErrorEvent(ErrorKind.NO_MODEL, "Not connected to a server.")
             return
-        if images:
+        if options.images:
             yield ErrorEvent(
                 ErrorKind.NO_VISION,
                 "A server engine is sent text only: images go to a local model.",
@@ -252,13 +249,13 @@ class RemoteEngine:
         reason, usage, timings = "", None, None
         calls = StreamedCalls()
         request = self._request(sampling)
-        if tools:
-            request["tools"] = json.loads(tools)
-        if json_schema:
-            schema = {"name": "tool_call", "schema": json.loads(json_schema)}
+        if options.tools:
+            request["tools"] = json.loads(options.tools)
+        if options.json_schema:
+            schema = {"name": "tool_call", "schema": json.loads(options.json_schema)}
             request["response_format"] = {"type": "json_schema", "json_schema": schema}
-        if grammar:
-            request["extra_body"]["grammar"] = grammar
+        if options.grammar:
+            request["extra_body"]["grammar"] = options.grammar
         try:
             stream = cast(
                 "openai.Stream[ChatCompletionChunk]",
