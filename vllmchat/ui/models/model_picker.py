@@ -199,6 +199,9 @@ class ModelPicker(QDialog):
             self.chosen_path = str(self.installed_rows[row][0].path)
             self.accept()
 
+    def _failed(self, exc: Exception) -> None:
+        self.status.setText(str(exc))
+
     # -- other sources -------------------------------------------------------------------
     def _use_demo(self) -> None:
         from vllmchat.core.demo_model import demo_model_path
