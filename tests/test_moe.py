@@ -235,7 +235,7 @@ def test_the_offload_panel_has_an_expert_control_for_moe_models(qtbot, moe_model
 
 
 def test_the_pickers_badge_names_the_experts_in_ram(moe_models):
-    from vllmchat.ui.models.model_picker import badge
+    from vllmchat.ui.models.fit_badge import badge
 
     desc = describe(read_header(moe_models["small-moe"]))
     full = estimate(desc, FitSettings(n_ctx=2048, n_gpu_layers=desc.n_layer + 1))

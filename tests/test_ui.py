@@ -154,17 +154,17 @@ def test_picker_lists_hub_quants_and_downloads_one(qtbot, hub, small_quants, tmp
     qtbot.addWidget(picker)
     picker.show()
     picker.tabs.setCurrentIndex(1)
-    picker.query.setText("small")
-    picker.search()
-    qtbot.waitUntil(lambda: picker.repos.count() == 1, timeout=TIMEOUT)
-    picker.repos.setCurrentRow(0)
-    qtbot.waitUntil(lambda: picker.quant_table.rowCount() == 2, timeout=TIMEOUT)
-    fits = [picker.quant_table.item(r, 2).text() for r in range(2)]
+    picker.hub.query.setText("small")
+    picker.hub.search()
+    qtbot.waitUntil(lambda: picker.hub.repos.count() == 1, timeout=TIMEOUT)
+    picker.hub.repos.setCurrentRow(0)
+    qtbot.waitUntil(lambda: picker.hub.quant_table.rowCount() == 2, timeout=TIMEOUT)
+    fits = [picker.hub.quant_table.item(r, 2).text() for r in range(2)]
     assert sum("★ recommended" in f for f in fits) == 1 and all("RAM only" in f for f in fits)
     with qtbot.waitSignal(picker.accepted, timeout=TIMEOUT):
-        picker.download_selected()
+        picker.hub.download_selected()
     assert picker.chosen_path and os.path.exists(picker.chosen_path)
-    assert picker.bar.value() == 1000
+    assert picker.hub.bar.value() == 1000
     picker.workers.join()
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from tests.helpers import done, error, stats_of
 from vllmchat.bench.synthetic.synth_mmproj import VisionShape, png_bytes, write_gemma3_mmproj
+from vllmchat.core.engine.chat_options import ChatOptions
 from vllmchat.core.engine.events import EngineError, ErrorKind
 from vllmchat.core.engine.images import MAX_IMAGE_SIDE, MEDIA_MARKER
 from vllmchat.core.settings import LoadSettings, SamplingSettings
@@ -32,8 +33,13 @@ def vision_settings(demo_model: Path, projector: Path) -> LoadSettings:
 
 
 def _turn(client, messages, images):
-    events = list(client.chat(messages, GREEDY, images))
+    events = list(client.chat(messages, GREEDY, ChatOptions(images=images)))
     return done(events), stats_of(events)
+
+
+def _ask(client, *images):
+    """The events of a first question about ``images``."""
+    return list(client.chat(_first(), GREEDY, ChatOptions(images=images)))
 
 
 def _first(question: str = "What is in this picture?") -> list[dict[str, str]]:
@@ -112,7 +118,7 @@ def test_an_image_to_a_model_without_vision_is_refused_with_the_reason(
     client = make_client()
     client.load(LoadSettings(model_path=str(demo_model), n_ctx=2048, n_threads=2))
     assert not client.capabilities.vision
-    events = list(client.chat(_first(), GREEDY, [png_bytes(64, 64)]))
+    events = _ask(client, png_bytes(64, 64))
     failed = error(events)
     assert failed.kind == ErrorKind.NO_VISION and "projector" in failed.message
 
@@ -124,13 +130,13 @@ def test_an_image_to_a_model_without_vision_is_refused_with_the_reason(
 
     seeing = make_client()
     seeing.load(vision_settings)
-    events = list(seeing.chat(_first(), GREEDY, [png_bytes(64, 64), png_bytes(64, 64)]))
+    events = _ask(seeing, png_bytes(64, 64), png_bytes(64, 64))
     assert error(events).kind == ErrorKind.BAD_REQUEST  # two images, one marker
-    events = list(seeing.chat(_first(), GREEDY, [b"this is not an image"]))
+    events = _ask(seeing, b"this is not an image")
     assert "could not be read" in error(events).message
-    events = list(seeing.chat(_first(), GREEDY, [str(tmp_path / "gone.png")]))
+    events = _ask(seeing, str(tmp_path / "gone.png"))
     assert "gone.png cannot be read" in error(events).message
-    done(list(seeing.chat(_first(), GREEDY, [png_bytes(64, 64)])))  # nothing was lost
+    done(_ask(seeing, png_bytes(64, 64)))  # nothing was lost
     done(list(seeing.chat(_first(), GREEDY)))  # a marker typed with no image is text
 
 

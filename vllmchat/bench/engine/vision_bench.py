@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from vllmchat.core.engine.chat_options import ChatOptions
 from vllmchat.core.engine.client import EngineClient
 from vllmchat.core.engine.events import DoneEvent, ErrorEvent, Event, StatsEvent, TurnStats
 from vllmchat.core.engine.images import MEDIA_MARKER
@@ -23,7 +24,7 @@ GREEDY = SamplingSettings(temperature=0.0, max_tokens=16, speculation="off")
 def _turn(
     client: EngineClient, messages: list[dict[str, str]], images: list[bytes]
 ) -> tuple[DoneEvent, TurnStats]:
-    events: list[Event] = list(client.chat(messages, GREEDY, images))
+    events: list[Event] = list(client.chat(messages, GREEDY, ChatOptions(images=images)))
     last = events[-1]
     if isinstance(last, ErrorEvent):
         raise RuntimeError(last.message)

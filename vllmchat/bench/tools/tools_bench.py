@@ -20,6 +20,7 @@ from collections.abc import Generator, Iterator, Sequence
 from typing import Any
 
 from vllmchat.core.app.tool_turns import Message, ToolTurn, ToolTurnDone
+from vllmchat.core.engine.chat_options import PLAIN, ChatOptions
 from vllmchat.core.engine.client import EngineClient
 from vllmchat.core.engine.events import DoneEvent, Event, StatsEvent, TurnStats
 from vllmchat.core.engine.info import ModelInfo
@@ -88,10 +89,7 @@ class RecordedEngine:
         self,
         messages: Sequence[Message],
         sampling: SamplingSettings | None = None,
-        *,
-        tools: str | None = None,
-        json_schema: str | None = None,
-        grammar: str | None = None,
+        options: ChatOptions = PLAIN,
     ) -> Iterator[Event]:
         stats = TurnStats(stop_reason="eos")
         yield StatsEvent(stats)

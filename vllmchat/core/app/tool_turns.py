@@ -19,6 +19,7 @@ from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, cast
 
+from vllmchat.core.engine.chat_options import PLAIN, ChatOptions
 from vllmchat.core.engine.events import DoneEvent, ErrorEvent, Event, TurnStats
 from vllmchat.core.engine.info import ModelInfo
 from vllmchat.core.settings import SamplingSettings
@@ -48,10 +49,7 @@ class ToolEngine(Protocol):
         self,
         messages: Sequence[Message],
         sampling: SamplingSettings | None = None,
-        *,
-        tools: str | None = None,
-        json_schema: str | None = None,
-        grammar: str | None = None,
+        options: ChatOptions = PLAIN,
     ) -> Iterator[Event]: ...
 
 
@@ -120,9 +118,8 @@ class ToolTurn:
             elif choice == "required" and not self.has_format and self.tools:
                 schema = json.dumps(call_schema(self.tools))
             done: DoneEvent | None = None
-            chat = self.engine.chat(
-                prompt, sampling, tools=tools, json_schema=schema, grammar=grammar
-            )
+            options = ChatOptions(tools=tools, json_schema=schema, grammar=grammar)
+            chat = self.engine.chat(prompt, sampling, options)
             for event in chat:
                 yield event
                 if isinstance(event, ErrorEvent):

@@ -1,8 +1,12 @@
-"""Why a file cannot be attached: one typed error per reason, each a clear message."""
+"""Why a file cannot be attached: one typed error, its reason named, its message clear.
+
+Each reason is a one-line subclass of ``AttachmentError`` (a table, read below), so a
+reader raises it by name and a caller tells it apart by ``reason`` alone.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 Reason = Literal[
     "missing",
@@ -20,61 +24,49 @@ Reason = Literal[
 
 
 class AttachmentError(Exception):
-    """A file that cannot be attached; ``message`` says why and what to do instead."""
+    """A file that cannot be attached; ``reason`` names why, ``message`` says why and
+    what to do instead."""
 
     reason: Reason = "unreadable"
+
+    def __init_subclass__(cls, *, reason: Reason, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.reason = reason
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
 
 
-class MissingFile(AttachmentError):
-    reason = "missing"
+# The reasons, by the names the readers raise them under.
+class MissingFile(AttachmentError, reason="missing"): ...
 
 
-class Unreadable(AttachmentError):
-    reason = "unreadable"
+class Unreadable(AttachmentError, reason="unreadable"): ...
 
 
-class TooLarge(AttachmentError):
-    reason = "too_large"
+class TooLarge(AttachmentError, reason="too_large"): ...
 
 
-class NotText(AttachmentError):
-    """Binary content under a text name (a renamed executable, an archive)."""
-
-    reason = "not_text"
+class NotText(AttachmentError, reason="not_text"): ...  # binary under a text name
 
 
-class Unsupported(AttachmentError):
-    reason = "unsupported"
+class Unsupported(AttachmentError, reason="unsupported"): ...
 
 
-class ScannedPdf(AttachmentError):
-    """A PDF whose pages are pictures: no text layer to read."""
-
-    reason = "scanned_pdf"
+class ScannedPdf(AttachmentError, reason="scanned_pdf"): ...  # pages that are pictures
 
 
-class PasswordProtected(AttachmentError):
-    reason = "password"
+class PasswordProtected(AttachmentError, reason="password"): ...
 
 
-class EmptyDocument(AttachmentError):
-    reason = "empty"
+class EmptyDocument(AttachmentError, reason="empty"): ...
 
 
-class ImageNeedsVision(AttachmentError):
-    reason = "image_needs_vision"
+class ImageNeedsVision(AttachmentError, reason="image_needs_vision"): ...
 
 
-class NoRoom(AttachmentError):
-    """The document is over the context, and the context is too small to answer from
-    parts of it."""
-
-    reason = "no_room"
+class NoRoom(AttachmentError, reason="no_room"): ...  # over a context too small for parts
 
 
-class NoModel(AttachmentError):
-    reason = "no_model"
+class NoModel(AttachmentError, reason="no_model"): ...

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import multiprocessing as mp
-import signal
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -19,6 +17,8 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from vllmchat.core.engine import requests as rq
+from vllmchat.core.engine.chat_options import PLAIN, ChatOptions
+from vllmchat.core.engine.engine_process import EngineProcess
 from vllmchat.core.engine.events import (
     DoneEvent,
     EngineError,
@@ -43,28 +43,8 @@ from vllmchat.core.engine.protocol import LOCAL, Capabilities
 from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 
-_POLL_S = 0.05
 VISION = replace(LOCAL, vision=True)
 ReplyT = TypeVar("ReplyT")
-
-
-_SIGNALS = {  # by name: Windows has neither SIGKILL nor SIGBUS
-    "SIGKILL": "it was killed (SIGKILL; the system may have run out of memory)",
-    "SIGSEGV": "it crashed (segmentation fault)",
-    "SIGABRT": "it aborted (llama.cpp assertion or out of memory)",
-    "SIGBUS": "it crashed (bus error: was the model file changed or removed?)",
-}
-
-
-def describe_exit(exitcode: int | None) -> str:
-    """Human words for how the engine process ended."""
-    if exitcode is None:
-        return "The engine stopped answering."
-    if exitcode < 0:
-        sig = -exitcode
-        name = signal.Signals(sig).name if sig in signal.valid_signals() else f"signal {sig}"
-        return f"The engine process ended: {_SIGNALS.get(name, f'it got {name}')}."
-    return f"The engine process exited with code {exitcode}."
 
 
 class EngineClient:
@@ -80,17 +60,11 @@ class EngineClient:
         """``memory_limit``: cap on the engine process's address space, in bytes (where
         the system has one); ``handler_modules``: modules the engine process imports
         for the operations they register (``@handles``)."""
-        self.memory_limit = memory_limit
-        self.handler_modules = tuple(handler_modules)
-        self._ctx = mp.get_context("spawn")
-        self._proc: Any = None
-        self._conn: Any = None
+        self.process = EngineProcess(memory_limit, handler_modules)
         self._ids = itertools.count(1)
         self._request_lock = threading.Lock()
-        self._send_lock = threading.Lock()
         self._current: int | None = None
         self._held: rq.LoadedModel | None = None  # the model loaded, and its settings
-        self.last_error: EngineError | None = None
 
     @property
     def capabilities(self) -> Capabilities:
@@ -106,54 +80,34 @@ class EngineClient:
     # -- process ------------------------------------------------------------
     @property
     def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
+        return self.process.pid
 
     @property
     def alive(self) -> bool:
-        return self._proc is not None and self._proc.is_alive()
+        return self.process.alive
+
+    @property
+    def last_error(self) -> EngineError | None:
+        """How the engine process last died, as the error it raised."""
+        return self.process.last_error
 
     def exit_reason(self) -> str | None:
         """How the engine process ended (None while it runs or before it started)."""
-        if self._proc is None or self._proc.is_alive():
-            return None
-        return describe_exit(self._proc.exitcode)
+        return self.process.exit_reason()
 
     def start(self) -> None:
         """Start the engine process if it is not running."""
-        if self.alive:
-            return
-        from vllmchat.core.engine.process.serving.entry import engine_main
-
-        self._discard_process()
-        parent, child = self._ctx.Pipe(duplex=True)
-        proc = self._ctx.Process(
-            target=engine_main,
-            args=(child, self.memory_limit, self.handler_modules),
-            daemon=True,
-            name="vllmchat-engine",
-        )
-        proc.start()
-        child.close()
-        self._proc, self._conn = proc, parent
-
-    def _discard_process(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-        if self._proc is not None:
-            if self._proc.is_alive():
-                self._proc.kill()
-            self._proc.join(timeout=5)
-        self._proc = self._conn = None
+        self.process.start()
 
     def close(self) -> None:
         """End the engine process (its model is gone: ``info`` is None)."""
         if self.alive:
             try:
-                self._send(rq.Exit())
-                self._proc.join(timeout=5)
+                self.process.send(rq.Exit())
+                self.process.join(timeout=5)
             except (OSError, EngineError):
                 pass
-        self._discard_process()
+        self.process.discard()
         self._held = None
 
     def restart(self) -> ModelInfo | None:
@@ -161,7 +115,7 @@ class EngineClient:
         after a crash or kill, not after ``close``)."""
         held = self._held
         with self._request_lock:
-            self._discard_process()
+            self.process.discard()
         self.start()
         if held is not None:
             return self.load(held.settings)
@@ -169,53 +123,7 @@ class EngineClient:
 
     def kill(self) -> None:
         """SIGKILL the engine process (what a crash looks like)."""
-        if self._proc is not None:
-            self._proc.kill()
-
-    # -- wire -----------------------------------------------------------------
-    def _send(self, message: object) -> None:
-        if self._conn is None:
-            raise EngineError(ErrorKind.ENGINE_DIED, "The engine is not running.")
-        try:
-            with self._send_lock:
-                self._conn.send(message)
-        except (OSError, ValueError) as exc:
-            raise self._died() from exc
-
-    def _died(self) -> EngineError:
-        proc = self._proc
-        if proc is not None:
-            proc.join(timeout=2)
-        err = EngineError(
-            ErrorKind.ENGINE_DIED, describe_exit(proc.exitcode if proc is not None else None)
-        )
-        self.last_error = err
-        return err
-
-    def _recv(self) -> Any:
-        while True:
-            try:
-                if self._conn.poll(_POLL_S):
-                    message = self._conn.recv()
-                    return message
-            except (EOFError, OSError) as exc:
-                raise self._died() from exc
-            if not self._proc.is_alive():
-                try:
-                    if self._conn.poll(0):
-                        last = self._conn.recv()
-                        return last
-                except (EOFError, OSError):
-                    pass
-                raise self._died()
-
-    def _require_alive(self) -> None:
-        if not self.alive:
-            raise (
-                self._died()
-                if self._proc is not None
-                else EngineError(ErrorKind.ENGINE_DIED, "The engine is not running.")
-            )
+        self.process.kill()
 
     def call(self, request: rq.Request[ReplyT]) -> ReplyT:
         """Send ``request`` to the engine process and return its reply (the type the
@@ -225,7 +133,7 @@ class EngineClient:
         if request.starts:
             self.start()
         with self._request_lock:  # calls from several threads queue here
-            self._require_alive()
+            self.process.require_alive()
             if request.changes_model:
                 self._held = None  # the engine lets its model go first
             reply: ReplyT = self._answer(request)
@@ -237,9 +145,9 @@ class EngineClient:
         if request.stoppable:
             self._current = rid
         try:
-            self._send(rq.Call(rid, request))
+            self.process.send(rq.Call(rid, request))
             while True:
-                message = self._recv()
+                message = self.process.recv()
                 if isinstance(message, rq.Failure) and message.rid in (rid, rq.UNREAD):
                     raise message.error
                 if isinstance(message, rq.Reply) and message.rid == rid:
@@ -327,45 +235,34 @@ class EngineClient:
         rid = self._current
         if rid is not None and self.alive:
             with contextlib.suppress(EngineError):
-                self._send(rq.Stop(rid))
+                self.process.send(rq.Stop(rid))
 
     def chat(
         self,
         messages: Sequence[Mapping[str, str]],
         sampling: SamplingSettings | None = None,
-        images: Sequence[ImageInput] = (),
-        *,
-        tools: str | None = None,
-        json_schema: str | None = None,
-        grammar: str | None = None,
+        options: ChatOptions = PLAIN,
     ) -> Iterator[Event]:
         """Stream the reply to the last message as events; ends with Done or Error.
 
-        ``images``: one per ``MEDIA_MARKER`` in the messages, in order (bytes or paths).
-        ``tools``: OpenAI's tools list (JSON), rendered by a template with a tool
-        format; ``json_schema`` or ``grammar`` (GBNF): the reply is constrained to fit
-        it (llama.cpp's grammar).
+        ``options.images``: one per ``MEDIA_MARKER`` in the messages, in order (bytes or
+        paths). ``options.tools``: OpenAI's tools list (JSON), rendered by a template
+        with a tool format; ``json_schema`` or ``grammar`` (GBNF): the reply is
+        constrained to fit it (llama.cpp's grammar).
         """
         sampling = sampling or SamplingSettings()
         payload = [
             {k: m[k] for k in ("role", "content", "tool_call_id", "name") if k in m}
             for m in messages
         ]
-        if images and not self.capabilities.vision:
+        if options.images and not self.capabilities.vision:
             yield ErrorEvent(
                 ErrorKind.NO_VISION,
                 "This model cannot see images: it was loaded without a multimodal "
                 "projector (mmproj).",
             )
             return
-        request = rq.Chat(
-            payload,
-            sampling,
-            _portable(images),
-            tools=tools,
-            json_schema=json_schema,
-            grammar=grammar,
-        )
+        request = rq.Chat(payload, sampling, replace(options, images=_portable(options.images)))
         with self._request_lock:
             yield from self._chat_locked(request)
 
@@ -376,11 +273,11 @@ class EngineClient:
         t_first = t_last = 0.0
         finished = False
         try:
-            self._require_alive()
+            self.process.require_alive()
             self._current = rid
-            self._send(rq.Call(rid, request))
+            self.process.send(rq.Call(rid, request))
             while True:
-                message = self._recv()
+                message = self.process.recv()
                 if type(message) is tuple:  # tokens, the hot path
                     if message[1] != rid:
                         continue
@@ -423,9 +320,9 @@ class EngineClient:
     def _drain(self, rid: int) -> None:
         """The caller abandoned a stream: stop the turn and read to its end."""
         try:
-            self._send(rq.Stop(rid))
+            self.process.send(rq.Stop(rid))
             while True:
-                message = self._recv()
+                message = self.process.recv()
                 if (
                     isinstance(message, rq.TurnEvent)
                     and message.rid == rid

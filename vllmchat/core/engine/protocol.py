@@ -10,8 +10,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
+from vllmchat.core.engine.chat_options import PLAIN, ChatOptions
 from vllmchat.core.engine.events import Event
-from vllmchat.core.engine.images import ImageInput
 from vllmchat.core.engine.info import (
     KvUsage,
     ModelInfo,
@@ -76,11 +76,13 @@ class Engine(Protocol):
         self,
         messages: Sequence[Mapping[str, str]],
         sampling: SamplingSettings | None = None,
-        images: Sequence[ImageInput] = (),
+        options: ChatOptions = PLAIN,
     ) -> Iterator[Event]:
-        """Stream the reply to the last message. ``images``: one per ``MEDIA_MARKER``
-        in the messages' texts, in order (``images.py``); an engine without
-        ``Capabilities.vision`` answers them with an ``ErrorKind.NO_VISION`` error."""
+        """Stream the reply to the last message. ``options.images``: one per
+        ``MEDIA_MARKER`` in the messages' texts, in order (``images.py``); an engine
+        without ``Capabilities.vision`` answers them with an ``ErrorKind.NO_VISION``
+        error. ``options.tools`` offers tools; ``json_schema`` or ``grammar`` constrains
+        the reply."""
         ...
 
     def stop(self) -> None: ...

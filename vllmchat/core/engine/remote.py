@@ -21,6 +21,7 @@ from typing import Any, cast
 import openai
 from openai.types.chat import ChatCompletionChunk
 
+from vllmchat.core.engine.chat_options import PLAIN, ChatOptions
 from vllmchat.core.engine.events import (
     DoneEvent,
     EngineError,
@@ -29,46 +30,23 @@ from vllmchat.core.engine.events import (
     Event,
     StatsEvent,
     TokenEvent,
-    TurnStats,
 )
-from vllmchat.core.engine.images import ImageInput
 from vllmchat.core.engine.info import KvUsage, ModelInfo, ReloadResult, StateTransfer
 from vllmchat.core.engine.protocol import Capabilities
 from vllmchat.core.engine.remote_tools import StreamedCalls, openai_messages
+from vllmchat.core.engine.remote_wire import (
+    ReasoningText,
+    api_root,
+    engine_error,
+    request_body,
+    turn_stats,
+)
 from vllmchat.core.models.advisor import display_name
 from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.settings import LoadSettings, SamplingSettings
-from vllmchat.core.thinking import THINK_CLOSE, THINK_OPEN
 
 CHARS_PER_TOKEN = 3.5  # for the context budget where the server does not count for us
 NO_STATE = "A remote server keeps its own cache; there is no KV state to save or load."
-
-
-def _api_root(url: str) -> str:
-    url = url.rstrip("/")
-    return url if url.endswith("/v1") else url + "/v1"
-
-
-def _error(exc: Exception, server: str) -> EngineError:
-    """A clear engine error for what the SDK raised (never the API key)."""
-    if isinstance(exc, openai.APITimeoutError):
-        return EngineError(ErrorKind.SERVER_TIMEOUT, f"{server} did not answer in time.")
-    if isinstance(exc, openai.APIConnectionError):
-        return EngineError(ErrorKind.SERVER_UNREACHABLE, f"Cannot reach {server}.")
-    if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
-        return EngineError(
-            ErrorKind.SERVER_AUTH, f"{server} refused the API key ({exc.status_code})."
-        )
-    if isinstance(exc, openai.NotFoundError):
-        return EngineError(ErrorKind.SERVER_MODEL, f"{server} does not serve that model (404).")
-    if isinstance(exc, openai.BadRequestError):
-        text = str(exc.message)
-        if "context" in text.lower() or "too long" in text.lower() or "exceed" in text.lower():
-            return EngineError(ErrorKind.PROMPT_TOO_LONG, f"{server}: the prompt is too long.")
-        return EngineError(ErrorKind.BAD_REQUEST, f"{server} refused the request: {text[:200]}")
-    if isinstance(exc, openai.APIStatusError):
-        return EngineError(ErrorKind.SERVER_ERROR, f"{server} failed ({exc.status_code}).")
-    return EngineError(ErrorKind.SERVER_ERROR, f"{server}: {type(exc).__name__}: {exc}")
 
 
 class RemoteEngine:
@@ -83,7 +61,7 @@ class RemoteEngine:
         n_ctx: int | None = None,
         timeout_s: float = 120.0,
     ) -> None:
-        self.url = _api_root(url)
+        self.url = api_root(url)
         self.model = model
         self.n_ctx_setting = n_ctx
         self._last_loaded: LoadSettings | None = None  # what restart() loads again
@@ -96,7 +74,6 @@ class RemoteEngine:
             max_retries=0,
         )
         self._stop = threading.Event()
-        self._thinking = False  # inside a reasoning_content run of the stream
         self._last = KvUsage(0, 0)
         self.last_timings: dict[str, Any] = {}  # llama.cpp's server's own figures, last turn
 
@@ -134,7 +111,7 @@ class RemoteEngine:
         try:
             return [m.id for m in self._client.models.list()]
         except openai.OpenAIError as exc:
-            raise _error(exc, self.url) from exc
+            raise engine_error(exc, self.url) from exc
 
     def load(self, settings: LoadSettings) -> ModelInfo:
         """Connect: list the server's models, pick ours, learn the context length
@@ -144,7 +121,7 @@ class RemoteEngine:
         try:
             models = list(self._client.models.list())
         except openai.OpenAIError as exc:
-            raise _error(exc, self.url) from exc
+            raise engine_error(exc, self.url) from exc
         names = [m.id for m in models]
         name = self.model or (names[0] if names else None)
         if name is None:
@@ -197,47 +174,22 @@ class RemoteEngine:
     def stop(self) -> None:
         self._stop.set()
 
-    def _request(self, sampling: SamplingSettings) -> dict[str, Any]:
-        extra: dict[str, Any] = {
-            "cache_prompt": True,
-            "top_k": sampling.top_k,
-            "min_p": sampling.min_p,
-            "repeat_penalty": sampling.repeat_penalty,
-        }
-        request: dict[str, Any] = {
-            "temperature": sampling.temperature,
-            "top_p": sampling.top_p,
-            "max_tokens": sampling.max_tokens,  # always: some servers would fill the context
-            "stream_options": {"include_usage": True},
-            "extra_body": extra,
-        }
-        if sampling.seed >= 0:
-            request["seed"] = sampling.seed
-        if not sampling.thinking:  # llama.cpp's server passes these to the template
-            extra["chat_template_kwargs"] = {"enable_thinking": False}
-        if sampling.ignore_eos:  # benchmarks: a fixed number of tokens (llama.cpp, vLLM)
-            extra["ignore_eos"] = True
-        return request
-
     def chat(
         self,
         messages: Sequence[Mapping[str, str]],
         sampling: SamplingSettings | None = None,
-        images: Sequence[ImageInput] = (),
-        *,
-        tools: str | None = None,
-        json_schema: str | None = None,
-        grammar: str | None = None,
+        options: ChatOptions = PLAIN,
     ) -> Iterator[Event]:
         """Stream the reply as the local engine's events; failures end in an ``ErrorEvent``.
 
-        ``tools`` go to the server as the API's ``tools``; its streamed calls end the
-        reply as ``<tool_call>`` text (``remote_tools``). ``json_schema`` asks for a reply
-        of that shape (``response_format``); ``grammar`` goes as llama.cpp's server takes it."""
+        ``options.tools`` go to the server as the API's ``tools``; its streamed calls end
+        the reply as ``<tool_call>`` text (``remote_tools``). ``json_schema`` asks for a
+        reply of that shape (``response_format``); ``grammar`` goes as llama.cpp's server
+        takes it. Images are refused: a server is sent text only."""
         if self.info is None or self.model is None:
             yield ErrorEvent(ErrorKind.NO_MODEL, "Not connected to a server.")
             return
-        if images:
+        if options.images:
             yield ErrorEvent(
                 ErrorKind.NO_VISION,
                 "A server engine is sent text only: images go to a local model.",
@@ -245,20 +197,13 @@ class RemoteEngine:
             return
         sampling = sampling or SamplingSettings()
         self._stop.clear()
-        self._thinking = False
+        text_of = ReasoningText()
         parts: list[str] = []
         t0 = time.perf_counter()
         t_first = t_last = 0.0
         reason, usage, timings = "", None, None
         calls = StreamedCalls()
-        request = self._request(sampling)
-        if tools:
-            request["tools"] = json.loads(tools)
-        if json_schema:
-            schema = {"name": "tool_call", "schema": json.loads(json_schema)}
-            request["response_format"] = {"type": "json_schema", "json_schema": schema}
-        if grammar:
-            request["extra_body"]["grammar"] = grammar
+        request = request_body(sampling, options)
         try:
             stream = cast(
                 "openai.Stream[ChatCompletionChunk]",
@@ -278,7 +223,7 @@ class RemoteEngine:
                     timings = (chunk.model_extra or {}).get("timings") or timings
                     for choice in chunk.choices:
                         calls.add(getattr(choice.delta, "tool_calls", None))
-                        for piece in self._pieces(choice.delta):
+                        for piece in text_of.pieces(choice.delta):
                             t_last = time.perf_counter()
                             t_first = t_first or t_last
                             parts.append(piece)
@@ -288,7 +233,7 @@ class RemoteEngine:
                                 choice.finish_reason, choice.finish_reason
                             )
         except openai.OpenAIError as exc:
-            err = _error(exc, self.url)
+            err = engine_error(exc, self.url)
             yield ErrorEvent(err.kind, err.message, partial_text="".join(parts))
             return
         except ValueError:  # an event that is not JSON
@@ -299,9 +244,9 @@ class RemoteEngine:
             message = f"{self.url} dropped the connection mid-reply ({type(exc).__name__})."
             yield ErrorEvent(ErrorKind.SERVER_UNREACHABLE, message, partial_text="".join(parts))
             return
-        if self._thinking:
-            self._thinking = False
-            parts.append(THINK_CLOSE)
+        closing = text_of.close()
+        if closing:
+            parts.append(closing)
         called = calls.text()
         if called:
             parts.append(("\n" if parts else "") + called)
@@ -311,28 +256,11 @@ class RemoteEngine:
             yield self._unfinished(messages, text)
             return
         self.last_timings = dict(timings) if isinstance(timings, dict) else {}
-        stats = self._stats(usage, timings, reason, len(parts), t0, t_first, t_last)
+        n_ctx = self.info.n_ctx if self.info else 0
+        stats = turn_stats(usage, timings, reason, len(parts), n_ctx, (t0, t_first, t_last))
+        self._last = KvUsage(stats.kv_tokens, n_ctx)
         yield StatsEvent(stats)
         yield DoneEvent(text, reason, stats)
-
-    def _pieces(self, delta: Any) -> list[str]:
-        """A delta's text; a server's separate ``reasoning_content`` (llama.cpp's, vLLM's)
-        comes back inside think tags, as the session tells thinking apart from text."""
-        if delta is None:
-            return []
-        pieces = []
-        reasoning = (delta.model_extra or {}).get("reasoning_content")
-        if reasoning:
-            if not self._thinking:
-                self._thinking = True
-                pieces.append(THINK_OPEN)
-            pieces.append(reasoning)
-        if delta.content:
-            if self._thinking:
-                self._thinking = False
-                pieces.append(THINK_CLOSE)
-            pieces.append(delta.content)
-        return pieces
 
     def _unfinished(self, messages: Sequence[Mapping[str, str]], text: str) -> ErrorEvent:
         """A stream that ended without a finish reason. Some servers (llama-cpp-python's)
@@ -349,39 +277,6 @@ class RemoteEngine:
             ErrorKind.SERVER_UNREACHABLE,
             f"{self.url} cut the reply off before it ended.",
             partial_text=text,
-        )
-
-    def _stats(
-        self,
-        usage: Any,
-        timings: Any,
-        reason: str,
-        pieces: int,
-        t0: float,
-        t_first: float,
-        t_last: float,
-    ) -> TurnStats:
-        prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
-        completion = int(getattr(usage, "completion_tokens", 0) or pieces)
-        details = getattr(usage, "prompt_tokens_details", None)
-        cached = getattr(details, "cached_tokens", None) if details is not None else None
-        if isinstance(timings, dict) and isinstance(timings.get("cache_n"), int):
-            cached = timings["cache_n"]
-        cached = int(cached or 0)
-        n_ctx = self.info.n_ctx if self.info else 0
-        self._last = KvUsage(prompt + completion, n_ctx)
-        return TurnStats(
-            prompt_tokens=prompt,
-            tokens_reused=cached,
-            tokens_prefilled=max(0, prompt - cached),
-            tokens_new=max(0, prompt - cached),
-            prefill_s=(t_first or t_last) - t0,
-            ttft_s=(t_first - t0) if t_first else 0.0,
-            decode_tokens=completion,
-            decode_s=t_last - t_first if t_first else 0.0,
-            stop_reason=reason,
-            n_ctx=n_ctx,
-            kv_tokens=prompt + completion,
         )
 
     # -- what the chat session asks of an engine --------------------------------------------

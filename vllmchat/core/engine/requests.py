@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Generic, TypeVar, get_args, get_origin
 
+from vllmchat.core.engine.chat_options import PLAIN, ChatOptions
 from vllmchat.core.engine.images import ImageInput
 from vllmchat.core.engine.info import (
     KvUsage,
@@ -209,10 +210,7 @@ class Chat(Request[None]):
     stoppable: ClassVar[bool] = True
     messages: Sequence[Mapping[str, str]]
     sampling: SamplingSettings
-    images: Sequence[ImageInput] = ()  # one per MEDIA_MARKER in the messages, in order
-    tools: str | None = None  # OpenAI's tools list (JSON) for a template with a tool format
-    json_schema: str | None = None  # the reply must fit this JSON Schema (a constrained call)
-    grammar: str | None = None  # or this GBNF grammar (llama.cpp's own format)
+    options: ChatOptions = PLAIN  # its images cross as bytes or paths
 
 
 @dataclass(frozen=True)

@@ -3,32 +3,17 @@ streams, "Thought for 12 s" once the answer begins; a click unfolds it."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QLabel, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QWidget
+
+from vllmchat.ui.chat.fold import Fold
 
 
-class ThinkingFold(QWidget):
+class ThinkingFold(Fold):
     """A header button and the thinking's plain text, hidden until unfolded."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 4)
-        self.header = QToolButton()
-        self.header.setCheckable(True)
-        self.header.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
-        self.header.setArrowType(Qt.ArrowType.RightArrow)
-        self.header.setAutoRaise(True)
+        super().__init__(body_style="font-style: italic;", bottom_margin=4, parent=parent)
         self.header.setAccessibleName("Show the thinking")
-        self.header.toggled.connect(self._toggle)
-        self.body = QLabel()
-        self.body.setWordWrap(True)
-        self.body.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.body.setTextFormat(Qt.TextFormat.PlainText)
-        self.body.setStyleSheet("color: #777; font-style: italic; padding-left: 18px;")
-        self.body.hide()
-        layout.addWidget(self.header, 0, Qt.AlignmentFlag.AlignLeft)
-        layout.addWidget(self.body)
         self.text = ""
         self.seconds: float | None = None
         self._update_header()
@@ -55,7 +40,3 @@ class ThinkingFold(QWidget):
         else:
             self.header.setText(f"Thought for {self.seconds:.0f} s" if self.seconds >= 1
                                 else "Thought for a moment")  # fmt: skip
-
-    def _toggle(self, unfolded: bool) -> None:
-        self.header.setArrowType(Qt.ArrowType.DownArrow if unfolded else Qt.ArrowType.RightArrow)
-        self.body.setVisible(unfolded)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QLabel, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from vllmchat.core.tools.events import ToolResult
+from vllmchat.ui.chat.fold import Fold
 
 TOOLTIP_CHARS = 600
 
@@ -41,37 +41,18 @@ def details(result: ToolResult) -> str:
     return f"Arguments:\n{arguments}\n\nResult:\n{result.text.strip()}"
 
 
-class ToolCallFold(QWidget):
+class ToolCallFold(Fold):
     """A header button (the call's line) over its details, hidden until unfolded."""
 
     def __init__(self, result: ToolResult, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
+        super().__init__(body_style="font-family: monospace;", parent=parent)
         self.result = result
         self.setAccessibleName(f"Tool call {result.call.name}")
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        self.header = QToolButton()
-        self.header.setCheckable(True)
-        self.header.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
-        self.header.setArrowType(Qt.ArrowType.RightArrow)
-        self.header.setAutoRaise(True)
         self.header.setText(summary_line(result))
         text = details(result)
         cut = text if len(text) <= TOOLTIP_CHARS else text[:TOOLTIP_CHARS] + "…"
         self.header.setToolTip(cut)
-        self.header.toggled.connect(self._toggle)
-        self.body = QLabel(text)
-        self.body.setWordWrap(True)
-        self.body.setTextFormat(Qt.TextFormat.PlainText)
-        self.body.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.body.setStyleSheet("color: #777; font-family: monospace; padding-left: 18px;")
-        self.body.hide()
-        layout.addWidget(self.header, 0, Qt.AlignmentFlag.AlignLeft)
-        layout.addWidget(self.body)
-
-    def _toggle(self, unfolded: bool) -> None:
-        self.header.setArrowType(Qt.ArrowType.DownArrow if unfolded else Qt.ArrowType.RightArrow)
-        self.body.setVisible(unfolded)
+        self.body.setText(text)
 
 
 def fold_into(message: QWidget, result: ToolResult, above: QWidget) -> ToolCallFold:

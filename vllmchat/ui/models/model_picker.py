@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QCheckBox,
     QDialog,
     QFileDialog,
     QHBoxLayout,
     QLabel,
-    QLineEdit,
-    QListWidget,
-    QListWidgetItem,
-    QProgressBar,
     QPushButton,
     QTableWidget,
     QTableWidgetItem,
@@ -27,41 +21,20 @@ from PySide6.QtWidgets import (
 
 from vllmchat.core.engine.events import EngineError
 from vllmchat.core.engine.model_check import check_model_file
-from vllmchat.core.models.advisor import (
-    GPU_FULL,
-    GPU_PARTIAL,
-    NO_FIT,
-    RAM_ONLY,
-    Fit,
-    QuantAdvice,
-    best_fit,
-)
-from vllmchat.core.models.catalog import QuantFile, RepoHit
+from vllmchat.core.models.advisor import NO_FIT, best_fit
 from vllmchat.core.models.description import describe
-from vllmchat.core.models.download import Downloader, DownloadProgress
 from vllmchat.core.models.hardware import HardwareInfo, quick_probe
 from vllmchat.core.models.local import LocalModel, discover
-from vllmchat.core.models.memory import MIB, FitSettings
-from vllmchat.core.paths import models_dir
-from vllmchat.core.resources import curated_models
+from vllmchat.core.models.memory import FitSettings
 from vllmchat.ui.common.workers import WorkerGroup
 from vllmchat.ui.models.downloads import DownloadsPanel
 from vllmchat.ui.models.draft_field import DraftTab
+from vllmchat.ui.models.fit_badge import BADGE_COLORS, badge, size_text, tint
+from vllmchat.ui.models.hub_tab import HubTab
 from vllmchat.ui.models.servers_tab import ServersTab
 
-BADGE_COLORS = {GPU_FULL: "#2e7d32", GPU_PARTIAL: "#f9a825", RAM_ONLY: "#1565c0",
-                NO_FIT: "#c62828"}  # fmt: skip
 InstalledRow = tuple[LocalModel, str, str, str, str]
 """An installed model, its fit's kind, the badge's words and colour, the fit's message."""
-
-
-def badge(fit: Fit) -> tuple[str, str]:
-    """The badge's words and colour for a fit."""
-    return fit.short, BADGE_COLORS[fit.kind]
-
-
-def _size(n: int) -> str:
-    return f"{n / MIB:,.0f} MiB" if n < 2**30 else f"{n / 2**30:,.2f} GiB"
 
 
 def _local_rows(models: list[LocalModel], hw: HardwareInfo, s: FitSettings) -> list[InstalledRow]:
@@ -103,10 +76,6 @@ class ModelPicker(QDialog):
         self.workers = WorkerGroup(self)
         # Downloads run in the window's panel, so they go on after this dialog closes.
         self.downloads = downloads or DownloadsPanel(self)
-        self.downloads.progress.connect(self._show_progress)
-        self.downloads.finished.connect(self._downloaded)
-        self.downloads.failed.connect(self._download_failed)
-        self.quants: list[tuple[QuantFile, QuantAdvice]] = []
         layout = QVBoxLayout(self)
         if first_run:
             hello = QLabel(
@@ -115,9 +84,14 @@ class ModelPicker(QDialog):
             )
             hello.setWordWrap(True)
             layout.addWidget(hello)
+        self.status = QLabel("")
+        self.status.setWordWrap(True)
         self.tabs = QTabWidget()
         self.tabs.addTab(self._installed_tab(), "Installed")
-        self.tabs.addTab(self._hub_tab(), "Hub")
+        self.hub = HubTab(self.hw, settings, self.workers, self.downloads)
+        self.hub.told.connect(self.status.setText)
+        self.hub.downloaded.connect(self._downloaded)
+        self.tabs.addTab(self.hub, "Hub")
         self.servers = ServersTab()
         self.servers.server_chosen.connect(self._use_server)
         self.tabs.addTab(self.servers, "Servers")
@@ -130,8 +104,6 @@ class ModelPicker(QDialog):
         self.demo.clicked.connect(self._use_demo)
         self.open_file = QPushButton("Open a .gguf file…")
         self.open_file.clicked.connect(self._open_file)
-        self.status = QLabel("")
-        self.status.setWordWrap(True)
         row.addWidget(self.demo)
         row.addWidget(self.open_file)
         row.addWidget(self.status, 1)
@@ -193,13 +165,13 @@ class ModelPicker(QDialog):
         self.installed.setRowCount(len(rows))
         for i, (m, _kind, _text, color, message) in enumerate(rows):
             label = (m.label or "?") + (" · vision" if m.vision else "")
-            cells = [m.name, label, _size(m.size), message]
+            cells = [m.name, label, size_text(m.size), message]
             for j, value in enumerate(cells):
                 item = QTableWidgetItem(value)
                 item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsEditable)
                 if j == 3:
                     item.setForeground(Qt.GlobalColor.black)
-                    item.setBackground(_tint(color))
+                    item.setBackground(tint(color))
                 self.installed.setItem(i, j, item)
         self.installed.resizeColumnsToContents()
         self._filter_installed()
@@ -226,153 +198,6 @@ class ModelPicker(QDialog):
         if 0 <= row < len(getattr(self, "installed_rows", [])):
             self.chosen_path = str(self.installed_rows[row][0].path)
             self.accept()
-
-    # -- hub ---------------------------------------------------------------------------
-    def _hub_tab(self) -> QWidget:
-        w = QWidget()
-        v = QVBoxLayout(w)
-        row = QHBoxLayout()
-        self.query = QLineEdit()
-        self.query.setPlaceholderText("Search GGUF models on Hugging Face, or owner/repo")
-        self.query.returnPressed.connect(self.search)
-        go = QPushButton("Search")
-        go.clicked.connect(self.search)
-        row.addWidget(self.query)
-        row.addWidget(go)
-        v.addLayout(row)
-        body = QHBoxLayout()
-        self.repos = QListWidget()
-        self.repos.currentItemChanged.connect(self._repo_selected)
-        body.addWidget(self.repos, 2)
-        self.quant_table = QTableWidget(0, 3)
-        self.quant_table.setHorizontalHeaderLabels(["Quant", "Size", "Fit"])
-        self.quant_table.horizontalHeader().setStretchLastSection(True)
-        self.quant_table.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
-        body.addWidget(self.quant_table, 3)
-        v.addLayout(body)
-        row = QHBoxLayout()
-        self.download_button = QPushButton("Download")
-        self.download_button.clicked.connect(self.download_selected)
-        self.cancel_button = QPushButton("Cancel")
-        self.cancel_button.clicked.connect(lambda: self.downloads.cancel())
-        self.cancel_button.setEnabled(False)
-        self.bar = QProgressBar()
-        self.bar.setRange(0, 1000)
-        self.speed = QLabel("")
-        row.addWidget(self.download_button)
-        row.addWidget(self.cancel_button)
-        row.addWidget(self.bar, 1)
-        row.addWidget(self.speed)
-        v.addLayout(row)
-        for entry in curated_models():
-            if not entry.get("builtin"):
-                self._add_repo(entry["repo"], f"★ {entry['title']} — {entry['notes']}")
-        return w
-
-    def _add_repo(self, repo: str, label: str) -> None:
-        item = QListWidgetItem(label)
-        item.setData(Qt.ItemDataRole.UserRole, repo)
-        self.repos.addItem(item)
-
-    def search(self) -> None:
-        from vllmchat.core.models.catalog import search
-
-        text = self.query.text().strip()
-        if not text:
-            return
-        if "/" in text:
-            self.repos.clear()
-            self._add_repo(text, text)
-            self.repos.setCurrentRow(0)
-            return
-        self.status.setText("Searching…")
-        self.workers.run(lambda: search(text, token=os.environ.get("HF_TOKEN")), self._fill_repos,
-                         self._failed, name="The hub search")  # fmt: skip
-
-    def _fill_repos(self, hits: list[RepoHit]) -> None:
-        self.repos.clear()
-        for hit in hits:
-            self._add_repo(hit.repo, f"{hit.repo}  ({hit.downloads:,} downloads)")
-        self.status.setText(f"{len(hits)} repositories." if hits else "Nothing found.")
-
-    def _repo_selected(self, item: QListWidgetItem | None, _prev: object) -> None:
-        if item is None:
-            return
-        from vllmchat.core.models.repo_advice import repo_quant_advice
-        from vllmchat.core.tuning.quant_lab import measured_quality
-
-        repo = item.data(Qt.ItemDataRole.UserRole)
-        hw, s = self.hw, self.fit_settings
-        self.status.setText(f"Reading {repo}…")
-        self.quant_table.setRowCount(0)
-        self.workers.run(
-            lambda: repo_quant_advice(
-                repo, s, hw, token=os.environ.get("HF_TOKEN"), quality=measured_quality()
-            ),
-            self._fill_quants,
-            self._failed,
-            name=f"Reading {repo}",
-        )
-
-    def _fill_quants(self, rows: list[tuple[QuantFile, QuantAdvice]]) -> None:
-        self.quants = rows
-        self.quant_table.setRowCount(len(rows))
-        pick = 0
-        for i, (quant, advice) in enumerate(rows):
-            text, color = badge(advice.fit)
-            star = "★ recommended · " if advice.recommended else ""
-            parts = f" ({len(quant.parts)} parts)" if quant.is_split else ""
-            if quant.projector is not None:  # downloaded with it: the model takes images
-                parts += f" + vision {_size(quant.projector.size)}"
-            for j, value in enumerate(
-                [quant.label or quant.filename, _size(quant.size) + parts, star + text]
-            ):
-                cell = QTableWidgetItem(value)
-                cell.setFlags(cell.flags() & ~Qt.ItemFlag.ItemIsEditable)
-                if j == 2:
-                    cell.setBackground(_tint(color))
-                    cell.setToolTip(advice.fit.message)
-                self.quant_table.setItem(i, j, cell)
-            pick = i if advice.recommended else pick
-        if rows:
-            self.quant_table.selectRow(pick)
-        self.status.setText(f"{len(rows)} quants." if rows else "No GGUF files in this repository.")
-
-    def download_selected(self) -> None:
-        row = self.quant_table.currentRow()
-        if not 0 <= row < len(self.quants):
-            return
-        quant = self.quants[row][0]
-        self.download_button.setEnabled(False)
-        self.cancel_button.setEnabled(True)
-        downloader = Downloader(models_dir(), token=os.environ.get("HF_TOKEN"))
-        if self.downloads.start(quant, downloader):
-            self.status.setText(f"Downloading {quant.filename}… (it goes on if you close this)")
-        else:
-            self.status.setText("Another download is running (see the status bar).")
-            self.download_button.setEnabled(True)
-            self.cancel_button.setEnabled(False)
-
-    def _show_progress(self, p: DownloadProgress) -> None:
-        self.bar.setValue(int(p.fraction * 1000))
-        eta = f"{p.eta_s:,.0f} s left" if p.eta_s != float("inf") else ""
-        self.speed.setText(
-            f"{_size(p.done)} / {_size(p.total)} · {p.bytes_per_s / MIB:,.1f} MiB/s · {eta}"
-        )
-
-    def _downloaded(self, path: str) -> None:
-        self.download_button.setEnabled(True)
-        self.cancel_button.setEnabled(False)
-        self.status.setText(f"Downloaded and verified: {Path(path).name}")
-        self.chosen_path = path
-        self.refresh_installed()
-        self.accept()
-
-    def _download_failed(self, exc: object) -> None:
-        self.download_button.setEnabled(True)
-        self.cancel_button.setEnabled(False)
-        resume = " Press Download to resume." if "cancel" in str(exc).lower() else ""
-        self.status.setText(f"{exc}{resume}")
 
     def _failed(self, exc: Exception) -> None:
         self.status.setText(str(exc))
@@ -401,18 +226,15 @@ class ModelPicker(QDialog):
         self.accept()
         return True
 
+    def _downloaded(self, path: str) -> None:
+        self.chosen_path = path
+        self.refresh_installed()
+        self.accept()
+
     def done(self, result: int) -> None:
-        for signal, slot in ((self.downloads.progress, self._show_progress),
-                             (self.downloads.finished, self._downloaded),
-                             (self.downloads.failed, self._download_failed)):  # fmt: skip
-            signal.disconnect(slot)  # the window's panel goes on showing the download
+        self.hub.let_go_of_downloads()  # the window's panel goes on showing the download
         if self.downloads.parent() is self:
             self.downloads.join()  # no window to carry it: stop with the dialog
         self.workers.join()
         self.drafts.field.close_workers()
         super().done(result)
-
-
-def _tint(color: str) -> QColor:
-    c = QColor(color)
-    return QColor(c.red(), c.green(), c.blue(), 60)

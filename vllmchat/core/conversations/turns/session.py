@@ -39,6 +39,7 @@ from vllmchat.core.conversations.store.store import (
 from vllmchat.core.conversations.store.tool_steps import ToolStepList
 from vllmchat.core.conversations.turns.documents import Documents, given_in_place
 from vllmchat.core.conversations.turns.reply_parts import ReplyParts
+from vllmchat.core.engine.chat_options import ChatOptions
 from vllmchat.core.engine.events import DoneEvent, EngineError, ErrorEvent, ErrorKind, Event
 from vllmchat.core.engine.protocol import Engine
 from vllmchat.core.settings import LoadSettings, SamplingSettings
@@ -319,7 +320,7 @@ class ChatSession:
         saved_at = time.monotonic()
         stream: Iterator[Event | ToolEvent]
         if images:  # the images go with the prompt (tools take text only)
-            stream = self.client.chat(prompt, sampling, images)
+            stream = self.client.chat(prompt, sampling, ChatOptions(images=images))
         elif self.tool_stream is None:
             stream = self.client.chat(prompt, sampling)
         else:

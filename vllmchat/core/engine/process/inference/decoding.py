@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from vllmchat.core.engine.chat_options import PLAIN, ChatOptions
 from vllmchat.core.engine.events import (
     DoneEvent,
     EngineError,
@@ -53,10 +54,10 @@ class _Reply:
         rt: LlamaRuntime,
         sampling: SamplingSettings,
         key: int,
-        constraint: tuple[str | None, str | None] = (None, None),
+        options: ChatOptions = PLAIN,
     ) -> None:
         self.rt, self.llm, self.sampling = rt, rt.llm, sampling
-        self.sampler = sampler_for(rt.llm, sampling, *constraint)
+        self.sampler = sampler_for(rt.llm, sampling, options.json_schema, options.grammar)
         self.base = rt.llm.n_tokens  # the prompt, in the KV cache
         self.spec = rt.speculator
         self.spec.mode, self.spec.max_k = sampling.speculation, max(1, sampling.draft_max)
@@ -132,16 +133,15 @@ def decode_reply(
     times: tuple[float, float],
     key: int,
     *,
-    json_schema: str | None = None,
-    grammar: str | None = None,
+    options: ChatOptions = PLAIN,
 ) -> None:
-    """Stream the reply to the prompt in the KV cache (its logits are the last); a
-    ``json_schema`` or a GBNF ``grammar`` constrains it (llama.cpp's grammar)."""
+    """Stream the reply to the prompt in the KV cache (its logits are the last); the
+    options' ``json_schema`` or GBNF ``grammar`` constrains it (llama.cpp's grammar)."""
     t0, t_prefilled = times
     llm = rt.llm
     if sampling.seed >= 0:
         llm.set_seed(sampling.seed)
-    reply = _Reply(rt, sampling, key, (json_schema, grammar))
+    reply = _Reply(rt, sampling, key, options)
     room = rt.n_ctx - llm.n_tokens
     max_new = max(0, min(sampling.max_tokens, room))
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")

@@ -14,47 +14,29 @@ import llama_cpp  # before numpy: the CUDA build segfaults in the other order
 
 from vllmchat.core.chat_format import TemplateError, prompt_tokens, render_segments
 from vllmchat.core.chat_templates import BUILTIN_TEMPLATES, builtin_template_for
-from vllmchat.core.engine.events import EngineError, ErrorKind
-from vllmchat.core.engine.exactness import Exactness, Placement, exactness
-from vllmchat.core.engine.failures import classify_load_failure, decode_error
+from vllmchat.core.engine.failures import decode_error
 from vllmchat.core.engine.images import MEDIA_MARKER, check_images
 from vllmchat.core.engine.info import ModelInfo
 from vllmchat.core.engine.model_check import check_model_file
 from vllmchat.core.engine.process.inference.draft_model import DraftModel
+from vllmchat.core.engine.process.inference.model_load import (
+    exactness_at,
+    expert_overrides,
+    open_llama,
+)
 from vllmchat.core.engine.process.inference.speculative import Speculator
 from vllmchat.core.engine.process.inference.vision import Vision
-from vllmchat.core.engine.process.llama import llama_adapter, llama_log
+from vllmchat.core.engine.process.llama import llama_log
 from vllmchat.core.engine.process.llama.llama_adapter import (
     decode_all_logits,
     drop_kv_after,
-    loader_overrides,
 )
-from vllmchat.core.engine.process.llama.overrides import OverrideList, cpu_overrides
-from vllmchat.core.machine import nvml
 from vllmchat.core.models.advisor import display_name
-from vllmchat.core.models.description import describe
-from vllmchat.core.models.hardware_probe import ggml_backends
-from vllmchat.core.settings import GGML_TYPE_IDS, LoadSettings, parse_overrides
+from vllmchat.core.settings import LoadSettings
 from vllmchat.core.thinking import HARMONY_MARKERS, THINK_OPEN, style_of
 from vllmchat.core.tools.prompting import tool_format
 
 _SPECIAL_ATTRS = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL  # user-defined tokens (e.g. "\n") are text
-
-
-def _expert_overrides(header: Any, settings: LoadSettings) -> OverrideList | None:
-    """The overrides for ``n_cpu_moe`` and ``override_tensors``; ``n_cpu_moe`` is refused
-    with the reason on a model without experts."""
-    extra = parse_overrides(settings.override_tensors)
-    if settings.n_cpu_moe <= 0:
-        return cpu_overrides(0, 0, extra)
-    desc = describe(header)
-    if not desc.is_moe:
-        reason = desc.moe_unplaceable_reason or (
-            f"{desc.name or 'This model'} is not a mixture of experts: it has no expert "
-            "tensors to keep in RAM."
-        )
-        raise EngineError(ErrorKind.BAD_REQUEST, f"{reason} Set n_cpu_moe to 0.")
-    return cpu_overrides(settings.n_cpu_moe, desc.n_layer, extra)
 
 
 class LlamaRuntime:
@@ -63,27 +45,11 @@ class LlamaRuntime:
     def __init__(self, settings: LoadSettings) -> None:
         header = check_model_file(settings.model_path)
         self.settings = settings
-        self.overrides = _expert_overrides(header, settings)  # alive as long as the model
+        self.overrides = expert_overrides(header, settings)  # alive as long as the model
         start = time.perf_counter()
         llama_log.install()
         mark = llama_log.mark()
-        stage = "model"
-        try:
-            with loader_overrides(self.overrides.address if self.overrides else None):
-                self.llm = self._new_llama(settings)
-        except MemoryError as exc:
-            raise EngineError(
-                ErrorKind.OOM_LOAD,
-                f"Not enough memory to load the model (n_gpu_layers={settings.n_gpu_layers}).",
-            ) from exc
-        except (ValueError, RuntimeError) as exc:
-            lines = llama_log.lines_since(mark)
-            if any("llama_init_from_model" in ln or "llama_context" in ln for ln in lines) or (
-                "context" in str(exc).lower()
-            ):
-                stage = "context"
-            moe = describe(header).is_moe
-            raise classify_load_failure(lines, settings, stage, moe=moe) from exc
+        self.llm = open_llama(settings, header, self.overrides, mark)
         self.load_s = time.perf_counter() - start
         self._vocab = llama_cpp.llama_model_get_vocab(self.llm.model)
         self._piece_buf = ctypes.create_string_buffer(256)
@@ -93,7 +59,7 @@ class LlamaRuntime:
         self._markup_cache: dict[str, list[str | int]] = {}
         self._last_render: tuple[object, tuple[int, ...]] | None = None
         gpu = settings.n_gpu_layers > 0 and bool(llama_cpp.llama_supports_gpu_offload())
-        self.exactness = self._exactness(settings, header, gpu)
+        self.exactness = exactness_at(self.llm, settings, header, gpu)
         self.speculator = Speculator(gpu=gpu, max_batch=self.exactness.max_batch)
         self.draft: DraftModel | None = None
         if settings.draft_model:
@@ -108,8 +74,12 @@ class LlamaRuntime:
         self.template, source = self._pick_template()
         self.reasoning = style_of(self.template)
         self.passthrough = self._harmony_markers() if self.reasoning == "harmony" else frozenset()
-        model = self.llm.model
-        self.info = ModelInfo(
+        self.info = self._describe(header, source, mark)
+
+    def _describe(self, header: Any, source: str, mark: int) -> ModelInfo:
+        """What the runtime has loaded, for the client (its log read since ``mark``)."""
+        model, settings, vision = self.llm.model, self.settings, self.vision
+        return ModelInfo(
             path=os.path.abspath(settings.model_path),
             architecture=header.architecture,
             n_layer=llama_cpp.llama_model_n_layer(model),
@@ -131,21 +101,12 @@ class LlamaRuntime:
             thinking_toggle="enable_thinking" in self.template,
             exact_verify=self.exactness.exact,
             exact_verify_reason=self.exactness.reason,
-            vision=self.vision is not None,
-            mmproj_path=os.path.abspath(settings.mmproj_path) if self.vision else "",
-            image_tokens=self.vision.info.image_tokens if self.vision else 0,
-            image_max_side=self.vision.max_side if self.vision else 0,
+            vision=vision is not None,
+            mmproj_path=os.path.abspath(settings.mmproj_path) if vision else "",
+            image_tokens=vision.info.image_tokens if vision else 0,
+            image_max_side=vision.max_side if vision else 0,
             tool_format=tool_format(self.template),
         )
-
-    def _exactness(self, settings: LoadSettings, header: Any, gpu: bool) -> Exactness:
-        """Whether this build and placement give a verify's rows single steps' logits."""
-        ring = llama_cpp.llama_model_n_swa(self.llm.model) > 0 and not settings.swa_full
-        compute = tuple(nvml.compute_capabilities()) if gpu else ()
-        at = Placement(gpu_layers=gpu, backends=tuple(b.name for b in ggml_backends()),
-                       flash_attn=settings.flash_attn, moe=describe(header).is_moe,
-                       swa_ring=ring, compute=compute)  # fmt: skip
-        return exactness(llama_adapter.batch_invariant_build(), at)
 
     def _harmony_markers(self) -> frozenset[int]:
         """gpt-oss's channel markers: control tokens that are part of the reply's text."""
@@ -168,26 +129,6 @@ class LlamaRuntime:
         if self.is_eog(token):
             return True
         return self.is_special(token) and token not in self.passthrough
-
-    @staticmethod
-    def _new_llama(settings: LoadSettings) -> llama_cpp.Llama:
-        split = list(settings.split)
-        return llama_cpp.Llama(
-            model_path=settings.model_path,
-            n_gpu_layers=settings.n_gpu_layers,
-            tensor_split=split or None,
-            n_ctx=settings.n_ctx,
-            n_threads=settings.n_threads,
-            n_threads_batch=settings.threads_batch,
-            n_batch=settings.n_batch,
-            n_ubatch=settings.n_ubatch,
-            flash_attn=settings.flash_attn,
-            type_k=GGML_TYPE_IDS[settings.type_k],
-            type_v=GGML_TYPE_IDS[settings.type_v],
-            use_mmap=settings.use_mmap,
-            swa_full=settings.swa_full,
-            verbose=False,
-        )
 
     # -- vocabulary -------------------------------------------------------
     def tokenize(self, text: str, *, special: bool) -> list[int]:

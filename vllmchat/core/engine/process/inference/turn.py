@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from vllmchat.core.chat_format import TemplateError
+from vllmchat.core.engine.chat_options import PLAIN, ChatOptions
 from vllmchat.core.engine.events import (
     DoneEvent,
     EngineError,
@@ -19,7 +20,7 @@ from vllmchat.core.engine.events import (
     StatsEvent,
     TurnStats,
 )
-from vllmchat.core.engine.images import ImageInput, image_bytes
+from vllmchat.core.engine.images import image_bytes
 from vllmchat.core.engine.process.inference.decoding import conversation_key, decode_reply
 from vllmchat.core.engine.process.inference.runtime import LlamaRuntime
 from vllmchat.core.engine.process.inference.speculative import common_prefix
@@ -96,19 +97,16 @@ def run_turn(
     *,
     should_stop: Callable[[], bool],
     emit: Emit,
-    images: Sequence[ImageInput] = (),
-    tools: str | None = None,
-    json_schema: str | None = None,
-    grammar: str | None = None,
+    options: ChatOptions = PLAIN,
 ) -> None:
-    """Answer the last message, streaming events through ``emit``; ``images`` go where
-    the messages hold ``MEDIA_MARKER``, in order.
+    """Answer the last message, streaming events through ``emit``; ``options.images`` go
+    where the messages hold ``MEDIA_MARKER``, in order.
 
-    ``tools`` (OpenAI's list, JSON) goes to the template; ``json_schema`` or ``grammar``
-    (GBNF) constrains the reply with llama.cpp's grammar (without speculation).
+    ``options.tools`` (OpenAI's list, JSON) goes to the template; ``json_schema`` or
+    ``grammar`` (GBNF) constrains the reply with llama.cpp's grammar (without speculation).
     """
     try:
-        _run_turn(rt, messages, sampling, should_stop, emit, images, tools, json_schema, grammar)
+        _run_turn(rt, messages, sampling, should_stop, emit, options)
     finally:
         if rt.vision is not None:
             rt.vision.end_turn()  # the image chunks are freed; their ids stay known
@@ -120,18 +118,15 @@ def _run_turn(
     sampling: SamplingSettings,
     should_stop: Callable[[], bool],
     emit: Emit,
-    images: Sequence[ImageInput],
-    tools: str | None,
-    json_schema: str | None,
-    grammar: str | None,
+    options: ChatOptions,
 ) -> None:
     t0 = time.perf_counter()
     if not messages:
         emit(ErrorEvent(ErrorKind.BAD_REQUEST, "There is no message to answer."))
         return
     try:
-        data = [image_bytes(i) for i in images]
-        tool_list = json.loads(tools) if tools else None
+        data = [image_bytes(i) for i in options.images]
+        tool_list = json.loads(options.tools) if options.tools else None
         prompt = rt.render(messages, thinking=sampling.thinking, images=data, tools=tool_list)
     except (TemplateError, ValueError) as exc:
         emit(ErrorEvent(ErrorKind.BAD_REQUEST, str(exc)))
@@ -179,7 +174,7 @@ def _run_turn(
         emit(ErrorEvent(exc.kind, exc.message))
         return
     t_prefilled = time.perf_counter()
-    if json_schema or grammar:
+    if options.constrained:
         sampling = replace(sampling, speculation="off")
     decode_reply(
         rt,
@@ -189,8 +184,7 @@ def _run_turn(
         base,
         (t0, t_prefilled),
         conversation_key(messages),
-        json_schema=json_schema,
-        grammar=grammar,
+        options=options,
     )
     settle_pending(rt)
 

@@ -47,10 +47,7 @@ def chat(ctx: Context, r: rq.Chat) -> None:
         r.sampling,
         should_stop=ctx.stop_requested,
         emit=ctx.turn_emitter(),
-        images=r.images,
-        tools=r.tools,
-        json_schema=r.json_schema,
-        grammar=r.grammar,
+        options=r.options,
     )
 
 
