@@ -24,7 +24,13 @@ from vllmchat.core.engine.info import ModelInfo
 from vllmchat.core.settings import SamplingSettings
 from vllmchat.core.tools.approval import ApprovalPolicy, TurnGuard, tool_step
 from vllmchat.core.tools.calls import parse_reply
-from vllmchat.core.tools.events import ToolCall, ToolEvent, ToolInfo, ToolResult
+from vllmchat.core.tools.events import (
+    ToolCall,
+    ToolEvent,
+    ToolInfo,
+    ToolResult,
+    ToolStepPrompted,
+)
 from vllmchat.core.tools.manager import ToolServerManager
 from vllmchat.core.tools.prompting import (
     TEXT_GRAMMAR,
@@ -150,15 +156,18 @@ class ToolTurn:
             step_results = yield from self._run_calls(parsed.calls, parsed.malformed, guard)
             answer_now = answer_now or (guard.stopped and not self.has_format)
             results.extend(step_results)
-            for result in step_results:
-                message = result_message(
+            carried = [
+                result_message(
                     result.text,
                     call_id=result.call.call_id,
                     name=result.call.name,
                     has_format=self.has_format,
                 )
-                history.append(message)
-                added.append(message)
+                for result in step_results
+            ]
+            history += carried
+            added += carried
+            yield ToolStepPrompted((dict(reply), *carried), tuple(done.token_ids))
 
     def _run_calls(
         self, calls: Sequence[ToolCall], malformed: Sequence[str], guard: TurnGuard
@@ -194,8 +203,10 @@ def tool_stream(
     *,
     max_steps: int = 8,
     tool_choice: ToolChoice = "auto",
+    offered: Callable[[], Sequence[ToolInfo]] | None = None,
 ) -> Callable[[list[dict[str, str]], SamplingSettings], Iterator[Event | ToolEvent]]:
-    """A chat session's turn with the manager's tools (its servers start at the first)."""
+    """A chat session's turn with the manager's tools (its servers start at the first);
+    ``offered``: the tools to offer of them, asked at each turn (default: all)."""
 
     def run_call(tool: ToolInfo, call: ToolCall) -> ToolResult:
         return manager.call(tool, call).result()
@@ -206,7 +217,7 @@ def tool_stream(
         manager.start_stopped()
         turn = ToolTurn(
             cast(ToolEngine, engine),
-            manager.tools(),
+            offered() if offered is not None else manager.tools(),
             run_call,
             policy,
             conversation,
