@@ -40,3 +40,43 @@ def test_a_broken_mcp_config_stops_the_chat_before_it_starts(tmp_path: Path) -> 
     )
     assert proc.returncode == 2
     assert "line 1, column 22" in proc.stderr
+
+
+def test_tools_on_and_off_for_the_conversation_and_an_always_approval_revoked(
+    demo_model, tmp_path: Path
+) -> None:
+    config = tmp_path / "mcp.json"
+    config.write_text(
+        json.dumps({"mcpServers": {"demo": {"command": sys.executable, "args": [SERVER]}}})
+    )
+    approved = tmp_path / "mcp-approved.json"
+    approved.write_text(json.dumps(["demo_add", "demo_echo"]))
+    lines = [
+        "/tools",
+        "/tools off demo",
+        "/tools on demo_add",
+        "/tools on nope",
+        "/tools",
+        "/tools revoke demo_add",
+        "What is 2 plus 40?",
+        "a",  # the call asks again: allowed always, kept again
+        "/quit",
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-m", "vllmchat", "chat", "--mcp", str(config), "--n-ctx", "2048",
+         "--max-tokens", "64", "--temperature", "0", "--tool-choice", "required"],
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )  # fmt: skip
+    out = proc.stdout
+    assert proc.returncode == 0, proc.stderr
+    assert "always allowed: demo_add, demo_echo" in out
+    assert "demo off in this conversation from its next turn; offered: no tools" in out
+    assert "demo_add on in this conversation from its next turn; offered: demo_add" in out
+    assert "error: There is no server or tool named 'nope'" in out
+    assert "off in this conversation: echo, fail, big, sleep, crash, env" in out
+    assert "demo_add: no longer always allowed; each call asks again" in out
+    assert "[tool call] demo · add" in out and "[demo_add: ok] 42" in out
+    assert sorted(json.loads(approved.read_text())) == ["demo_add", "demo_echo"]

@@ -72,7 +72,7 @@ def test_prompts_and_the_pick_are_exported_and_imported(tmp_path: Path) -> None:
         bad = tmp_path / "bad.json"
         bad.write_text(json.dumps(data))
         before = len(store.conversations())
-        with pytest.raises(StoreError, match="bad.json: A tool step's prompt is malformed"):
+        with pytest.raises(StoreError, match=r"bad\.json: A tool step's prompt is malformed"):
             import_file(store, bad)
         assert len(store.conversations()) == before  # nothing imported
     finally:

@@ -9,7 +9,6 @@ always allowed are kept in ``mcp-approved.json`` next to ``mcp.json``.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +20,7 @@ from vllmchat.core.app.tool_turns import ToolChoice
 from vllmchat.core.conversations.store.store import ConversationStore
 from vllmchat.core.conversations.store.tool_steps import ToolStepList
 from vllmchat.core.tools.approval import ApprovalPolicy
+from vllmchat.core.tools.approved import load_approved, save_approved
 from vllmchat.core.tools.config import ConfigError, ToolsConfig, config_path, load_config
 from vllmchat.core.tools.events import (
     Approval,
@@ -38,19 +38,6 @@ from vllmchat.ui.window.engine_bridge import EngineBridge
 
 log = logging.getLogger(__name__)
 Notify = Callable[[str, int], None]
-
-
-def approved_path(config_file: Path) -> Path:
-    return config_file.with_name("mcp-approved.json")
-
-
-def load_approved(config_file: Path) -> list[str]:
-    """The tools the user always allows (none where the file is missing or unreadable)."""
-    try:
-        names = json.loads(approved_path(config_file).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
-    return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
 
 
 class ToolActions(QObject):
@@ -148,11 +135,9 @@ class ToolActions(QObject):
 
     def _answered(self, approval: Approval) -> None:
         if approval.decision == "always" and self.asked is not None:
-            names = sorted(self.policy.always | {self.asked.call.name})
-            try:
-                approved_path(self.config_file).write_text(json.dumps(names), encoding="utf-8")
-            except OSError as exc:
-                self.notify(f"Allowed for this session only: {exc}", 15_000)
+            failed = save_approved(self.config_file, self.policy.always | {self.asked.call.name})
+            if failed:
+                self.notify(f"Allowed for this session only: {failed}", 15_000)
         self.asked = None
 
     def show_call(self, event: ToolCallFinished) -> None:
