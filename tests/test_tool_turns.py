@@ -104,3 +104,21 @@ def test_a_repeated_call_is_stopped(manager: ToolServerManager) -> None:
     _, done = drive(turn.run([{"role": "user", "content": "Add."}]), Approval("once"))
     assert [r.kind for r in done.results] == ["ok", "repeated", "repeated", "step_limit"]
     assert done.loop_stopped
+
+
+def test_a_result_too_large_for_the_context_is_cut_to_fit_with_a_note(
+    demo_client, manager: ToolServerManager
+) -> None:
+    """The call is recorded output on the real model's info (n_ctx 2048): the demo model
+    does not pick a result's size on cue."""
+    tools = [t for t in manager.tools() if t.name == "big"]
+    engine = RecordedEngine(demo_client.info, '{"name": "demo_big", "arguments": {"size": 50000}}')
+    run = lambda tool, call: manager.call(tool, call).result(60)  # noqa: E731
+    turn = ToolTurn(engine, tools, run, ApprovalPolicy(always=["demo_big"]), "c5", max_steps=1)
+    events, done = drive(turn.run([{"role": "user", "content": "Big."}]), Approval("once"))
+    first = done.results[0]
+    assert first.kind == "ok" and first.truncated
+    assert first.text.startswith("x" * 1024) and "x" * 1025 not in first.text
+    assert "cut to 1,024 of its 50,000 characters to fit the context of 2,048" in first.text
+    shown = next(e.result for e in events if isinstance(e, ToolCallFinished))
+    assert shown == first  # what the user sees is what the model was shown

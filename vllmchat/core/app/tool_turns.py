@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol, cast
 
 from vllmchat.core.engine.events import DoneEvent, ErrorEvent, Event, TurnStats
@@ -41,6 +41,7 @@ from vllmchat.core.tools.prompting import (
 )
 
 ToolChoice = Literal["auto", "required", "none"]
+MIN_RESULT_CHARS = 400  # a result is never cut shorter than this to fit the context
 Message = Mapping[str, str]
 
 
@@ -86,6 +87,7 @@ class ToolTurn:
     tool_choice: ToolChoice = "auto"
     should_stop: Callable[[], bool] = lambda: False
     _by_name: dict[str, ToolInfo] = field(init=False, default_factory=dict)
+    _used: int = field(init=False, default=0)  # tokens of the context the turn has used
 
     def __post_init__(self) -> None:
         self._by_name = {t.model_name: t for t in self.tools}
@@ -138,6 +140,7 @@ class ToolTurn:
             if done is None:
                 return ToolTurnDone("", tuple(added), tuple(results), tuple(stats))
             stats.append(done.stats)
+            self._used = done.stats.prompt_tokens + done.stats.decode_tokens
             reply: Message = {"role": "assistant", "content": done.text}
             history.append(reply)
             added.append(reply)
@@ -182,7 +185,7 @@ class ToolTurn:
             result = yield from tool_step(
                 call,
                 find_tool=self._by_name.get,
-                run=self.run_call,
+                run=lambda tool, call: self._fit(self.run_call(tool, call)),
                 policy=self.policy,
                 conversation=self.conversation,
                 guard=guard,
@@ -192,6 +195,23 @@ class ToolTurn:
             if result.kind == "step_limit":
                 break
         return results
+
+    def _fit(self, result: ToolResult) -> ToolResult:
+        """``result`` cut, with a note, to half the context left (the answer needs the
+        rest): a character is counted as a token, the most it can take."""
+        info = self.engine.info
+        if info is None or info.n_ctx <= 0:
+            return result
+        limit = max(MIN_RESULT_CHARS, (info.n_ctx - self._used) // 2)
+        size = len(result.text)
+        if size > limit:
+            note = (
+                f"\n[The result was cut to {limit:,} of its {size:,} characters to fit the "
+                f"context of {info.n_ctx:,} tokens.]"
+            )
+            result = replace(result, text=result.text[:limit] + note, truncated=True)
+        self._used += min(size, limit)
+        return result
 
 
 def tool_stream(

@@ -16,6 +16,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QVBoxLayout, QWidget
 
+from vllmchat.core.app.events import EditRefused, ToolPickChanged
 from vllmchat.core.app.tool_turns import ToolChoice
 from vllmchat.core.conversations.store.store import ConversationStore
 from vllmchat.core.conversations.store.tool_steps import ToolStepList
@@ -34,6 +35,7 @@ from vllmchat.core.tools.manager import ToolServerManager
 from vllmchat.ui.chat.approval_prompt import ApprovalPrompt
 from vllmchat.ui.chat.chat_view import ChatView
 from vllmchat.ui.chat.tool_call_fold import fold_into
+from vllmchat.ui.dialogs.tool_lists import ApprovedList, ToolPickList
 from vllmchat.ui.window.engine_bridge import EngineBridge
 
 log = logging.getLogger(__name__)
@@ -52,8 +54,10 @@ class ToolActions(QObject):
         notify: Notify,
         store: ConversationStore,
         config_file: Path | None = None,
+        conversation: Callable[[], int | None] = lambda: None,
     ) -> None:
         super().__init__(parent)
+        self.conversation = conversation  # the conversation shown
         self.bridge, self.window, self.chat, self.prompt = bridge, parent, chat, prompt
         self.store = store
         self.notify = notify
@@ -64,12 +68,16 @@ class ToolActions(QObject):
         self.manager: ToolServerManager | None = None  # swapped on the engine's thread
         self.asked: ApprovalNeeded | None = None
         self.results: list[ToolResult] = []  # this window's calls, in order (tests)
+        self.approved: ApprovedList | None = None  # the Tools dialog's, while open
+        self.pick: ToolPickList | None = None  # this conversation's tools, while shown
 
     def wire(self) -> None:
         tools = self.bridge.events.tools
         tools.approval_needed.connect(self.ask)
         tools.call_finished.connect(self.show_call)
         tools.server_status.connect(self.show_status)
+        tools.pick_changed.connect(self._pick_changed)
+        self.bridge.events.edit_refused.connect(self._pick_refused)
         self.bridge.events.turn_finished.connect(self.withdraw)
         self.bridge.events.turn_failed.connect(self.withdraw)
         self.prompt.answered.connect(self._answered)
@@ -111,13 +119,71 @@ class ToolActions(QObject):
         dialog.resize(720, 560)
         layout = QVBoxLayout(dialog)
         self.tab = ToolsTab(self.config_file, dialog)
-        layout.addWidget(self.tab)
+        layout.addWidget(self.tab, 3)
+        self.approved = ApprovedList(dialog)
+        self.approved.set_names(self.policy.always)
+        self.approved.revoke_requested.connect(self.revoke)
+        layout.addWidget(self.approved, 1)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
         buttons.rejected.connect(dialog.reject)
         layout.addWidget(buttons)
         dialog.finished.connect(self.start)
         dialog.open()
         self.dialog = dialog
+
+    def revoke(self, name: str) -> None:
+        """A tool always allowed asks before each call again (``mcp-approved.json``)."""
+        self.policy.revoke(name)
+        failed = save_approved(self.config_file, self.policy.always)
+        self.notify(f"Revoked for this session only: {failed}" if failed
+                    else f"{name}: each call asks again.", 10_000)  # fmt: skip
+        if self.approved is not None:
+            self.approved.set_names(self.policy.always)
+
+    # -- the tools this conversation offers --------------------------------------------
+    def open_pick(self) -> None:
+        """The checkbox list of this conversation's tools (its servers started to list them)."""
+        dialog = QDialog(self.window)
+        dialog.setWindowTitle("Tools in this conversation")
+        dialog.resize(420, 480)
+        layout = QVBoxLayout(dialog)
+        self.pick = ToolPickList(dialog)
+        layout.addWidget(self.pick)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        buttons.rejected.connect(dialog.reject)
+        layout.addWidget(buttons)
+        self.pick.switched.connect(self.switch)
+        self.bridge.events.tools.server_status.connect(lambda _s: self.show_pick())
+        if self.manager is not None:
+            for status in self.manager.statuses():
+                if status.state == "stopped":
+                    self.manager.start(status.server)  # each one's state is announced
+        self.show_pick()
+        dialog.open()
+        self.pick_dialog = dialog
+
+    def show_pick(self) -> None:
+        conversation, pick = self.conversation(), self.pick
+        if pick is None or conversation is None:
+            return
+        manager = self.manager
+        servers = [s.name for s in manager.config.servers if not s.disabled] if manager else []
+        tools = manager.tools() if manager else []
+        pick.show_tools(servers, tools, self.bridge.app.tool_picks.pick(conversation).off)
+
+    def switch(self, names: list[str], on: bool) -> None:
+        """The user's change: an intent to the application layer, announced as its event."""
+        conversation = self.conversation()
+        if conversation is not None:
+            self.bridge.events.publish(self.bridge.app.tool_picks.switch(conversation, names, on))
+
+    def _pick_changed(self, event: ToolPickChanged) -> None:
+        self.notify(event.message, 8_000)
+        self.show_pick()
+
+    def _pick_refused(self, event: EditRefused) -> None:
+        if event.action == "tools":  # the message is the status bar's: the boxes put back
+            self.show_pick()
 
     def close(self) -> None:
         """After the engine's thread has ended: the servers stopped."""
