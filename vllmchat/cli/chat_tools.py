@@ -88,7 +88,7 @@ def show_tool_event(event: Any, out: TextIO, read_line: Callable[[], str]) -> bo
         result = event.result
         first = result.text.strip().splitlines()[0][:160] if result.text.strip() else ""
         cut = " (cut)" if result.truncated else ""
-        out.write(f"[{result.call.name}: {result.kind}{cut}] {first}\n")
+        out.write(f"[{result.call.name or 'tool call'}: {result.kind}{cut}] {first}\n")
     elif isinstance(event, ServerStatus):
         why = f": {event.message}" if event.message else ""
         out.write(f"[tools: {event.server} {event.state}{why}]\n")

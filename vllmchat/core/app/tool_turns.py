@@ -26,6 +26,7 @@ from vllmchat.core.tools.approval import ApprovalPolicy, TurnGuard, tool_step
 from vllmchat.core.tools.calls import parse_reply
 from vllmchat.core.tools.events import (
     ToolCall,
+    ToolCallFinished,
     ToolEvent,
     ToolInfo,
     ToolResult,
@@ -156,7 +157,11 @@ class ToolTurn:
             if choice == "required" and not self.has_format:
                 answer_now = True  # a constrained call, then a plain answer
             choice = "auto"  # a required call is required once
-            step_results = yield from self._run_calls(parsed.calls, parsed.malformed, guard)
+            malformed = parsed.malformed
+            if done.stop_reason in ("max_tokens", "context_full"):  # the call was cut off
+                cut = "the reply reached its token limit (max tokens) before the call ended"
+                malformed = tuple(f"{why}; {cut}" for why in malformed)
+            step_results = yield from self._run_calls(parsed.calls, malformed, guard)
             answer_now = answer_now or (guard.stopped and not self.has_format)
             results.extend(step_results)
             carried = [
@@ -177,10 +182,11 @@ class ToolTurn:
     ) -> Generator[ToolEvent, None, list[ToolResult]]:
         results: list[ToolResult] = []
         for n, why in enumerate(malformed):
-            bad = ToolCall("", {}, f"malformed_{n}")
-            results.append(
-                ToolResult(bad, "malformed_call", f"The tool call could not be read: {why}.")
-            )
+            result = guard.malformed(ToolCall("", {}, f"malformed_{n}"), why)
+            yield ToolCallFinished(result)  # shown: the turn goes on to the model's next step
+            results.append(result)
+            if result.kind == "step_limit":
+                return results
         for call in calls:
             result = yield from tool_step(
                 call,
