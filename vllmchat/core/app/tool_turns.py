@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol, cast
 
 from vllmchat.core.engine.chat_options import PLAIN, ChatOptions
@@ -25,7 +25,14 @@ from vllmchat.core.engine.info import ModelInfo
 from vllmchat.core.settings import SamplingSettings
 from vllmchat.core.tools.approval import ApprovalPolicy, TurnGuard, tool_step
 from vllmchat.core.tools.calls import parse_reply
-from vllmchat.core.tools.events import ToolCall, ToolEvent, ToolInfo, ToolResult
+from vllmchat.core.tools.events import (
+    ToolCall,
+    ToolCallFinished,
+    ToolEvent,
+    ToolInfo,
+    ToolResult,
+    ToolStepPrompted,
+)
 from vllmchat.core.tools.manager import ToolServerManager
 from vllmchat.core.tools.prompting import (
     TEXT_GRAMMAR,
@@ -36,6 +43,7 @@ from vllmchat.core.tools.prompting import (
 )
 
 ToolChoice = Literal["auto", "required", "none"]
+MIN_RESULT_CHARS = 400  # a result is never cut shorter than this to fit the context
 Message = Mapping[str, str]
 
 
@@ -78,6 +86,7 @@ class ToolTurn:
     tool_choice: ToolChoice = "auto"
     should_stop: Callable[[], bool] = lambda: False
     _by_name: dict[str, ToolInfo] = field(init=False, default_factory=dict)
+    _used: int = field(init=False, default=0)  # tokens of the context the turn has used
 
     def __post_init__(self) -> None:
         self._by_name = {t.model_name: t for t in self.tools}
@@ -129,6 +138,7 @@ class ToolTurn:
             if done is None:
                 return ToolTurnDone("", tuple(added), tuple(results), tuple(stats))
             stats.append(done.stats)
+            self._used = done.stats.prompt_tokens + done.stats.decode_tokens
             reply: Message = {"role": "assistant", "content": done.text}
             history.append(reply)
             added.append(reply)
@@ -144,33 +154,41 @@ class ToolTurn:
             if choice == "required" and not self.has_format:
                 answer_now = True  # a constrained call, then a plain answer
             choice = "auto"  # a required call is required once
-            step_results = yield from self._run_calls(parsed.calls, parsed.malformed, guard)
+            malformed = parsed.malformed
+            if done.stop_reason in ("max_tokens", "context_full"):  # the call was cut off
+                cut = "the reply reached its token limit (max tokens) before the call ended"
+                malformed = tuple(f"{why}; {cut}" for why in malformed)
+            step_results = yield from self._run_calls(parsed.calls, malformed, guard)
             answer_now = answer_now or (guard.stopped and not self.has_format)
             results.extend(step_results)
-            for result in step_results:
-                message = result_message(
+            carried = [
+                result_message(
                     result.text,
                     call_id=result.call.call_id,
                     name=result.call.name,
                     has_format=self.has_format,
                 )
-                history.append(message)
-                added.append(message)
+                for result in step_results
+            ]
+            history += carried
+            added += carried
+            yield ToolStepPrompted((dict(reply), *carried), tuple(done.token_ids))
 
     def _run_calls(
         self, calls: Sequence[ToolCall], malformed: Sequence[str], guard: TurnGuard
     ) -> Generator[ToolEvent, None, list[ToolResult]]:
         results: list[ToolResult] = []
         for n, why in enumerate(malformed):
-            bad = ToolCall("", {}, f"malformed_{n}")
-            results.append(
-                ToolResult(bad, "malformed_call", f"The tool call could not be read: {why}.")
-            )
+            result = guard.malformed(ToolCall("", {}, f"malformed_{n}"), why)
+            yield ToolCallFinished(result)  # shown: the turn goes on to the model's next step
+            results.append(result)
+            if result.kind == "step_limit":
+                return results
         for call in calls:
             result = yield from tool_step(
                 call,
                 find_tool=self._by_name.get,
-                run=self.run_call,
+                run=lambda tool, call: self._fit(self.run_call(tool, call)),
                 policy=self.policy,
                 conversation=self.conversation,
                 guard=guard,
@@ -180,6 +198,23 @@ class ToolTurn:
             if result.kind == "step_limit":
                 break
         return results
+
+    def _fit(self, result: ToolResult) -> ToolResult:
+        """``result`` cut, with a note, to half the context left (the answer needs the
+        rest): a character is counted as a token, the most it can take."""
+        info = self.engine.info
+        if info is None or info.n_ctx <= 0:
+            return result
+        limit = max(MIN_RESULT_CHARS, (info.n_ctx - self._used) // 2)
+        size = len(result.text)
+        if size > limit:
+            note = (
+                f"\n[The result was cut to {limit:,} of its {size:,} characters to fit the "
+                f"context of {info.n_ctx:,} tokens.]"
+            )
+            result = replace(result, text=result.text[:limit] + note, truncated=True)
+        self._used += min(size, limit)
+        return result
 
 
 def tool_stream(
@@ -191,8 +226,10 @@ def tool_stream(
     *,
     max_steps: int = 8,
     tool_choice: ToolChoice = "auto",
+    offered: Callable[[], Sequence[ToolInfo]] | None = None,
 ) -> Callable[[list[dict[str, str]], SamplingSettings], Iterator[Event | ToolEvent]]:
-    """A chat session's turn with the manager's tools (its servers start at the first)."""
+    """A chat session's turn with the manager's tools (its servers start at the first);
+    ``offered``: the tools to offer of them, asked at each turn (default: all)."""
 
     def run_call(tool: ToolInfo, call: ToolCall) -> ToolResult:
         return manager.call(tool, call).result()
@@ -203,7 +240,7 @@ def tool_stream(
         manager.start_stopped()
         turn = ToolTurn(
             cast(ToolEngine, engine),
-            manager.tools(),
+            offered() if offered is not None else manager.tools(),
             run_call,
             policy,
             conversation,

@@ -22,6 +22,18 @@ CREATE TABLE tool_steps (
 CREATE INDEX tool_steps_by_message ON tool_steps(message_id, position);
 """
 
+TOOL_PROMPTS_SCHEMA = """
+CREATE TABLE tool_prompts (  -- a reply's tool steps as the model was given them
+    message_id INTEGER PRIMARY KEY REFERENCES messages(id) ON DELETE CASCADE,
+    messages TEXT NOT NULL
+);
+ALTER TABLE conversations ADD COLUMN tool_pick TEXT;  -- tools turned off (JSON), NULL: unset
+CREATE TABLE tool_pick_last (  -- the user's last pick: a new conversation's
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    off TEXT NOT NULL
+);
+"""
+
 MIGRATIONS: list[str] = [
     # 1: conversations, a tree of messages (branches), summaries, full-text search.
     """
@@ -104,6 +116,9 @@ MIGRATIONS: list[str] = [
     ATTACHMENTS_SCHEMA,
     # 6: the tool steps of a reply: each call, how it ended, what the model was shown.
     TOOL_STEPS_SCHEMA,
+    # 7: a reply's tool steps as prompted (calls as sampled, results as shown), and the
+    # tools picked for each conversation.
+    TOOL_PROMPTS_SCHEMA,
 ]
 
 
