@@ -88,6 +88,7 @@ class RecordedEngine:
         self,
         messages: Sequence[Message],
         sampling: SamplingSettings | None = None,
+        images: Sequence[bytes] = (),
         *,
         tools: str | None = None,
         json_schema: str | None = None,

@@ -21,6 +21,7 @@ from typing import Literal, Protocol, cast
 
 from vllmchat.core.engine.events import DoneEvent, ErrorEvent, Event, TurnStats
 from vllmchat.core.engine.info import ModelInfo
+from vllmchat.core.engine.media_text import neutralise
 from vllmchat.core.settings import SamplingSettings
 from vllmchat.core.tools.approval import ApprovalPolicy, TurnGuard, tool_step
 from vllmchat.core.tools.calls import parse_reply
@@ -48,6 +49,7 @@ class ToolEngine(Protocol):
         self,
         messages: Sequence[Message],
         sampling: SamplingSettings | None = None,
+        images: Sequence[bytes] = (),
         *,
         tools: str | None = None,
         json_schema: str | None = None,
@@ -94,17 +96,22 @@ class ToolTurn:
         if not self.tools or self.tool_choice == "none":
             return list(messages), None
         if self.has_format:
-            return list(messages), json.dumps(openai_tools(self.tools), ensure_ascii=False)
-        described = fallback_system_prompt(self.tools)
+            listed = json.dumps(openai_tools(self.tools), ensure_ascii=False)
+            return list(messages), neutralise(listed)  # the marker is never JSON syntax
+        described = neutralise(fallback_system_prompt(self.tools))
         if messages and messages[0]["role"] == "system":
             first = {"role": "system", "content": f"{described}\n\n{messages[0]['content']}"}
             return [first, *messages[1:]], None
         return [{"role": "system", "content": described}, *messages], None
 
     def run(
-        self, messages: Sequence[Message], sampling: SamplingSettings | None = None
+        self,
+        messages: Sequence[Message],
+        sampling: SamplingSettings | None = None,
+        images: Sequence[bytes] = (),
     ) -> Generator[Event | ToolEvent, None, ToolTurnDone]:
-        """Answer the last message, calling tools as the model asks and the user allows."""
+        """Answer the last message, calling tools as the model asks and the user allows;
+        ``images``: one per marker in ``messages``, sent with every step."""
         guard = TurnGuard(self.max_steps)
         history = list(messages)
         added: list[Message] = []
@@ -120,9 +127,11 @@ class ToolTurn:
             elif choice == "required" and not self.has_format and self.tools:
                 schema = json.dumps(call_schema(self.tools))
             done: DoneEvent | None = None
-            chat = self.engine.chat(
-                prompt, sampling, tools=tools, json_schema=schema, grammar=grammar
-            )
+            constraints = {"tools": tools, "json_schema": schema, "grammar": grammar}
+            if images:
+                chat = self.engine.chat(prompt, sampling, images, **constraints)
+            else:  # as before: an engine that takes no images keeps working
+                chat = self.engine.chat(prompt, sampling, **constraints)
             for event in chat:
                 yield event
                 if isinstance(event, ErrorEvent):
@@ -132,7 +141,7 @@ class ToolTurn:
             if done is None:
                 return ToolTurnDone("", tuple(added), tuple(results), tuple(stats))
             stats.append(done.stats)
-            reply: Message = {"role": "assistant", "content": done.text}
+            reply: Message = {"role": "assistant", "content": neutralise(done.text)}
             history.append(reply)
             added.append(reply)
             parsed = parse_reply(done.text)
@@ -152,7 +161,7 @@ class ToolTurn:
             results.extend(step_results)
             for result in step_results:
                 message = result_message(
-                    result.text,
+                    neutralise(result.text),
                     call_id=result.call.call_id,
                     name=result.call.name,
                     has_format=self.has_format,
@@ -194,14 +203,16 @@ def tool_stream(
     *,
     max_steps: int = 8,
     tool_choice: ToolChoice = "auto",
-) -> Callable[[list[dict[str, str]], SamplingSettings], Iterator[Event | ToolEvent]]:
+) -> Callable[
+    [list[dict[str, str]], SamplingSettings, Sequence[bytes]], Iterator[Event | ToolEvent]
+]:
     """A chat session's turn with the manager's tools (its servers start at the first)."""
 
     def run_call(tool: ToolInfo, call: ToolCall) -> ToolResult:
         return manager.call(tool, call).result()
 
     def stream(
-        prompt: list[dict[str, str]], sampling: SamplingSettings
+        prompt: list[dict[str, str]], sampling: SamplingSettings, images: Sequence[bytes] = ()
     ) -> Iterator[Event | ToolEvent]:
         manager.start_stopped()
         turn = ToolTurn(
@@ -214,6 +225,6 @@ def tool_stream(
             tool_choice=tool_choice,
             should_stop=should_stop,
         )
-        yield from turn.run(prompt, sampling)
+        yield from turn.run(prompt, sampling, images)
 
     return stream

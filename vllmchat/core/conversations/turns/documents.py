@@ -28,6 +28,7 @@ from vllmchat.core.attachments.prompt import (
 from vllmchat.core.conversations.store.attachment_list import AttachmentList
 from vllmchat.core.conversations.store.store import Message
 from vllmchat.core.engine.images import MEDIA_MARKER
+from vllmchat.core.engine.media_text import neutralise
 from vllmchat.core.engine.protocol import Engine
 
 
@@ -56,9 +57,10 @@ class BranchDocuments:
         return bool(self.whole(message))
 
     def with_images(self, message: Message) -> str:
-        """``message``'s text (as ``view`` gives it) with one marker per image before it."""
+        """``message``'s text (as ``view`` gives it) with one marker per image before it;
+        a marker in the text itself (typed, or in a document) is made plain text."""
         images = self.images_by_message.get(message.id, ())
-        return "".join(f"{MEDIA_MARKER}\n" for _ in images) + message.content
+        return "".join(f"{MEDIA_MARKER}\n" for _ in images) + neutralise(message.content)
 
     def images(self, messages: Sequence[Message]) -> list[bytes]:
         """The bytes of the images of ``messages``, in the order their markers appear."""
@@ -150,7 +152,8 @@ class Documents:
         hits = self.search(ids, path[-1].content, room)
         last, before = prompt[-1]["content"], len(self.client.render(prompt))
         while hits:
-            given = [*prompt[:-1], {"role": "user", "content": with_passages(last, hits)}]
+            shown = [replace(h, text=neutralise(h.text)) for h in hits]
+            given = [*prompt[:-1], {"role": "user", "content": with_passages(last, shown)}]
             if len(self.client.render(given)) - before <= room:
                 return given, hits
             hits = hits[:-1]

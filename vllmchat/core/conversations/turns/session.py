@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, replace
 
 from vllmchat.core.attachments.model import ChunkHit
@@ -40,6 +40,7 @@ from vllmchat.core.conversations.store.tool_steps import ToolStepList
 from vllmchat.core.conversations.turns.documents import Documents, given_in_place
 from vllmchat.core.conversations.turns.reply_parts import ReplyParts
 from vllmchat.core.engine.events import DoneEvent, EngineError, ErrorEvent, ErrorKind, Event
+from vllmchat.core.engine.media_text import neutralise
 from vllmchat.core.engine.protocol import Engine
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 from vllmchat.core.tools.events import (
@@ -50,7 +51,9 @@ from vllmchat.core.tools.events import (
     ToolResult,
 )
 
-ToolStream = Callable[[list[dict[str, str]], SamplingSettings], Iterator[Event | ToolEvent]]
+ToolStream = Callable[
+    [list[dict[str, str]], SamplingSettings, Sequence[bytes]], Iterator[Event | ToolEvent]
+]
 
 SAVE_EVERY_S = 1.0
 
@@ -106,7 +109,7 @@ class ChatSession:
             system = (system + "\n\n" if system else "") + (
                 "Earlier in this conversation:\n" + summary.content
             )
-        prompt = [{"role": "system", "content": system}] if system else []
+        prompt = [{"role": "system", "content": neutralise(system)}] if system else []
         prompt += [{"role": m.role, "content": docs.with_images(m)} for m in path[start:]]
         return prompt
 
@@ -300,7 +303,7 @@ class ChatSession:
         hits: list[ChunkHit],
         images: list[bytes],
     ) -> Iterator[ReplyEvent | MessageStored | PassagesUsed]:
-        """Stream and store the reply (a prompt with images is answered without tools)."""
+        """Stream and store the reply (the images go with every step of a tool turn)."""
         room = plan.n_ctx - plan.prompt_tokens
         sampling = replace(self.sampling, max_tokens=max(1, min(self.sampling.max_tokens, room)))
         reply = self.store.add_message(
@@ -318,12 +321,12 @@ class ChatSession:
         parts = ReplyParts(self.client.info)
         saved_at = time.monotonic()
         stream: Iterator[Event | ToolEvent]
-        if images:  # the images go with the prompt (tools take text only)
+        if self.tool_stream is not None:
+            stream = self.tool_stream(prompt, sampling, images)
+        elif images:
             stream = self.client.chat(prompt, sampling, images)
-        elif self.tool_stream is None:
-            stream = self.client.chat(prompt, sampling)
         else:
-            stream = self.tool_stream(prompt, sampling)
+            stream = self.client.chat(prompt, sampling)
         held: DoneEvent | None = None  # a step's end: the turn's when nothing follows it
         steps: list[ToolResult] = []
         for raw in stream:
