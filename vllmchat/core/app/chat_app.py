@@ -252,6 +252,7 @@ class ChatApp:
                 history.summary_server, history.summary_model
             )
             self.session.tool_stream = self._tool_stream(self.session)
+            self.session.documents.embedding_model = self.settings.embedding_model
 
     def use_tools(
         self,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 from vllmchat.core.attachments.index import SCHEMA as ATTACHMENTS_SCHEMA
+from vllmchat.core.attachments.vectors import SCHEMA as VECTORS_SCHEMA
 
 TOOL_STEPS_SCHEMA = """
 CREATE TABLE tool_steps (
@@ -104,6 +105,8 @@ MIGRATIONS: list[str] = [
     ATTACHMENTS_SCHEMA,
     # 6: the tool steps of a reply: each call, how it ended, what the model was shown.
     TOOL_STEPS_SCHEMA,
+    # 7: chunk vectors from an embedding model, for hybrid retrieval (FTS5 and cosine).
+    VECTORS_SCHEMA,
 ]
 
 

@@ -10,7 +10,7 @@ message's text; a turn sends the images of the messages its prompt gives, in ord
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from vllmchat.core.attachments.chunking import CHARS_PER_TOKEN, TARGET_TOKENS, chunk_document
@@ -27,6 +27,7 @@ from vllmchat.core.attachments.prompt import (
 )
 from vllmchat.core.conversations.store.attachment_list import AttachmentList
 from vllmchat.core.conversations.store.store import Message
+from vllmchat.core.conversations.turns.hybrid import HybridSearch
 from vllmchat.core.engine.images import MEDIA_MARKER
 from vllmchat.core.engine.media_text import neutralise
 from vllmchat.core.engine.protocol import Engine
@@ -99,6 +100,8 @@ class Documents:
         self.client = client
         self.conversation_id = conversation_id
         self._cached: tuple[tuple[int, ...], BranchDocuments] | None = None
+        self.embedding_model = ""  # an embedding GGUF: passages ranked by FTS5 and vectors
+        self.should_stop: Callable[[], bool] = lambda: False  # the turn was stopped
 
     def of(self, path: Sequence[Message]) -> BranchDocuments:
         """The documents of ``path``'s user messages (read once per branch)."""
@@ -160,5 +163,11 @@ class Documents:
         return prompt, []
 
     def search(self, ids: Sequence[int], question: str, room: int) -> list[ChunkHit]:
-        """The passages of documents ``ids`` for ``question`` that ``room`` tokens hold."""
-        return self.attachments.search(ids, question, passages_for(room, TARGET_TOKENS))
+        """The passages of documents ``ids`` for ``question`` that ``room`` tokens hold
+        (FTS5's, or FTS5's and the embeddings' fused when an embedding model is set)."""
+        k = passages_for(room, TARGET_TOKENS)
+        if self.embedding_model:
+            hybrid = HybridSearch(self.attachments, self.client, self.embedding_model,
+                                  self.should_stop)  # fmt: skip
+            return hybrid.search(ids, question, k)
+        return self.attachments.search(ids, question, k)

@@ -90,6 +90,7 @@ class ChatSession:
         self.turns_since_summary = 0
         self._counts: dict[str, int] = {}  # tokens of pinned texts (the engine's count)
         self.documents = Documents(attachments or AttachmentList(store), client, conversation_id)
+        self.documents.should_stop = lambda: self.stop_requested
         # A turn with tools (set by the application layer): it streams the model's steps
         # and the tool steps between them, as ``client.chat`` streams one reply.
         self.tool_stream: ToolStream | None = None
