@@ -33,6 +33,11 @@ def register(sub: Any) -> None:
         "--mmproj", help="vision: the model's projector (default: a synthetic one for the demo)"
     )
     p.add_argument("--quick", action="store_true", help="fewer repetitions")
+    p.add_argument(
+        "--embedding-model",
+        help="attach: an embedding GGUF for hybrid retrieval (default: the chat model's "
+        "GGUF in embedding mode)",
+    )
     p.add_argument("--server", help="summary: a server that writes the summaries")
     p.add_argument(
         "--n-ctx",
@@ -137,7 +142,9 @@ def run(args: argparse.Namespace) -> int:
     elif args.name == "attach":
         from vllmchat.bench.conversations import attach_bench
 
-        result = attach_bench.run(model=args.model, quick=args.quick)
+        result = attach_bench.run(
+            model=args.model, quick=args.quick, embedding_model=args.embedding_model
+        )
     elif args.name == "store":
         from vllmchat.bench.conversations import store_bench
 

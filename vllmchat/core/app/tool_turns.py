@@ -127,11 +127,14 @@ class ToolTurn:
             elif choice == "required" and not self.has_format and self.tools:
                 schema = json.dumps(call_schema(self.tools))
             done: DoneEvent | None = None
-            constraints = {"tools": tools, "json_schema": schema, "grammar": grammar}
             if images:
-                chat = self.engine.chat(prompt, sampling, images, **constraints)
+                chat = self.engine.chat(
+                    prompt, sampling, images, tools=tools, json_schema=schema, grammar=grammar
+                )
             else:  # as before: an engine that takes no images keeps working
-                chat = self.engine.chat(prompt, sampling, **constraints)
+                chat = self.engine.chat(
+                    prompt, sampling, tools=tools, json_schema=schema, grammar=grammar
+                )
             for event in chat:
                 yield event
                 if isinstance(event, ErrorEvent):

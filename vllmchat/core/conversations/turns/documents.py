@@ -137,7 +137,8 @@ class Documents:
         waiting = sum(a.tokens for a in self.attachments.pending(self.conversation_id)
                       if a.mode == "whole")  # fmt: skip
         fit = fit_document(doc.name, tokens, prompt_tokens=prompt_tokens + waiting,
-                           budget=budget, n_ctx=info.n_ctx, chunk_tokens=TARGET_TOKENS)  # fmt: skip
+                           budget=budget, n_ctx=info.n_ctx, chunk_tokens=TARGET_TOKENS,
+                           n_ctx_train=info.n_ctx_train)  # fmt: skip
         ratio = len(doc.text) / tokens if tokens else CHARS_PER_TOKEN
         chunks = chunk_document(doc, chars_per_token=ratio)
         att = self.attachments.add_document(self.conversation_id, doc, tokens=tokens,

@@ -39,7 +39,7 @@ class Embedder:
         """``text``'s vector (cut at ``EMBED_CTX`` tokens), of length 1."""
         raw = self.llm.embed(text or " ", truncate=True)
         vector = raw[0] if raw and isinstance(raw[0], list) else raw
-        values = [float(v) for v in vector]  # type: ignore[union-attr]
+        values = [float(v) for v in vector]
         norm = math.sqrt(sum(v * v for v in values)) or 1.0
         return tuple(v / norm for v in values)
 
