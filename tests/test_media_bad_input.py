@@ -37,3 +37,22 @@ def test_the_terminal_says_how_to_start_a_model_that_sees_images(tmp_path, demo_
     assert proc.returncode == 0, proc.stderr
     assert "cannot see images" in proc.stdout
     assert "`vllmchat models` marks" in proc.stdout and "--mmproj-path" in proc.stdout
+
+
+def test_a_document_is_measured_in_a_new_conversation_on_a_gemma_template(
+    tmp_path, tiny_models
+) -> None:
+    """Gemma's template reads ``messages[0]``: a new conversation without a system prompt
+    has no prompt to render, so it counts as none (a tiny llama carrying that template)."""
+    from tests.test_attach_app import _close, _open
+    from vllmchat.core.app.events import AttachmentAdded
+
+    notes = tmp_path / "notes.md"
+    notes.write_text("# Notes\n\nThe boat is called Marisol.\n")
+    app, _, _ = _open(tmp_path, tiny_models["gemma"], n_ctx=512, system_prompt="")
+    try:
+        events = list(app.attach(notes))
+        assert isinstance(events[-1], AttachmentAdded), events
+        assert events[-1].mode == "whole"
+    finally:
+        _close(app)
