@@ -38,3 +38,20 @@ def test_a_refused_image_offers_the_picker_of_models_with_vision(
     assert len(shown) == 1 and shown[0].vision_only.isChecked()
     box.close()
     QApplication.processEvents()
+
+
+def test_the_settings_dialog_sets_the_embedding_model(qtbot) -> None:
+    from PySide6.QtWidgets import QLineEdit
+
+    from vllmchat.core.app_settings import AppSettings
+    from vllmchat.ui.dialogs.settings_dialog import SettingsDialog
+
+    dialog = SettingsDialog(AppSettings.of(model_path=""))
+    qtbot.addWidget(dialog)
+    field = dialog.editors["embedding_model"]
+    assert isinstance(field, QLineEdit) and field.text() == ""
+    field.setText("/models/embed.gguf")
+    new = dialog.result_settings()
+    assert new is not None and new.embedding_model == "/models/embed.gguf"
+    assert new.changes_from(dialog.original) == {"embedding_model": "/models/embed.gguf"}
+    assert not new.needs_reload(dialog.original)  # the chat model stays loaded
