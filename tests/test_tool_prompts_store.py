@@ -42,7 +42,7 @@ def test_a_version_6_store_gains_prompts_and_picks_and_keeps_its_conversations(
     _version_6(tmp_path / "old.sqlite3")
     store = ConversationStore(tmp_path / "old.sqlite3")
     try:
-        assert store.version == len(MIGRATIONS) == 7
+        assert store.version == len(MIGRATIONS) == 8
         (old,) = store.conversations()
         picks = ToolPickStore(store)
         assert picks.off(old.id) is None and picks.last() == ()

@@ -58,6 +58,13 @@ def register(sub: Any) -> None:
         "repeat for more",
     )
     p.add_argument(
+        "--embedding-model",
+        default="",
+        metavar="GGUF",
+        help="an embedding model: passages of a large document are ranked by FTS5 and by "
+        "embeddings (reciprocal rank fusion)",
+    )
+    p.add_argument(
         "--mcp",
         type=Path,
         help="an mcp.json: offer its MCP servers' tools (each call asks first; /tools)",
@@ -142,7 +149,7 @@ def _app_settings(args: argparse.Namespace) -> AppSettings:
         values["model_path"] = ""  # the server's model is named by --model, not a file
     elif "model_path" not in values:
         values["model_path"] = str(demo_model_path())
-    return AppSettings.of(system_prompt=args.system, **values)
+    return AppSettings.of(system_prompt=args.system, embedding_model=args.embedding_model, **values)
 
 
 class _Quit(Exception):

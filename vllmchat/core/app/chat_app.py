@@ -256,6 +256,7 @@ class ChatApp:
                 self._tools.serve(self.engine, self.session)
             else:
                 self.session.tool_stream, self.session.tool_tokens = None, lambda: 0
+            self.session.documents.embedding_model = self.settings.embedding_model
 
     def use_tools(
         self,

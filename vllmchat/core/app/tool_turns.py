@@ -22,6 +22,7 @@ from typing import Literal, Protocol, cast
 from vllmchat.core.engine.chat_options import PLAIN, ChatOptions
 from vllmchat.core.engine.events import DoneEvent, ErrorEvent, Event, TurnStats
 from vllmchat.core.engine.info import ModelInfo
+from vllmchat.core.engine.media_text import neutralise
 from vllmchat.core.settings import SamplingSettings
 from vllmchat.core.tools.approval import ApprovalPolicy, TurnGuard, tool_step
 from vllmchat.core.tools.calls import parse_reply
@@ -101,17 +102,22 @@ class ToolTurn:
         if not self.tools or self.tool_choice == "none":
             return list(messages), None
         if self.has_format:
-            return list(messages), json.dumps(openai_tools(self.tools), ensure_ascii=False)
-        described = fallback_system_prompt(self.tools)
+            listed = json.dumps(openai_tools(self.tools), ensure_ascii=False)
+            return list(messages), neutralise(listed)  # the marker is never JSON syntax
+        described = neutralise(fallback_system_prompt(self.tools))
         if messages and messages[0]["role"] == "system":
             first = {"role": "system", "content": f"{described}\n\n{messages[0]['content']}"}
             return [first, *messages[1:]], None
         return [{"role": "system", "content": described}, *messages], None
 
     def run(
-        self, messages: Sequence[Message], sampling: SamplingSettings | None = None
+        self,
+        messages: Sequence[Message],
+        sampling: SamplingSettings | None = None,
+        images: Sequence[bytes] = (),
     ) -> Generator[Event | ToolEvent, None, ToolTurnDone]:
-        """Answer the last message, calling tools as the model asks and the user allows."""
+        """Answer the last message, calling tools as the model asks and the user allows;
+        ``images``: one per marker in ``messages``, sent with every step."""
         guard = TurnGuard(self.max_steps)
         history = list(messages)
         added: list[Message] = []
@@ -127,7 +133,9 @@ class ToolTurn:
             elif choice == "required" and not self.has_format and self.tools:
                 schema = json.dumps(call_schema(self.tools))
             done: DoneEvent | None = None
-            options = ChatOptions(tools=tools, json_schema=schema, grammar=grammar)
+            options = ChatOptions(
+                images=tuple(images), tools=tools, json_schema=schema, grammar=grammar
+            )
             chat = self.engine.chat(prompt, sampling, options)
             for event in chat:
                 yield event
@@ -139,7 +147,7 @@ class ToolTurn:
                 return ToolTurnDone("", tuple(added), tuple(results), tuple(stats))
             stats.append(done.stats)
             self._used = done.stats.prompt_tokens + done.stats.decode_tokens
-            reply: Message = {"role": "assistant", "content": done.text}
+            reply: Message = {"role": "assistant", "content": neutralise(done.text)}
             history.append(reply)
             added.append(reply)
             parsed = parse_reply(done.text)
@@ -163,7 +171,7 @@ class ToolTurn:
             results.extend(step_results)
             carried = [
                 result_message(
-                    result.text,
+                    neutralise(result.text),
                     call_id=result.call.call_id,
                     name=result.call.name,
                     has_format=self.has_format,
@@ -227,7 +235,9 @@ def tool_stream(
     max_steps: int = 8,
     tool_choice: ToolChoice = "auto",
     offered: Callable[[], Sequence[ToolInfo]] | None = None,
-) -> Callable[[list[dict[str, str]], SamplingSettings], Iterator[Event | ToolEvent]]:
+) -> Callable[
+    [list[dict[str, str]], SamplingSettings, Sequence[bytes]], Iterator[Event | ToolEvent]
+]:
     """A chat session's turn with the manager's tools (its servers start at the first);
     ``offered``: the tools to offer of them, asked at each turn (default: all)."""
 
@@ -235,7 +245,7 @@ def tool_stream(
         return manager.call(tool, call).result()
 
     def stream(
-        prompt: list[dict[str, str]], sampling: SamplingSettings
+        prompt: list[dict[str, str]], sampling: SamplingSettings, images: Sequence[bytes] = ()
     ) -> Iterator[Event | ToolEvent]:
         manager.start_stopped()
         turn = ToolTurn(
@@ -248,6 +258,6 @@ def tool_stream(
             tool_choice=tool_choice,
             should_stop=should_stop,
         )
-        yield from turn.run(prompt, sampling)
+        yield from turn.run(prompt, sampling, images)
 
     return stream

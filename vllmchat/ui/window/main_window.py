@@ -100,6 +100,7 @@ class MainWindow(QMainWindow):
             self,
             lambda text: self.statusBar().showMessage(text, 10_000),
         )
+        self.attached.pick_vision_model = lambda: self.models.choose_model(vision_only=True)
         self.tool_actions = ToolActions(self.bridge, self, self.chat, self.approval, self._status,
                                         store, conversation=lambda: self.conversation_id,
                                         )  # fmt: skip

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 from vllmchat.core.attachments.index import SCHEMA as ATTACHMENTS_SCHEMA
+from vllmchat.core.attachments.vectors import SCHEMA as VECTORS_SCHEMA
 
 TOOL_STEPS_SCHEMA = """
 CREATE TABLE tool_steps (
@@ -119,6 +120,8 @@ MIGRATIONS: list[str] = [
     # 7: a reply's tool steps as prompted (calls as sampled, results as shown), and the
     # tools picked for each conversation.
     TOOL_PROMPTS_SCHEMA,
+    # 8: chunk vectors from an embedding model, for hybrid retrieval (FTS5 and cosine).
+    VECTORS_SCHEMA,
 ]
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, replace
 
 from vllmchat.core.attachments.model import ChunkHit
@@ -44,6 +44,7 @@ from vllmchat.core.conversations.turns.summary_engine import summary_engine
 from vllmchat.core.conversations.turns.tool_history import step_replies, with_tool_steps
 from vllmchat.core.engine.chat_options import ChatOptions
 from vllmchat.core.engine.events import DoneEvent, EngineError, ErrorEvent, ErrorKind, Event
+from vllmchat.core.engine.media_text import neutralise
 from vllmchat.core.engine.protocol import Engine
 from vllmchat.core.settings import SamplingSettings
 from vllmchat.core.tools.events import (
@@ -55,7 +56,9 @@ from vllmchat.core.tools.events import (
     ToolStepPrompted,
 )
 
-ToolStream = Callable[[list[dict[str, str]], SamplingSettings], Iterator[Event | ToolEvent]]
+ToolStream = Callable[
+    [list[dict[str, str]], SamplingSettings, Sequence[bytes]], Iterator[Event | ToolEvent]
+]
 
 SAVE_EVERY_S = 1.0
 
@@ -92,6 +95,7 @@ class ChatSession:
         self.turns_since_summary = 0
         self._counts: dict[str, int] = {}  # tokens of pinned texts (the engine's count)
         self.documents = Documents(attachments or AttachmentList(store), client, conversation_id)
+        self.documents.should_stop = lambda: self.stop_requested
         # A turn with tools (set by the application layer): it streams the model's steps
         # and the tool steps between them, as ``client.chat`` streams one reply.
         self.tool_stream: ToolStream | None = None
@@ -112,7 +116,7 @@ class ChatSession:
             system = (system + "\n\n" if system else "") + (
                 "Earlier in this conversation:\n" + summary.content
             )
-        prompt = [{"role": "system", "content": system}] if system else []
+        prompt = [{"role": "system", "content": neutralise(system)}] if system else []
         return prompt + with_tool_steps(self.store, path[start:], docs.with_images)
 
     def _measure(self, prompt: list[dict[str, str]], path: list[Message], start: int) -> int:
@@ -307,7 +311,7 @@ class ChatSession:
         hits: list[ChunkHit],
         images: list[bytes],
     ) -> Iterator[ReplyEvent | MessageStored | PassagesUsed]:
-        """Stream and store the reply (a prompt with images is answered without tools)."""
+        """Stream and store the reply (the images go with every step of a tool turn)."""
         room = plan.n_ctx - plan.prompt_tokens
         sampling = replace(self.sampling, max_tokens=max(1, min(self.sampling.max_tokens, room)))
         reply = self.store.add_message(
@@ -325,12 +329,12 @@ class ChatSession:
         parts = ReplyParts(self.client.info)
         saved_at = time.monotonic()
         stream: Iterator[Event | ToolEvent]
-        if images:  # the images go with the prompt (tools take text only)
+        if self.tool_stream is not None:
+            stream = self.tool_stream(prompt, sampling, images)
+        elif images:
             stream = self.client.chat(prompt, sampling, ChatOptions(images=images))
-        elif self.tool_stream is None:
-            stream = self.client.chat(prompt, sampling)
         else:
-            stream = self.tool_stream(prompt, sampling)
+            stream = self.client.chat(prompt, sampling)
         held: DoneEvent | None = None  # a step's end: the turn's when nothing follows it
         steps: list[ToolResult] = []
         prompted: list[StepPrompt] = []  # the steps as the model was given them
