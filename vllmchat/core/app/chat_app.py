@@ -10,6 +10,8 @@ The settings change only here, by intents (``load``, ``set_placement``,
 announced as ``SettingsChanged`` and written once the model has loaded with them;
 a placement that ends the engine is taken back (``PlacementFellBack``). The
 user's changes to stored conversations are ``edits`` and ``delete_conversation``.
+Its attachment, reading and tuning intents live beside it (``attachment_intents``,
+``reading``, ``tuning``) and are mixed in.
 """
 
 from __future__ import annotations
@@ -18,16 +20,13 @@ import contextlib
 import logging
 import sqlite3
 from collections.abc import Callable, Iterator
-from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
-from vllmchat.core.app.attaching import attach_file
+from vllmchat.core.app.attachment_intents import AttachmentIntents
 from vllmchat.core.app.conversation_edits import ConversationEdits
 from vllmchat.core.app.engines import EngineSpec, SummaryServer, open_engine, open_local
 from vllmchat.core.app.events import (
     AppEvent,
-    AttachmentRemoved,
     ConversationDeleted,
     ConversationOpened,
     EditRefused,
@@ -38,7 +37,6 @@ from vllmchat.core.app.events import (
     PlacementFellBack,
     PlacementNeedsConfirmation,
     StorageWarning,
-    TitleMade,
     TurnStarted,
 )
 from vllmchat.core.app.placing import (
@@ -48,14 +46,13 @@ from vllmchat.core.app.placing import (
     past_bound,
     room_for_placing,
 )
-from vllmchat.core.app.reading import summarized_ahead, title_made
+from vllmchat.core.app.reading import ReadingIntents
 from vllmchat.core.app.settings_model import Persist, SettingsModel
 from vllmchat.core.app.snapshot import AppSnapshot
 from vllmchat.core.app.tool_choice import ToolOffer, ToolPicks
 from vllmchat.core.app.tool_turns import ToolChoice
-from vllmchat.core.app.tuning import describe_file, tune_loaded
+from vllmchat.core.app.tuning import TuningIntents, describe_file
 from vllmchat.core.app_settings import AppSettings
-from vllmchat.core.attachments.model import ChunkHit
 from vllmchat.core.conversations.events import SessionEvent
 from vllmchat.core.conversations.memory.fact_list import FactList
 from vllmchat.core.conversations.store.attachment_list import AttachmentList
@@ -69,13 +66,11 @@ from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.placement import Placement
 from vllmchat.core.tools.approval import ApprovalPolicy
 from vllmchat.core.tools.manager import ToolServerManager
-from vllmchat.core.tuning.events import TuneEvent
-from vllmchat.core.tuning.results import TuneConfig
 
 _log = logging.getLogger(__name__)
 
 
-class ChatApp:
+class ChatApp(AttachmentIntents, ReadingIntents, TuningIntents):
     """Load, reload live, switch conversations, chat, summarize, checkpoint, shut down."""
 
     def __init__(
@@ -278,24 +273,6 @@ class ChatApp:
         self.session.prime()
         return self.kv.restore(self.engine, self.session.conversation_id)
 
-    # -- measured tuning ------------------------------------------------------------------
-    def tune(
-        self, budget_s: float = 60.0, *, fresh: bool = False, should_stop: Callable[[], bool]
-    ) -> Iterator[AppEvent | TuneEvent]:
-        """Sweep GPU layers and threads for the loaded model (the cached result when
-        there is one); then the model is loaded back with the conversation's KV state."""
-        load_back = yield from tune_loaded(
-            self.engine, self.settings, budget_s, fresh=fresh, should_stop=should_stop,
-            before=self._save_state,
-        )  # fmt: skip
-        if load_back:
-            yield from self.load(self.settings)  # with the reply ids and the KV state
-
-    def apply_tune(self, config: TuneConfig) -> Iterator[AppEvent]:
-        """Reload live with a tuning pick (the conversation's KV state kept)."""
-        settings = replace(self.settings, load=config.apply_to(self.settings.load))
-        yield from self.load(settings, live=True)
-
     # -- conversations --------------------------------------------------------------------
     def open_conversation(self, conversation_id: int) -> ConversationOpened:
         """Save the old conversation's KV state and restore the new one's."""
@@ -338,33 +315,6 @@ class ChatApp:
     def summarize(self) -> Iterator[AppEvent]:
         return self._turn(lambda s: s.summarize())
 
-    # -- attachments ----------------------------------------------------------------------
-    def attach(self, path: str | Path) -> Iterator[AppEvent]:
-        """Attach a file to the next user message: ``AttachmentAdded`` (whole, or answered
-        from passages) or ``AttachmentRejected`` with the reason (nothing changes then)."""
-        yield from attach_file(self.session, path)
-
-    def detach(self, attachment_id: int) -> Iterator[AppEvent]:
-        """Take back an attachment not sent yet."""
-        try:
-            self.attachments.remove_pending(attachment_id)
-        except StoreError as exc:
-            yield ErrorEvent(ErrorKind.BAD_REQUEST, str(exc))
-            return
-        yield AttachmentRemoved(attachment_id)
-
-    def passages_for(self, question: str) -> list[ChunkHit]:
-        """The passages a question sent now would be given (nothing is stored)."""
-        return self.session.passages_for(question) if self.session is not None else []
-
-    def last_passages(self) -> list[ChunkHit]:
-        """The passages the branch's last reply was given (none: it had no documents)."""
-        if self.session is None:
-            return []
-        path = self.store.path(self.session.conversation_id)
-        replies = [m for m in path if m.role == "assistant"]
-        return self.attachments.used_by(replies[-1].id) if replies else []
-
     def _turn(self, start: Callable[[ChatSession], Iterator[SessionEvent]]) -> Iterator[AppEvent]:
         session = self.session
         if session is None:
@@ -403,20 +353,6 @@ class ChatApp:
                 yield StorageWarning(self.kv.failure)
             self._storage_reported = self.kv.failure
 
-    def make_title(
-        self, *, busy: Callable[[], bool] = lambda: False, after_first_reply: bool = False
-    ) -> Iterator[TitleMade]:
-        """The open conversation's title by the model (a waiting turn: its first words)."""
-        if self.session is not None:
-            yield from title_made(self.session, self.engine, busy,
-                                  after_first_reply=after_first_reply)  # fmt: skip
-
-    def prepare_next(self, *, busy: Callable[[], bool] = lambda: False) -> Iterator[AppEvent]:
-        """While the user reads: the summary the next turn would need, and its prompt
-        prefilled. ``busy`` (a turn waiting) stops it within a token."""
-        if self.session is not None:
-            yield from summarized_ahead(self.session, self.engine, busy)
-
     def stop(self) -> None:
         """Stop the reply or summary in progress (any thread; within one token)."""
         if self.session is not None:
@@ -453,10 +389,6 @@ class ChatApp:
         self._death_reported = True
         _log.error("%s", reason)
         return EngineDied(reason)
-
-    def stop_tune(self) -> None:
-        """Stop the measurement in progress (any thread; within one token)."""
-        self.engine.stop()
 
     def _save_state(self) -> None:
         """Save the open conversation's KV state (when a model holds one)."""

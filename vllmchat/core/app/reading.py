@@ -9,7 +9,7 @@ import logging
 import sqlite3
 from collections.abc import Callable, Iterator
 
-from vllmchat.core.app.events import StorageWarning, TitleMade
+from vllmchat.core.app.events import AppEvent, StorageWarning, TitleMade
 from vllmchat.core.conversations.events import PrefilledAhead, SummaryEvent
 from vllmchat.core.conversations.store.store import StoreError
 from vllmchat.core.conversations.turns.background import (
@@ -59,3 +59,24 @@ def summarized_ahead(
     except (sqlite3.Error, StoreError, OSError) as exc:
         _log.error("The summary could not be stored: %s", exc, exc_info=exc)
         yield StorageWarning(f"The summary could not be stored: {exc}.")
+
+
+class ReadingIntents:
+    """The work while the user reads, on the open conversation (mixed into ``ChatApp``)."""
+
+    session: ChatSession | None
+    engine: Engine
+
+    def make_title(
+        self, *, busy: Callable[[], bool] = lambda: False, after_first_reply: bool = False
+    ) -> Iterator[TitleMade]:
+        """The open conversation's title by the model (a waiting turn: its first words)."""
+        if self.session is not None:
+            yield from title_made(self.session, self.engine, busy,
+                                  after_first_reply=after_first_reply)  # fmt: skip
+
+    def prepare_next(self, *, busy: Callable[[], bool] = lambda: False) -> Iterator[AppEvent]:
+        """While the user reads: the summary the next turn would need, and its prompt
+        prefilled. ``busy`` (a turn waiting) stops it within a token."""
+        if self.session is not None:
+            yield from summarized_ahead(self.session, self.engine, busy)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Generator, Iterator
+from dataclasses import replace
 
+from vllmchat.core.app.events import AppEvent
 from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.engine.events import EngineError, ErrorEvent, ErrorKind
 from vllmchat.core.engine.protocol import Engine, MeasuredEngine, measured
@@ -13,6 +15,7 @@ from vllmchat.core.models.description import ModelDescription, describe
 from vllmchat.core.settings import GPU_MARGIN_MIB, LoadSettings
 from vllmchat.core.tuning.cache import TuneCache
 from vllmchat.core.tuning.events import PointMeasured, TuneEvent, TuneFinished, TuneStarted
+from vllmchat.core.tuning.results import TuneConfig
 from vllmchat.core.tuning.tuner import TuneRequest, tune
 
 _log = logging.getLogger(__name__)
@@ -85,3 +88,43 @@ def tune_loaded(
         _log.warning("Tuning failed: %s", exc, exc_info=exc)
         yield ErrorEvent(exc.kind, exc.message)
     return took_points or local.info is None
+
+
+class TuningIntents:
+    """Measured tuning of the loaded model (mixed into ``ChatApp``, which provides the
+    engine, the settings and loading)."""
+
+    engine: Engine
+
+    @property
+    def settings(self) -> AppSettings:
+        raise NotImplementedError
+
+    def load(
+        self, settings: AppSettings, *, live: bool = False, fall_back: bool = True
+    ) -> Iterator[AppEvent]:
+        raise NotImplementedError
+
+    def _save_state(self) -> None:
+        raise NotImplementedError
+
+    def tune(
+        self, budget_s: float = 60.0, *, fresh: bool = False, should_stop: Callable[[], bool]
+    ) -> Iterator[AppEvent | TuneEvent]:
+        """Sweep GPU layers and threads for the loaded model (the cached result when
+        there is one); then the model is loaded back with the conversation's KV state."""
+        load_back = yield from tune_loaded(
+            self.engine, self.settings, budget_s, fresh=fresh, should_stop=should_stop,
+            before=self._save_state,
+        )  # fmt: skip
+        if load_back:
+            yield from self.load(self.settings)  # with the reply ids and the KV state
+
+    def apply_tune(self, config: TuneConfig) -> Iterator[AppEvent]:
+        """Reload live with a tuning pick (the conversation's KV state kept)."""
+        settings = replace(self.settings, load=config.apply_to(self.settings.load))
+        yield from self.load(settings, live=True)
+
+    def stop_tune(self) -> None:
+        """Stop the measurement in progress (any thread; within one token)."""
+        self.engine.stop()

@@ -8,7 +8,6 @@ silently: a ``PromptPlanEvent`` says which history the model is given.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, replace
@@ -24,11 +23,7 @@ from vllmchat.core.conversations.events import (
 )
 from vllmchat.core.conversations.memory.fact_list import FactList
 from vllmchat.core.conversations.memory.policy import ContextPolicy, pins_overflow
-from vllmchat.core.conversations.memory.summarize import (
-    SummaryOutcome,
-    ask_for_summary,
-    pinned_block,
-)
+from vllmchat.core.conversations.memory.summarize import pinned_block
 from vllmchat.core.conversations.store.attachment_list import AttachmentList
 from vllmchat.core.conversations.store.store import (
     ROOT,
@@ -40,7 +35,7 @@ from vllmchat.core.conversations.store.tool_prompts import StepPrompt, ToolPromp
 from vllmchat.core.conversations.store.tool_steps import ToolStepList
 from vllmchat.core.conversations.turns.documents import Documents, given_in_place
 from vllmchat.core.conversations.turns.reply_parts import ReplyParts
-from vllmchat.core.conversations.turns.summary_engine import summary_engine
+from vllmchat.core.conversations.turns.session_summaries import SessionSummaries, turn_starts
 from vllmchat.core.conversations.turns.tool_history import step_replies, with_tool_steps
 from vllmchat.core.engine.chat_options import ChatOptions
 from vllmchat.core.engine.events import DoneEvent, EngineError, ErrorEvent, ErrorKind, Event
@@ -63,11 +58,7 @@ ToolStream = Callable[
 SAVE_EVERY_S = 1.0
 
 
-def _turn_starts(path: list[Message]) -> list[int]:
-    return [i for i, m in enumerate(path) if m.role == "user"]
-
-
-class ChatSession:
+class ChatSession(SessionSummaries):
     """Send, regenerate, edit and summarize one conversation."""
 
     def __init__(
@@ -285,7 +276,7 @@ class ChatSession:
         """Drop the oldest turns from the prompt (never from the store) until it fits."""
         summary = self.store.summary_for(self.conversation_id, path)
         start = self._verbatim_start(path, summary)
-        starts = [i for i in _turn_starts(path) if i >= start]
+        starts = [i for i in turn_starts(path) if i >= start]
         prompt = self._prompt(path, summary, start)
         for cut in [*starts[1:], len(path) - 1]:
             prompt = self._prompt(path, summary, cut)
@@ -385,102 +376,6 @@ class ChatSession:
             ToolPromptList(self.store).record(reply.id, prompted)
         if held is not None:
             yield held
-
-    # -- summaries ---------------------------------------------------------------------
-    def _should_summarize(self, plan: PromptPlanEvent, path: list[Message]) -> bool:
-        if self.policy.mode != "summarize":
-            return False
-        over = plan.prompt_tokens > self.policy.threshold * plan.n_ctx
-        periodic = bool(self.policy.every_k_turns) and (
-            self.turns_since_summary >= self.policy.every_k_turns
-        )
-        return (over or periodic or plan.prompt_tokens > self._history_budget(path)) and bool(
-            self.to_summarize(path)
-        )
-
-    def to_summarize(self, path: list[Message], *, ahead: bool = False) -> list[Message]:
-        """Messages newly falling out: after the current summary, before the last N turns
-        (``ahead``: before the next message is written, so one turn fewer is kept)."""
-        summary = self.store.summary_for(self.conversation_id, path)
-        start = self._verbatim_start(path, summary)
-        starts = [i for i in _turn_starts(path) if i >= start]
-        keep = max(1, self.policy.keep_last_turns + (0 if ahead else 1))  # + the new message
-        if len(starts) <= keep:
-            return []
-        return path[start : starts[-keep]]
-
-    def _summary_input(self, old: list[Message]) -> list[Message]:
-        """What a summary is written from: never the pinned messages, nor those carrying a
-        whole document (both kept word for word)."""
-        docs = self.documents.of(old)
-        return [m for m in old if not m.pinned and not docs.keeps(m)]
-
-    def summarize(self) -> Iterator[SummaryEvent | Event]:
-        """Summarize now (the user asked), whatever the thresholds say."""
-        self.stop_requested = False
-        try:
-            yield from self.summarize_path(self.store.path(self.conversation_id))
-        except EngineError as exc:
-            yield ErrorEvent(exc.kind, exc.message)
-
-    def summarize_path(
-        self, path: list[Message], *, ahead: bool = False
-    ) -> Iterator[SummaryEvent | Event]:
-        old = self.to_summarize(path, ahead=ahead)
-        if not old:
-            yield SummaryEvent("fallback", message="Nothing old enough to summarize yet.")
-            return
-        previous = self.store.summary_for(self.conversation_id, path)
-        source = self._summary_input(old)
-        if not source:
-            yield SummaryEvent("fallback", message="Only pinned messages are old enough; they "
-                               "stay word for word.")  # fmt: skip
-            return
-        yield SummaryEvent("started", message=f"Summarizing {len(source)} messages…")
-        outcome, prefill = self._ask_for_summary(previous, source)
-        if outcome.cancelled:
-            yield SummaryEvent("cancelled", message="Summarizing was cancelled.")
-            return
-        if not outcome.ok:
-            yield SummaryEvent(
-                "fallback",
-                message=f"{outcome.reason} Keeping the last "
-                f"{self.policy.keep_last_turns} turns instead.",
-            )
-            return
-        first = previous.first_message_id if previous else old[0].id
-        summary = self.store.add_summary(
-            self.conversation_id,
-            outcome.text,
-            first,
-            old[-1].id,
-            tokens=len(self.client.tokenize(outcome.text)),
-        )
-        self.turns_since_summary = 0
-        done = f"Summarized {len(old)} messages" + (" ahead of the next turn." if ahead else ".")
-        yield SummaryEvent(
-            "done", outcome.text, summary.id, f"{done} {outcome.note}".strip(), prefill
-        )
-
-    def _ask_for_summary(
-        self, previous: Summary | None, old: list[Message]
-    ) -> tuple[SummaryOutcome, int]:
-        engine, note = summary_engine(self.client, self.summarizer)
-        conversation = None
-        if engine is self.client:  # after the conversation: its KV cache is reused
-            with contextlib.suppress(EngineError):  # (a failure shows in the request)
-                conversation, _ = self.plan(self.store.path(self.conversation_id))
-        outcome, prefill = ask_for_summary(
-            engine,
-            self.policy,
-            previous,
-            old,
-            stopped=lambda: self.stop_requested or self.waiting(),
-            conversation=conversation,
-        )
-        if note and outcome.ok:
-            outcome = replace(outcome, note=f"{note} {outcome.note}".strip())
-        return outcome, prefill
 
     # -- reopening -----------------------------------------------------------------------
     def prime(self) -> None:
