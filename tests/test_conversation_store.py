@@ -29,11 +29,11 @@ def _chat(store, turns=3):
 def test_schema_is_versioned_wal_and_migrates_once(tmp_path):
     path = tmp_path / "c.sqlite3"
     s = ConversationStore(path)
-    assert s.version == 6
+    assert s.version == 8
     assert s.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     s.close()
     again = ConversationStore(path)
-    assert again.db.execute("PRAGMA user_version").fetchone()[0] == 6
+    assert again.db.execute("PRAGMA user_version").fetchone()[0] == 8
     again.close()
     raw = sqlite3.connect(path)
     raw.execute("PRAGMA user_version=99")

@@ -104,3 +104,37 @@ def test_a_repeated_call_is_stopped(manager: ToolServerManager) -> None:
     _, done = drive(turn.run([{"role": "user", "content": "Add."}]), Approval("once"))
     assert [r.kind for r in done.results] == ["ok", "repeated", "repeated", "step_limit"]
     assert done.loop_stopped
+
+
+def test_a_result_too_large_for_the_context_is_cut_to_fit_with_a_note(
+    demo_client, manager: ToolServerManager
+) -> None:
+    """The call is recorded output on the real model's info (n_ctx 2048): the demo model
+    does not pick a result's size on cue."""
+    tools = [t for t in manager.tools() if t.name == "big"]
+    engine = RecordedEngine(demo_client.info, '{"name": "demo_big", "arguments": {"size": 50000}}')
+    run = lambda tool, call: manager.call(tool, call).result(60)  # noqa: E731
+    turn = ToolTurn(engine, tools, run, ApprovalPolicy(always=["demo_big"]), "c5", max_steps=1)
+    events, done = drive(turn.run([{"role": "user", "content": "Big."}]), Approval("once"))
+    first = done.results[0]
+    assert first.kind == "ok" and first.truncated
+    assert first.text.startswith("x" * 1024) and "x" * 1025 not in first.text
+    assert "cut to 1,024 of its 50,000 characters to fit the context of 2,048" in first.text
+    shown = next(e.result for e in events if isinstance(e, ToolCallFinished))
+    assert shown == first  # what the user sees is what the model was shown
+
+
+def test_a_call_that_cannot_be_read_is_shown_and_a_model_repeating_it_stops(
+    manager: ToolServerManager,
+) -> None:
+    """Recorded output: a model writing the same broken call at every step."""
+    tools = [t for t in manager.tools() if t.name == "add"]
+    engine = RecordedEngine(
+        None, '<tool_call>{"name": "demo_add", "arguments": {"a": 1,</tool_call>'
+    )
+    run = lambda tool, call: manager.call(tool, call).result(60)  # noqa: E731
+    turn = ToolTurn(engine, tools, run, ApprovalPolicy(), "c6", max_steps=3)
+    events, done = drive(turn.run([{"role": "user", "content": "Add."}]), Approval("once"))
+    shown = [e.result.kind for e in events if isinstance(e, ToolCallFinished)]
+    assert shown == ["malformed_call"] * 3 + ["step_limit"]
+    assert "not valid JSON" in done.results[0].text and done.loop_stopped

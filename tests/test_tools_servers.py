@@ -132,6 +132,7 @@ def test_start_failures_are_states_with_reasons() -> None:
     assert "'no-such-mcp-server-command' was not found" in statuses["missing"].message
     assert statuses["dies"].state == "failed"
     assert "DEMO_API_KEY is not set" in statuses["dies"].stderr_tail
+    assert statuses["dies"].message == "it exited before it was ready"
     assert statuses["hangs"].state == "failed"
     assert "did not start within 3 s" in statuses["hangs"].message
     schema = statuses["schema"]

@@ -87,3 +87,52 @@ def test_a_denied_call_tells_the_model_why_and_a_new_config_is_used_next_turn(
     w.send(QUESTION)
     qtbot.waitUntil(lambda: w.turns_ended == 2, timeout=300_000)
     assert len(w.tool_actions.results) == 1 and not folds(w)  # no tools offered now
+
+
+def test_the_conversation_offers_the_checked_tools_and_an_always_approval_is_revoked(
+    demo_window, qtbot, tmp_path: Path
+) -> None:
+    from PySide6.QtCore import Qt
+
+    from vllmchat.core.app.events import ToolPickChanged
+
+    w, _, _ = demo_window
+    config = tmp_path / "mcp.json"
+    servers = {
+        "demo": {"command": sys.executable, "args": [SERVER, "stdio"]},
+        "w": {"command": sys.executable, "args": [SERVER, "weather"]},
+    }
+    config.write_text(json.dumps({"mcpServers": servers}))
+    actions = w.tool_actions
+    actions.config_file, actions.tool_choice = config, "required"
+    actions.start()
+    qtbot.waitUntil(lambda: actions.manager is not None, timeout=30_000)
+    actions.open_pick()  # the servers start to list their tools
+    qtbot.waitUntil(lambda: actions.pick.item_named("w_weather") is not None, timeout=60_000)
+    qtbot.waitUntil(lambda: actions.pick.item_named("demo_add") is not None, timeout=60_000)
+    changed: list[ToolPickChanged] = []
+    w.bridge.events.tools.pick_changed.connect(changed.append)
+    actions.pick.item_named("demo").setCheckState(Qt.CheckState.Unchecked)
+    assert changed and changed[-1].off == ("demo",) and "offered: w_weather" in changed[-1].message
+    assert not actions.pick.item_named("demo_add").flags() & Qt.ItemFlag.ItemIsEnabled
+    assert w.bridge.app.tool_picks.pick(w.conversation_id).off == {"demo"}
+    actions.pick_dialog.close()
+
+    w.send(QUESTION)
+    qtbot.waitUntil(lambda: not w.approval.isHidden(), timeout=300_000)
+    assert "weather" in w.approval.title.text()  # the one tool offered
+    w.approval.always.click()
+    qtbot.waitUntil(lambda: w.turns_ended == 1, timeout=300_000)
+    assert [r.call.name for r in actions.results] == ["w_weather"]
+    assert "🔧" in w.status_line.context_label.text()  # the tool schemas' share
+    assert json.loads((tmp_path / "mcp-approved.json").read_text()) == ["w_weather"]
+
+    actions.open_servers()
+    assert actions.approved.names() == ["w_weather"]
+    actions.approved.list.setCurrentRow(0)
+    assert actions.approved.revoke.isEnabled()
+    actions.approved.revoke.click()
+    assert json.loads((tmp_path / "mcp-approved.json").read_text()) == []
+    assert "w_weather" not in actions.policy.always and actions.approved.names() == []
+    assert not actions.approved.revoke.isEnabled()
+    actions.dialog.close()

@@ -2,7 +2,8 @@
 
 Modes: ``stdio`` (the good tools), ``http PORT`` (the same tools, streamable HTTP on
 loopback), ``weather`` (one tool, ``weather(city)``), ``bad-schema`` (one tool whose
-input schema is not JSON Schema), ``die``
+input schema is not JSON Schema), ``faults`` (tools without arguments that fail each
+its own way: ``huge``, ``stall``, ``crash``, ``fail``, for a model made to call one), ``die``
 (writes to stderr and exits at start), ``hang`` (never answers the handshake).
 """
 
@@ -73,6 +74,34 @@ def weather_server() -> MCPServer:
     return app
 
 
+def faults_server() -> MCPServer:
+    app = MCPServer("faults")
+
+    @app.tool()
+    def huge() -> str:
+        """A result of 1.5 MB."""
+        return "y" * 1_500_000
+
+    @app.tool()
+    def stall() -> str:
+        """Never answers (a hanging tool)."""
+        time.sleep(3600)
+        return "late"
+
+    @app.tool()
+    def crash() -> str:
+        """The server dies during the call."""
+        print("about to crash: simulated fault", file=sys.stderr, flush=True)
+        os._exit(7)
+
+    @app.tool()
+    def fail() -> str:
+        """Always fails."""
+        raise ValueError("the disk is full")
+
+    return app
+
+
 def bad_schema_server() -> Server:
     async def list_tools(ctx: object, params: object) -> types.ListToolsResult:
         return types.ListToolsResult(
@@ -108,6 +137,8 @@ def main() -> None:
         good_server().run("stdio")
     elif mode == "weather":
         weather_server().run("stdio")
+    elif mode == "faults":
+        faults_server().run("stdio")
     elif mode == "http":
         good_server().run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     elif mode == "bad-schema":

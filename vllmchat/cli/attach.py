@@ -14,6 +14,12 @@ HELP = """  /attach PATH    attach a document (text, Markdown, code, PDF, .docx)
   /passages       the passages of the attached documents the last reply was given"""
 
 
+VISION_HINT = (
+    'hint: `vllmchat models` marks the models with a projector beside them "vision"; '
+    "start with one: vllmchat chat --model MODEL.gguf --mmproj-path MMPROJ.gguf\n"
+)
+
+
 def attach(app: ChatApp, path: str, out: Any) -> bool:
     """Attach ``path`` for the next message; whether it was taken."""
     path = path.strip().strip("'\"")
@@ -34,6 +40,8 @@ def show(event: Any, out: Any) -> bool:
         return True
     if isinstance(event, AttachmentRejected):
         out.write(f"error: {event.message}\n")
+        if event.reason == "image_needs_vision":
+            out.write(VISION_HINT)
     elif isinstance(event, PassagesUsed):
         where = "; ".join(f"{h.name} {h.label}".strip() for h in event.passages)
         out.write(f"[answered from {len(event.passages)} passages: {where}]\n")

@@ -38,6 +38,11 @@ def register(sub: Any) -> None:
         help="vision: a synthetic projector of Gemma 3's real vision tower (SigLIP, F16)",
     )
     p.add_argument("--quick", action="store_true", help="fewer repetitions")
+    p.add_argument(
+        "--embedding-model",
+        help="attach: an embedding GGUF for hybrid retrieval (default: the chat model's "
+        "GGUF in embedding mode)",
+    )
     p.add_argument("--server", help="summary: a server that writes the summaries")
     p.add_argument(
         "--n-ctx",
@@ -142,7 +147,9 @@ def run(args: argparse.Namespace) -> int:
     elif args.name == "attach":
         from vllmchat.bench.conversations import attach_bench
 
-        result = attach_bench.run(model=args.model, quick=args.quick)
+        result = attach_bench.run(
+            model=args.model, quick=args.quick, embedding_model=args.embedding_model
+        )
     elif args.name == "store":
         from vllmchat.bench.conversations import store_bench
 

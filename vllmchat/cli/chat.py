@@ -40,7 +40,6 @@ from vllmchat.core.engine.protocol import Engine
 from vllmchat.core.engine.servers import url_warning
 from vllmchat.core.paths import kv_cache_dir
 from vllmchat.core.settings import LoadSettings, SamplingSettings
-from vllmchat.core.tools.approval import ApprovalPolicy
 
 log = logging.getLogger(__name__)
 
@@ -59,9 +58,23 @@ def register(sub: Any) -> None:
         "repeat for more",
     )
     p.add_argument(
+        "--embedding-model",
+        default="",
+        metavar="GGUF",
+        help="an embedding model: passages of a large document are ranked by FTS5 and by "
+        "embeddings (reciprocal rank fusion)",
+    )
+    p.add_argument(
         "--mcp",
         type=Path,
         help="an mcp.json: offer its MCP servers' tools (each call asks first; /tools)",
+    )
+    p.add_argument(
+        "--tool-choice",
+        choices=("auto", "required"),
+        default="auto",
+        help="required: each turn begins with a tool call (for a model that does not call "
+        "tools by itself; its template has no tool format)",
     )
     p.add_argument(
         "--server",
@@ -136,7 +149,7 @@ def _app_settings(args: argparse.Namespace) -> AppSettings:
         values["model_path"] = ""  # the server's model is named by --model, not a file
     elif "model_path" not in values:
         values["model_path"] = str(demo_model_path())
-    return AppSettings.of(system_prompt=args.system, **values)
+    return AppSettings.of(system_prompt=args.system, embedding_model=args.embedding_model, **values)
 
 
 class _Quit(Exception):
@@ -163,20 +176,20 @@ def run(args: argparse.Namespace) -> int:
         return 2
     state: dict[str, Any] = {"last": None, "streaming": False, "quit": False, "tools": None}
     if args.mcp:
-        manager = open_tools(args.mcp)
-        if manager is None:
+        tools = open_tools(args.mcp)
+        if tools is None:
             app.shutdown()
             store.close()
             return 2
-        state["tools"] = (manager, ApprovalPolicy())
-        app.use_tools(*state["tools"])
+        state["tools"] = tools
+        app.use_tools(tools.manager, tools.policy, tool_choice=args.tool_choice)
     app.open_conversation(conv.id)
     started = loaded(app.load(settings))
     if started is None:
         app.shutdown()
         store.close()
         if state["tools"] is not None:
-            state["tools"][0].close()
+            state["tools"].manager.close()
         return 2
     info = started.info
     restored = started.restored_tokens
@@ -239,7 +252,7 @@ def run(args: argparse.Namespace) -> int:
         app.shutdown()
         store.close()
         if state["tools"] is not None:
-            state["tools"][0].close()
+            state["tools"].manager.close()
 
 
 class WhileReading:

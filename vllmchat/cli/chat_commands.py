@@ -47,8 +47,7 @@ def command(text: str, app: ChatApp, state: dict[str, Any], out: Any) -> bool:
             if state["tools"] is None:
                 out.write("no tools: start the chat with --mcp CONFIG\n")
             else:
-                manager, policy = state["tools"]
-                tools_command(arg, manager, policy, out)
+                tools_command(arg, app, state["tools"], out)
         elif name == "/history":
             info = session.context_info()
             store, conv = session.store, session.conversation_id

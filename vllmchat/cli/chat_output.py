@@ -64,6 +64,10 @@ def show(events: Iterator[Any], out: Any, show_stats: bool, state: dict[str, Any
             started = False
         if show_tool_event(event, out, sys.stdin.readline):
             started = False  # the model's next step starts a new line
+            tools = state.get("tools") if isinstance(event, ApprovalNeeded) else None
+            failed = tools.remember(event) if tools is not None else ""
+            if failed:
+                out.write(f"[allowed for this session only: {failed}]\n")
         elif isinstance(event, SummaryEvent):
             out.write(f"[summary {event.status}: {event.message}]\n")
         elif isinstance(event, PromptPlanEvent) and event.dropped_messages:

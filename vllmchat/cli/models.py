@@ -75,7 +75,9 @@ def cmd_models(args: argparse.Namespace) -> int:
             fit = best_fit(describe(read_header(m.path)), hw, FitSettings()).message
         except Exception as exc:
             fit = f"unreadable: {exc}"
-        print(f"{m.label or '?':8} {_mib(m.size):>10}  {m.source:8} {m.path}\n          {fit}")
+        sees = f"\n          vision: --mmproj-path {m.projector}" if m.vision else ""
+        head = f"{m.label or '?':8} {_mib(m.size):>10}  {m.source:8} {m.path}"
+        print(f"{head}\n          {fit}{sees}")
     return 0
 
 

@@ -75,6 +75,9 @@ class AppSettings:
     # Device memory the tuner keeps free: this many MiB or 3% of what the model may use,
     # whichever is larger; a placement that leaves less is never picked.
     gpu_margin_mib: int = GPU_MARGIN_MIB
+    # An embedding GGUF for retrieval ("": FTS5 alone): a document answered from passages
+    # is then ranked by FTS5 and by its chunks' vectors, fused (reciprocal rank).
+    embedding_model: str = ""
 
     @classmethod
     def of(cls, **flat: Any) -> AppSettings:

@@ -38,11 +38,10 @@ def attach_file(
             yield _attach_image(session, Path(path).expanduser(), mime)
             return
         doc = extract(Path(path).expanduser())
-        plan = session.context_info() if session.client.info is not None else None
-        budget = session.prompt_budget() if plan is not None else 0
-        att, fit = session.documents.attach(
-            doc, prompt_tokens=plan.prompt_tokens if plan else 0, budget=budget
-        )
+        loaded = session.client.info is not None
+        budget = session.prompt_budget() if loaded else 0
+        used = _prompt_tokens(session) if loaded else 0
+        att, fit = session.documents.attach(doc, prompt_tokens=used, budget=budget)
     except AttachmentError as exc:
         _log.info("%s was not attached: %s", name, exc.message)
         yield AttachmentRejected(name, exc.reason, exc.message)
@@ -56,6 +55,15 @@ def attach_file(
         return
     yield AttachmentAdded(session.conversation_id, att.id, att.name, att.kind, fit.mode,
                           att.tokens, fit.share, att.pages, fit.message)  # fmt: skip
+
+
+def _prompt_tokens(session: ChatSession) -> int:
+    """Tokens the conversation so far takes; none for a new one without a system prompt
+    (some templates, Gemma's, cannot render a prompt without a message)."""
+    cid = session.conversation_id
+    if not session.store.path(cid) and not session.store.conversation(cid).system_prompt:
+        return 0
+    return session.context_info().prompt_tokens
 
 
 def _attach_image(session: ChatSession, path: Path, mime: str) -> AttachmentAdded:

@@ -51,7 +51,8 @@ from vllmchat.core.app.placing import (
 from vllmchat.core.app.reading import summarized_ahead, title_made
 from vllmchat.core.app.settings_model import Persist, SettingsModel
 from vllmchat.core.app.snapshot import AppSnapshot
-from vllmchat.core.app.tool_turns import ToolChoice, tool_stream
+from vllmchat.core.app.tool_choice import ToolOffer, ToolPicks
+from vllmchat.core.app.tool_turns import ToolChoice
 from vllmchat.core.app.tuning import describe_file, tune_loaded
 from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.attachments.model import ChunkHit
@@ -60,7 +61,7 @@ from vllmchat.core.conversations.memory.fact_list import FactList
 from vllmchat.core.conversations.store.attachment_list import AttachmentList
 from vllmchat.core.conversations.store.store import ConversationStore, StoreError
 from vllmchat.core.conversations.turns.kv_cache import KVStateCache
-from vllmchat.core.conversations.turns.session import ChatSession, ToolStream
+from vllmchat.core.conversations.turns.session import ChatSession
 from vllmchat.core.engine.events import DoneEvent, EngineError, ErrorEvent, ErrorKind
 from vllmchat.core.engine.protocol import Engine
 from vllmchat.core.models.description import ModelDescription
@@ -103,8 +104,8 @@ class ChatApp:
         self._death_reported = False
         self._storage_reported: str | None = None  # the disk problem last told
         self._summary_server = SummaryServer()
-        self._tools: tuple[ToolServerManager, ApprovalPolicy] | None = None
-        self._tool_choice: ToolChoice = "auto"
+        self.tool_picks = ToolPicks(store)  # each conversation's tools: front ends change them
+        self._tools: ToolOffer | None = None
 
     @property
     def settings(self) -> AppSettings:
@@ -251,7 +252,11 @@ class ChatApp:
             self.session.summarizer = self._summary_server.engine(
                 history.summary_server, history.summary_model
             )
-            self.session.tool_stream = self._tool_stream(self.session)
+            if self._tools is not None:
+                self._tools.serve(self.engine, self.session)
+            else:
+                self.session.tool_stream, self.session.tool_tokens = None, lambda: 0
+            self.session.documents.embedding_model = self.settings.embedding_model
 
     def use_tools(
         self,
@@ -262,17 +267,9 @@ class ChatApp:
     ) -> None:
         """Offer ``manager``'s tools in every turn from now on (None: no tools);
         ``tool_choice="required"`` makes each turn's first step a call."""
-        self._tools = (manager, policy) if manager is not None else None
-        self._tool_choice = tool_choice
+        self.tool_picks.manager = manager
+        self._tools = ToolOffer(manager, policy, self.tool_picks, tool_choice) if manager else None
         self._configure()
-
-    def _tool_stream(self, session: ChatSession) -> ToolStream | None:
-        if self._tools is None:
-            return None
-        manager, policy = self._tools
-        stop = lambda: session.stop_requested  # noqa: E731
-        return tool_stream(self.engine, manager, policy, str(session.conversation_id), stop,
-                           tool_choice=self._tool_choice)  # fmt: skip
 
     def _reprime(self) -> int:
         """Give the engine this conversation's reply ids and its saved KV state."""

@@ -186,6 +186,16 @@ ConversationEdit = (
 )
 
 
+@dataclass(frozen=True)
+class ToolPickChanged:
+    """The tools a conversation offers from its next turn: all its servers' but ``off``
+    (server names, or tools as the model names them, ``server_tool``)."""
+
+    conversation_id: int
+    off: tuple[str, ...]
+    message: str  # what the user is told
+
+
 # -- attachments ---------------------------------------------------------------------------
 @dataclass(frozen=True)
 class AttachmentAdded:
@@ -241,6 +251,7 @@ AppEvent = (
     | PromptPlanEvent
     | SummaryEvent
     | PrefilledAhead
+    | ToolPickChanged
     | ThinkingEvent
     | ThoughtFor
     | Event

@@ -16,16 +16,24 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol, cast
 
 from vllmchat.core.engine.chat_options import PLAIN, ChatOptions
 from vllmchat.core.engine.events import DoneEvent, ErrorEvent, Event, TurnStats
 from vllmchat.core.engine.info import ModelInfo
+from vllmchat.core.engine.media_text import neutralise
 from vllmchat.core.settings import SamplingSettings
 from vllmchat.core.tools.approval import ApprovalPolicy, TurnGuard, tool_step
 from vllmchat.core.tools.calls import parse_reply
-from vllmchat.core.tools.events import ToolCall, ToolEvent, ToolInfo, ToolResult
+from vllmchat.core.tools.events import (
+    ToolCall,
+    ToolCallFinished,
+    ToolEvent,
+    ToolInfo,
+    ToolResult,
+    ToolStepPrompted,
+)
 from vllmchat.core.tools.manager import ToolServerManager
 from vllmchat.core.tools.prompting import (
     TEXT_GRAMMAR,
@@ -36,6 +44,7 @@ from vllmchat.core.tools.prompting import (
 )
 
 ToolChoice = Literal["auto", "required", "none"]
+MIN_RESULT_CHARS = 400  # a result is never cut shorter than this to fit the context
 Message = Mapping[str, str]
 
 
@@ -78,6 +87,7 @@ class ToolTurn:
     tool_choice: ToolChoice = "auto"
     should_stop: Callable[[], bool] = lambda: False
     _by_name: dict[str, ToolInfo] = field(init=False, default_factory=dict)
+    _used: int = field(init=False, default=0)  # tokens of the context the turn has used
 
     def __post_init__(self) -> None:
         self._by_name = {t.model_name: t for t in self.tools}
@@ -92,17 +102,22 @@ class ToolTurn:
         if not self.tools or self.tool_choice == "none":
             return list(messages), None
         if self.has_format:
-            return list(messages), json.dumps(openai_tools(self.tools), ensure_ascii=False)
-        described = fallback_system_prompt(self.tools)
+            listed = json.dumps(openai_tools(self.tools), ensure_ascii=False)
+            return list(messages), neutralise(listed)  # the marker is never JSON syntax
+        described = neutralise(fallback_system_prompt(self.tools))
         if messages and messages[0]["role"] == "system":
             first = {"role": "system", "content": f"{described}\n\n{messages[0]['content']}"}
             return [first, *messages[1:]], None
         return [{"role": "system", "content": described}, *messages], None
 
     def run(
-        self, messages: Sequence[Message], sampling: SamplingSettings | None = None
+        self,
+        messages: Sequence[Message],
+        sampling: SamplingSettings | None = None,
+        images: Sequence[bytes] = (),
     ) -> Generator[Event | ToolEvent, None, ToolTurnDone]:
-        """Answer the last message, calling tools as the model asks and the user allows."""
+        """Answer the last message, calling tools as the model asks and the user allows;
+        ``images``: one per marker in ``messages``, sent with every step."""
         guard = TurnGuard(self.max_steps)
         history = list(messages)
         added: list[Message] = []
@@ -118,7 +133,9 @@ class ToolTurn:
             elif choice == "required" and not self.has_format and self.tools:
                 schema = json.dumps(call_schema(self.tools))
             done: DoneEvent | None = None
-            options = ChatOptions(tools=tools, json_schema=schema, grammar=grammar)
+            options = ChatOptions(
+                images=tuple(images), tools=tools, json_schema=schema, grammar=grammar
+            )
             chat = self.engine.chat(prompt, sampling, options)
             for event in chat:
                 yield event
@@ -129,7 +146,8 @@ class ToolTurn:
             if done is None:
                 return ToolTurnDone("", tuple(added), tuple(results), tuple(stats))
             stats.append(done.stats)
-            reply: Message = {"role": "assistant", "content": done.text}
+            self._used = done.stats.prompt_tokens + done.stats.decode_tokens
+            reply: Message = {"role": "assistant", "content": neutralise(done.text)}
             history.append(reply)
             added.append(reply)
             parsed = parse_reply(done.text)
@@ -144,33 +162,41 @@ class ToolTurn:
             if choice == "required" and not self.has_format:
                 answer_now = True  # a constrained call, then a plain answer
             choice = "auto"  # a required call is required once
-            step_results = yield from self._run_calls(parsed.calls, parsed.malformed, guard)
+            malformed = parsed.malformed
+            if done.stop_reason in ("max_tokens", "context_full"):  # the call was cut off
+                cut = "the reply reached its token limit (max tokens) before the call ended"
+                malformed = tuple(f"{why}; {cut}" for why in malformed)
+            step_results = yield from self._run_calls(parsed.calls, malformed, guard)
             answer_now = answer_now or (guard.stopped and not self.has_format)
             results.extend(step_results)
-            for result in step_results:
-                message = result_message(
-                    result.text,
+            carried = [
+                result_message(
+                    neutralise(result.text),
                     call_id=result.call.call_id,
                     name=result.call.name,
                     has_format=self.has_format,
                 )
-                history.append(message)
-                added.append(message)
+                for result in step_results
+            ]
+            history += carried
+            added += carried
+            yield ToolStepPrompted((dict(reply), *carried), tuple(done.token_ids))
 
     def _run_calls(
         self, calls: Sequence[ToolCall], malformed: Sequence[str], guard: TurnGuard
     ) -> Generator[ToolEvent, None, list[ToolResult]]:
         results: list[ToolResult] = []
         for n, why in enumerate(malformed):
-            bad = ToolCall("", {}, f"malformed_{n}")
-            results.append(
-                ToolResult(bad, "malformed_call", f"The tool call could not be read: {why}.")
-            )
+            result = guard.malformed(ToolCall("", {}, f"malformed_{n}"), why)
+            yield ToolCallFinished(result)  # shown: the turn goes on to the model's next step
+            results.append(result)
+            if result.kind == "step_limit":
+                return results
         for call in calls:
             result = yield from tool_step(
                 call,
                 find_tool=self._by_name.get,
-                run=self.run_call,
+                run=lambda tool, call: self._fit(self.run_call(tool, call)),
                 policy=self.policy,
                 conversation=self.conversation,
                 guard=guard,
@@ -180,6 +206,23 @@ class ToolTurn:
             if result.kind == "step_limit":
                 break
         return results
+
+    def _fit(self, result: ToolResult) -> ToolResult:
+        """``result`` cut, with a note, to half the context left (the answer needs the
+        rest): a character is counted as a token, the most it can take."""
+        info = self.engine.info
+        if info is None or info.n_ctx <= 0:
+            return result
+        limit = max(MIN_RESULT_CHARS, (info.n_ctx - self._used) // 2)
+        size = len(result.text)
+        if size > limit:
+            note = (
+                f"\n[The result was cut to {limit:,} of its {size:,} characters to fit the "
+                f"context of {info.n_ctx:,} tokens.]"
+            )
+            result = replace(result, text=result.text[:limit] + note, truncated=True)
+        self._used += min(size, limit)
+        return result
 
 
 def tool_stream(
@@ -191,19 +234,23 @@ def tool_stream(
     *,
     max_steps: int = 8,
     tool_choice: ToolChoice = "auto",
-) -> Callable[[list[dict[str, str]], SamplingSettings], Iterator[Event | ToolEvent]]:
-    """A chat session's turn with the manager's tools (its servers start at the first)."""
+    offered: Callable[[], Sequence[ToolInfo]] | None = None,
+) -> Callable[
+    [list[dict[str, str]], SamplingSettings, Sequence[bytes]], Iterator[Event | ToolEvent]
+]:
+    """A chat session's turn with the manager's tools (its servers start at the first);
+    ``offered``: the tools to offer of them, asked at each turn (default: all)."""
 
     def run_call(tool: ToolInfo, call: ToolCall) -> ToolResult:
         return manager.call(tool, call).result()
 
     def stream(
-        prompt: list[dict[str, str]], sampling: SamplingSettings
+        prompt: list[dict[str, str]], sampling: SamplingSettings, images: Sequence[bytes] = ()
     ) -> Iterator[Event | ToolEvent]:
         manager.start_stopped()
         turn = ToolTurn(
             cast(ToolEngine, engine),
-            manager.tools(),
+            offered() if offered is not None else manager.tools(),
             run_call,
             policy,
             conversation,
@@ -211,6 +258,6 @@ def tool_stream(
             tool_choice=tool_choice,
             should_stop=should_stop,
         )
-        yield from turn.run(prompt, sampling)
+        yield from turn.run(prompt, sampling, images)
 
     return stream

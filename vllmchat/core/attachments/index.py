@@ -12,6 +12,7 @@ import re
 import sqlite3
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from vllmchat.core.attachments.model import (
@@ -248,3 +249,14 @@ def used_by(db: sqlite3.Connection, message_id: int) -> list[ChunkHit]:
     sql = _HIT.format(score="u.rank", source="chunks_used u", key="u.chunk_id")
     rows = db.execute(f"{sql} WHERE u.message_id=? ORDER BY u.rank", (message_id,)).fetchall()
     return [_hit(tuple(r)) for r in rows]
+
+
+def hits_of(db: sqlite3.Connection, scored: Sequence[tuple[int, float]]) -> list[ChunkHit]:
+    """The chunks ``scored`` names (id, score), in that order, with their score."""
+    if not scored:
+        return []
+    marks = ",".join("?" * len(scored))
+    sql = _HIT.format(score="0.0", source="chunks c0", key="c0.id")
+    rows = db.execute(f"{sql} WHERE c0.id IN ({marks})", [cid for cid, _ in scored]).fetchall()
+    found = {int(r[0]): _hit(tuple(r)) for r in rows}
+    return [replace(found[cid], score=score) for cid, score in scored if cid in found]

@@ -58,11 +58,19 @@ class Fit:
 
 
 def fit_document(
-    name: str, tokens: int, *, prompt_tokens: int, budget: int, n_ctx: int, chunk_tokens: int
+    name: str,
+    tokens: int,
+    *,
+    prompt_tokens: int,
+    budget: int,
+    n_ctx: int,
+    chunk_tokens: int,
+    n_ctx_train: int = 0,
 ) -> Fit:
     """``whole`` when the document fits the prompt budget beside the conversation so far
     (``prompt_tokens``) and a question; else ``retrieval`` when the budget holds a few
-    passages; else ``NoRoom`` saying what context would do."""
+    passages; else ``NoRoom`` saying what context would do, or, when the model was
+    trained for less than that (``n_ctx_train``), that it is too small for retrieval."""
     if prompt_tokens + tokens + QUESTION_ROOM <= budget:
         share = tokens / n_ctx
         return Fit("whole", tokens, share, f"{name} ({tokens:,} tokens, {share:.0%} of the "
@@ -73,11 +81,21 @@ def fit_document(
             f"{name} ({tokens:,} tokens) is more than the context leaves "
             f"({max(0, budget - prompt_tokens):,}): each question gets the passages that match "
             "it, with their page or section."))  # fmt: skip
-    raise NoRoom(
+    said = (
         f"{name} is {tokens:,} tokens, more than the context holds ({n_ctx:,}), and the "
         f"context is too small to answer from parts of it ({MIN_PASSAGES} passages need "
-        f"about {need:,} tokens besides the reply). Load the model with a larger context "
-        f"(n_ctx {_suggest(n_ctx, need + (n_ctx - budget))} or more), or attach a shorter part."
+        f"about {need:,} tokens besides the reply)."
+    )
+    size = _suggest(n_ctx, need + (n_ctx - budget))
+    if 0 < n_ctx_train < size:
+        raise NoRoom(
+            f"{said} This model was trained for at most {n_ctx_train:,} tokens of context, "
+            f"too few for passages to help: use a model with a longer context (n_ctx "
+            f"{size:,} or more), or attach a shorter part."
+        )
+    raise NoRoom(
+        f"{said} Load the model with a larger context (n_ctx {size:,} or more), "
+        "or attach a shorter part."
     )
 
 
@@ -87,8 +105,8 @@ def passages_for(room: int, chunk_tokens: int) -> int:
     return max(0, min(MAX_PASSAGES, room // max(1, int(chunk_tokens * 1.2))))
 
 
-def _suggest(n_ctx: int, need: int) -> str:
+def _suggest(n_ctx: int, need: int) -> int:
     size = max(n_ctx * 2, 1024)
     while size < need:
         size *= 2
-    return f"{size:,}"
+    return size

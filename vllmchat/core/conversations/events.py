@@ -22,6 +22,7 @@ class PromptPlanEvent:
     pinned_tokens: int = 0  # of the prompt, taken by pinned messages
     document_tokens: int = 0  # of the prompt, taken by whole documents (the context bar)
     passage_tokens: int = 0  # of the prompt, taken by passages retrieved for the question
+    tool_tokens: int = 0  # of the prompt, taken by the offered tools' schemas
 
 
 @dataclass(frozen=True)

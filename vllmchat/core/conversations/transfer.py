@@ -14,10 +14,14 @@ from vllmchat.core.conversations.attachment_transfer import (
 from vllmchat.core.conversations.memory.fact_list import FactList, checked_text
 from vllmchat.core.conversations.store.attachment_list import AttachmentList
 from vllmchat.core.conversations.store.store import Conversation, ConversationStore, StoreError
+from vllmchat.core.conversations.store.tool_prompts import ToolPickStore
 from vllmchat.core.conversations.store.tool_steps import ToolStepList
 from vllmchat.core.conversations.tool_step_transfer import (
+    check_prompts,
     check_steps,
+    import_prompts,
     import_steps,
+    prompts_to_json,
     steps_markdown,
     steps_to_json,
 )
@@ -96,7 +100,13 @@ def to_json(store: ConversationStore, conversation_id: int) -> dict[str, Any]:
         ],
         "attachments": attachments_to_json(store, conversation_id),
         "tool_steps": steps_to_json(store, [m.id for m in store.all_messages(conversation_id)]),
+        "tool_prompts": prompts_to_json(store, [m.id for m in store.all_messages(conversation_id)]),
+        "tool_pick": _list(ToolPickStore(store).off(conversation_id)),
     }
+
+
+def _list(names: tuple[str, ...] | None) -> list[str] | None:
+    return None if names is None else list(names)
 
 
 def export_file(store: ConversationStore, conversation_id: int, path: str | Path) -> Path:
@@ -142,6 +152,7 @@ def import_file(store: ConversationStore, path: str | Path) -> Conversation:
     facts = _facts_of(data, {m.get("id") for m in messages}, p.name)
     attachments = check_attachments(data, {m.get("id") for m in messages}, p.name)
     steps = check_steps(data, {m.get("id") for m in messages}, p.name)
+    prompts = check_prompts(data, {m.get("id") for m in messages}, p.name)
     conv = store.create(
         title=str(data.get("title", "")), system_prompt=str(data.get("system_prompt", ""))
     )
@@ -163,6 +174,7 @@ def import_file(store: ConversationStore, path: str | Path) -> Conversation:
         ids[m.get("id")] = new.id
     import_attachments(store, conv.id, attachments, ids)
     import_steps(store, steps, ids)
+    import_prompts(store, conv.id, prompts, ids, data.get("tool_pick"))
     leaf = ids.get(data.get("leaf_id")) or (max(ids.values()) if ids else None)
     store.set_leaf(conv.id, leaf)
     for s in data.get("summaries") or []:

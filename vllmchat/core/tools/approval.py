@@ -68,17 +68,32 @@ class TurnGuard:
         self._seen: set[str] = set()
         self.stopped = False
 
+    def _limit(self, call: ToolCall) -> ToolResult | None:
+        if self.steps < self.max_steps:
+            self.steps += 1
+            return None
+        self.stopped = True
+        return ToolResult(
+            call,
+            "step_limit",
+            f"The turn stopped after {self.max_steps} tool steps: no more tools are called. "
+            "Answer with what you have.",
+        )
+
+    def malformed(self, call: ToolCall, why: str) -> ToolResult:
+        """A call that could not be read: a step too (a model writing it again and again
+        stops at the limit)."""
+        stop = self._limit(call)
+        if stop is not None:
+            return stop
+        how = 'Write it as {"name": ..., "arguments": {...}}, or answer in text.'
+        return ToolResult(call, "malformed_call", f"The tool call could not be read: {why}. {how}")
+
     def check(self, call: ToolCall) -> ToolResult | None:
         """An outcome that ends this call before it runs, or None to go ahead."""
-        if self.steps >= self.max_steps:
-            self.stopped = True
-            return ToolResult(
-                call,
-                "step_limit",
-                f"The turn stopped after {self.max_steps} tool steps: no more tools are called. "
-                "Answer with what you have.",
-            )
-        self.steps += 1
+        stop = self._limit(call)
+        if stop is not None:
+            return stop
         key = call.key()
         if key in self._seen:
             return ToolResult(

@@ -140,4 +140,13 @@ class ToolCallFinished:
     result: ToolResult
 
 
-ToolEvent = ServerStatus | ApprovalNeeded | ToolCallFinished
+@dataclass(frozen=True)
+class ToolStepPrompted:
+    """A tool step as it went into the prompt: the model's call as it wrote it (with
+    its sampled ids), then the messages that carried the results back."""
+
+    messages: tuple[dict[str, str], ...]
+    reply_ids: tuple[int, ...] = ()
+
+
+ToolEvent = ServerStatus | ApprovalNeeded | ToolCallFinished | ToolStepPrompted

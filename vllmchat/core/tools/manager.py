@@ -34,6 +34,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types.jsonrpc import CONNECTION_CLOSED
 
 from vllmchat.core.tools.config import DEFAULT_START_TIMEOUT_S, ServerConfig, ToolsConfig
+from vllmchat.core.tools.errors import connection_closed, describe_error
 from vllmchat.core.tools.events import (
     ServerStatus,
     ToolCall,
@@ -54,20 +55,6 @@ from vllmchat.core.tools.results import (
 log = logging.getLogger(__name__)
 STDERR_TAIL_CHARS = 2000
 _MAX_TOOL_PAGES = 50
-
-
-def describe_error(exc: BaseException) -> str:
-    """A one-line reason, looking inside exception groups (the SDK's task groups)."""
-    inner: Any = getattr(exc, "exceptions", None)
-    while inner:  # an exception group
-        exc = inner[0]
-        inner = getattr(exc, "exceptions", None)
-    if isinstance(exc, MCPError):
-        return exc.error.message
-    if isinstance(exc, FileNotFoundError) and not exc.filename:  # ours: a missing command
-        return str(exc)
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 @dataclass
@@ -325,7 +312,7 @@ class ToolServerManager:
                 self._fail(running, f"did not start within {self.start_timeout_s:g} s")
         except Exception as exc:
             if not running.stop.is_set():
-                closed = isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED
+                closed = connection_closed(exc)
                 self._fail(
                     running, "it exited before it was ready" if closed else describe_error(exc)
                 )

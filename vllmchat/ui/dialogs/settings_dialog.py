@@ -135,6 +135,14 @@ class SettingsDialog(QDialog):
                 form.addRow(LABELS.get(f.name, f.name.replace("_", " ").capitalize()), shown)
                 self.editors[f.name] = editor
             boxes.append((box, form))
+        embedding = QLineEdit(settings.embedding_model)
+        embedding.setAccessibleName("embedding_model")
+        embedding.setPlaceholderText("none: passages by FTS5 alone")
+        embedding.setToolTip("An embedding GGUF: a large document's passages are ranked by "
+                             "FTS5 and by embeddings, fused (reciprocal rank).")  # fmt: skip
+        embedding.textChanged.connect(self._update)
+        boxes[1][1].addRow("Embedding model (GGUF)", embedding)
+        self.editors["embedding_model"] = embedding
         self.note = QLabel("")
         self.note.setWordWrap(True)
         boxes[2][1].addRow(self.note)

@@ -100,8 +100,10 @@ class MainWindow(QMainWindow):
             self,
             lambda text: self.statusBar().showMessage(text, 10_000),
         )
+        self.attached.pick_vision_model = lambda: self.models.choose_model(vision_only=True)
         self.tool_actions = ToolActions(self.bridge, self, self.chat, self.approval, self._status,
-                                        store)  # fmt: skip
+                                        store, conversation=lambda: self.conversation_id,
+                                        )  # fmt: skip
         self.window_state = WindowState(self, self.split, store)
         self.loads = LoadView(self.bridge, self, self.input, (self.offload, self.memory),
                               self.banner, self.status_line, self.busy_bar)  # fmt: skip
@@ -234,6 +236,7 @@ class MainWindow(QMainWindow):
         self._action(model, "Tune speed and memory…", self.tuning.open, "Ctrl+T")
         tools = bar.addMenu("&Tools")
         self._action(tools, "MCP servers…", self.tool_actions.open_servers)
+        self._action(tools, "Tools in this conversation…", self.tool_actions.open_pick)
         conv = bar.addMenu("&Conversation")
         self._action(conv, "New", lambda: self.new_conversation(), "Ctrl+N")
         self._action(conv, "Summarize now", self.bridge.summarize)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 from vllmchat.core.attachments.index import SCHEMA as ATTACHMENTS_SCHEMA
+from vllmchat.core.attachments.vectors import SCHEMA as VECTORS_SCHEMA
 
 TOOL_STEPS_SCHEMA = """
 CREATE TABLE tool_steps (
@@ -20,6 +21,18 @@ CREATE TABLE tool_steps (
     elapsed_s REAL NOT NULL DEFAULT 0
 );
 CREATE INDEX tool_steps_by_message ON tool_steps(message_id, position);
+"""
+
+TOOL_PROMPTS_SCHEMA = """
+CREATE TABLE tool_prompts (  -- a reply's tool steps as the model was given them
+    message_id INTEGER PRIMARY KEY REFERENCES messages(id) ON DELETE CASCADE,
+    messages TEXT NOT NULL
+);
+ALTER TABLE conversations ADD COLUMN tool_pick TEXT;  -- tools turned off (JSON), NULL: unset
+CREATE TABLE tool_pick_last (  -- the user's last pick: a new conversation's
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    off TEXT NOT NULL
+);
 """
 
 MIGRATIONS: list[str] = [
@@ -104,6 +117,11 @@ MIGRATIONS: list[str] = [
     ATTACHMENTS_SCHEMA,
     # 6: the tool steps of a reply: each call, how it ended, what the model was shown.
     TOOL_STEPS_SCHEMA,
+    # 7: a reply's tool steps as prompted (calls as sampled, results as shown), and the
+    # tools picked for each conversation.
+    TOOL_PROMPTS_SCHEMA,
+    # 8: chunk vectors from an embedding model, for hybrid retrieval (FTS5 and cosine).
+    VECTORS_SCHEMA,
 ]
 
 

@@ -10,7 +10,7 @@ message's text; a turn sends the images of the messages its prompt gives, in ord
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from vllmchat.core.attachments.chunking import CHARS_PER_TOKEN, TARGET_TOKENS, chunk_document
@@ -27,7 +27,9 @@ from vllmchat.core.attachments.prompt import (
 )
 from vllmchat.core.conversations.store.attachment_list import AttachmentList
 from vllmchat.core.conversations.store.store import Message
+from vllmchat.core.conversations.turns.hybrid import HybridSearch
 from vllmchat.core.engine.images import MEDIA_MARKER
+from vllmchat.core.engine.media_text import neutralise
 from vllmchat.core.engine.protocol import Engine
 
 
@@ -56,9 +58,10 @@ class BranchDocuments:
         return bool(self.whole(message))
 
     def with_images(self, message: Message) -> str:
-        """``message``'s text (as ``view`` gives it) with one marker per image before it."""
+        """``message``'s text (as ``view`` gives it) with one marker per image before it;
+        a marker in the text itself (typed, or in a document) is made plain text."""
         images = self.images_by_message.get(message.id, ())
-        return "".join(f"{MEDIA_MARKER}\n" for _ in images) + message.content
+        return "".join(f"{MEDIA_MARKER}\n" for _ in images) + neutralise(message.content)
 
     def images(self, messages: Sequence[Message]) -> list[bytes]:
         """The bytes of the images of ``messages``, in the order their markers appear."""
@@ -97,6 +100,8 @@ class Documents:
         self.client = client
         self.conversation_id = conversation_id
         self._cached: tuple[tuple[int, ...], BranchDocuments] | None = None
+        self.embedding_model = ""  # an embedding GGUF: passages ranked by FTS5 and vectors
+        self.should_stop: Callable[[], bool] = lambda: False  # the turn was stopped
 
     def of(self, path: Sequence[Message]) -> BranchDocuments:
         """The documents of ``path``'s user messages (read once per branch)."""
@@ -132,7 +137,8 @@ class Documents:
         waiting = sum(a.tokens for a in self.attachments.pending(self.conversation_id)
                       if a.mode == "whole")  # fmt: skip
         fit = fit_document(doc.name, tokens, prompt_tokens=prompt_tokens + waiting,
-                           budget=budget, n_ctx=info.n_ctx, chunk_tokens=TARGET_TOKENS)  # fmt: skip
+                           budget=budget, n_ctx=info.n_ctx, chunk_tokens=TARGET_TOKENS,
+                           n_ctx_train=info.n_ctx_train)  # fmt: skip
         ratio = len(doc.text) / tokens if tokens else CHARS_PER_TOKEN
         chunks = chunk_document(doc, chars_per_token=ratio)
         att = self.attachments.add_document(self.conversation_id, doc, tokens=tokens,
@@ -150,12 +156,19 @@ class Documents:
         hits = self.search(ids, path[-1].content, room)
         last, before = prompt[-1]["content"], len(self.client.render(prompt))
         while hits:
-            given = [*prompt[:-1], {"role": "user", "content": with_passages(last, hits)}]
+            shown = [replace(h, text=neutralise(h.text)) for h in hits]
+            given = [*prompt[:-1], {"role": "user", "content": with_passages(last, shown)}]
             if len(self.client.render(given)) - before <= room:
                 return given, hits
             hits = hits[:-1]
         return prompt, []
 
     def search(self, ids: Sequence[int], question: str, room: int) -> list[ChunkHit]:
-        """The passages of documents ``ids`` for ``question`` that ``room`` tokens hold."""
-        return self.attachments.search(ids, question, passages_for(room, TARGET_TOKENS))
+        """The passages of documents ``ids`` for ``question`` that ``room`` tokens hold
+        (FTS5's, or FTS5's and the embeddings' fused when an embedding model is set)."""
+        k = passages_for(room, TARGET_TOKENS)
+        if self.embedding_model:
+            hybrid = HybridSearch(self.attachments, self.client, self.embedding_model,
+                                  self.should_stop)  # fmt: skip
+            return hybrid.search(ids, question, k)
+        return self.attachments.search(ids, question, k)

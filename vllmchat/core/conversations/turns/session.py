@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, replace
 
 from vllmchat.core.attachments.model import ChunkHit
@@ -36,22 +36,29 @@ from vllmchat.core.conversations.store.store import (
     Message,
     Summary,
 )
+from vllmchat.core.conversations.store.tool_prompts import StepPrompt, ToolPromptList
 from vllmchat.core.conversations.store.tool_steps import ToolStepList
 from vllmchat.core.conversations.turns.documents import Documents, given_in_place
 from vllmchat.core.conversations.turns.reply_parts import ReplyParts
+from vllmchat.core.conversations.turns.summary_engine import summary_engine
+from vllmchat.core.conversations.turns.tool_history import step_replies, with_tool_steps
 from vllmchat.core.engine.chat_options import ChatOptions
 from vllmchat.core.engine.events import DoneEvent, EngineError, ErrorEvent, ErrorKind, Event
+from vllmchat.core.engine.media_text import neutralise
 from vllmchat.core.engine.protocol import Engine
-from vllmchat.core.settings import LoadSettings, SamplingSettings
+from vllmchat.core.settings import SamplingSettings
 from vllmchat.core.tools.events import (
     ApprovalNeeded,
     ServerStatus,
     ToolCallFinished,
     ToolEvent,
     ToolResult,
+    ToolStepPrompted,
 )
 
-ToolStream = Callable[[list[dict[str, str]], SamplingSettings], Iterator[Event | ToolEvent]]
+ToolStream = Callable[
+    [list[dict[str, str]], SamplingSettings, Sequence[bytes]], Iterator[Event | ToolEvent]
+]
 
 SAVE_EVERY_S = 1.0
 
@@ -88,9 +95,11 @@ class ChatSession:
         self.turns_since_summary = 0
         self._counts: dict[str, int] = {}  # tokens of pinned texts (the engine's count)
         self.documents = Documents(attachments or AttachmentList(store), client, conversation_id)
+        self.documents.should_stop = lambda: self.stop_requested
         # A turn with tools (set by the application layer): it streams the model's steps
         # and the tool steps between them, as ``client.chat`` streams one reply.
         self.tool_stream: ToolStream | None = None
+        self.tool_tokens: Callable[[], int] = lambda: 0  # the offered tools' schemas
 
     # -- prompt ----------------------------------------------------------------
     def _prompt(
@@ -107,14 +116,13 @@ class ChatSession:
             system = (system + "\n\n" if system else "") + (
                 "Earlier in this conversation:\n" + summary.content
             )
-        prompt = [{"role": "system", "content": system}] if system else []
-        prompt += [{"role": m.role, "content": docs.with_images(m)} for m in path[start:]]
-        return prompt
+        prompt = [{"role": "system", "content": neutralise(system)}] if system else []
+        return prompt + with_tool_steps(self.store, path[start:], docs.with_images)
 
     def _measure(self, prompt: list[dict[str, str]], path: list[Message], start: int) -> int:
         """Tokens of ``prompt``, which gives ``path[start:]`` in place with their images."""
         images = self.documents.of(path).image_tokens(path[start:])
-        return len(self.client.render(prompt)) + images
+        return len(self.client.render(prompt)) + images + self.tool_tokens()
 
     def _verbatim_start(self, path: list[Message], summary: Summary | None) -> int:
         if summary is None:
@@ -131,7 +139,8 @@ class ChatSession:
         first = path[start].id if start < len(path) else None
         pinned = self._pinned_tokens(path, start)
         plan = PromptPlanEvent(n, self._n_ctx(), summary.id if summary else None, first, 0, pinned,
-                               self.documents.of(path).whole_tokens)  # fmt: skip
+                               self.documents.of(path).whole_tokens,
+                               tool_tokens=self.tool_tokens())  # fmt: skip
         return prompt, plan
 
     def _pinned_tokens(self, path: list[Message], start: int) -> int:
@@ -289,6 +298,7 @@ class ChatSession:
                 cut - start,
                 self._pinned_tokens(path, cut),
                 plan.document_tokens,
+                tool_tokens=plan.tool_tokens,
             )
             if n <= self._history_budget(path):
                 break
@@ -301,7 +311,7 @@ class ChatSession:
         hits: list[ChunkHit],
         images: list[bytes],
     ) -> Iterator[ReplyEvent | MessageStored | PassagesUsed]:
-        """Stream and store the reply (a prompt with images is answered without tools)."""
+        """Stream and store the reply (the images go with every step of a tool turn)."""
         room = plan.n_ctx - plan.prompt_tokens
         sampling = replace(self.sampling, max_tokens=max(1, min(self.sampling.max_tokens, room)))
         reply = self.store.add_message(
@@ -319,16 +329,20 @@ class ChatSession:
         parts = ReplyParts(self.client.info)
         saved_at = time.monotonic()
         stream: Iterator[Event | ToolEvent]
-        if images:  # the images go with the prompt (tools take text only)
+        if self.tool_stream is not None:
+            stream = self.tool_stream(prompt, sampling, images)
+        elif images:
             stream = self.client.chat(prompt, sampling, ChatOptions(images=images))
-        elif self.tool_stream is None:
-            stream = self.client.chat(prompt, sampling)
         else:
-            stream = self.tool_stream(prompt, sampling)
+            stream = self.client.chat(prompt, sampling)
         held: DoneEvent | None = None  # a step's end: the turn's when nothing follows it
         steps: list[ToolResult] = []
+        prompted: list[StepPrompt] = []  # the steps as the model was given them
         for raw in stream:
             held = None
+            if isinstance(raw, ToolStepPrompted):
+                prompted.append(StepPrompt(raw.messages, raw.reply_ids))
+                continue
             if isinstance(raw, ToolCallFinished):
                 steps.append(raw.result)
             if isinstance(raw, ServerStatus | ApprovalNeeded | ToolCallFinished):
@@ -367,6 +381,8 @@ class ChatSession:
                 yield event
         if steps:
             ToolStepList(self.store).record(reply.id, steps)  # before the turn's end is told
+        if prompted:
+            ToolPromptList(self.store).record(reply.id, prompted)
         if held is not None:
             yield held
 
@@ -449,7 +465,7 @@ class ChatSession:
     def _ask_for_summary(
         self, previous: Summary | None, old: list[Message]
     ) -> tuple[SummaryOutcome, int]:
-        engine, note = self._summary_engine()
+        engine, note = summary_engine(self.client, self.summarizer)
         conversation = None
         if engine is self.client:  # after the conversation: its KV cache is reused
             with contextlib.suppress(EngineError):  # (a failure shows in the request)
@@ -466,28 +482,12 @@ class ChatSession:
             outcome = replace(outcome, note=f"{note} {outcome.note}".strip())
         return outcome, prefill
 
-    def _summary_engine(self) -> tuple[Engine, str]:
-        """The engine that writes summaries: the configured one when it answers, else
-        the loaded model (with why)."""
-        other = self.summarizer
-        if other is None:
-            return self.client, ""
-        if other.info is None:
-            try:
-                n_ctx = self.client.info.n_ctx if self.client.info else 4096
-                other.load(LoadSettings(model_path="", n_ctx=n_ctx))
-            except EngineError as exc:
-                failed = f"The summary server failed ({exc.message});"
-                return self.client, f"{failed} the loaded model wrote it."
-        return other, ""
-
     # -- reopening -----------------------------------------------------------------------
     def prime(self) -> None:
         """Tell the engine the sampled ids of this branch's replies (KV reuse after reopen)."""
         path = self.store.path(self.conversation_id)
-        self.client.remember_replies(
-            [(m.content, m.token_ids) for m in path if m.role == "assistant" and m.token_ids]
-        )
+        replies = [(m.content, m.token_ids) for m in path if m.role == "assistant" and m.token_ids]
+        self.client.remember_replies([*step_replies(self.store, path), *replies])
 
     def context_info(self) -> PromptPlanEvent:
         """Tokens the next prompt would use, and where the verbatim history begins."""

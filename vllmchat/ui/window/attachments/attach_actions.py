@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from PySide6.QtCore import QObject
-from PySide6.QtWidgets import QWidget
+from PySide6.QtWidgets import QMessageBox, QWidget
 
 from vllmchat.core.app.events import AttachmentAdded, AttachmentRejected, AttachmentRemoved
 from vllmchat.core.attachments.model import Attachment, ChunkHit
@@ -35,6 +35,18 @@ def detail(att: Attachment) -> str:
     return size + (" · by passages" if att.mode == "retrieval" else "")
 
 
+def offer_vision_model(parent: QWidget, message: str, pick: Callable[[], None]) -> QMessageBox:
+    """A box that says why the image was refused and offers the picker, filtered to the
+    models that take images (not modal: the chat goes on meanwhile)."""
+    box = QMessageBox(QMessageBox.Icon.Information, "This model cannot see images", message,
+                      QMessageBox.StandardButton.Cancel, parent)  # fmt: skip
+    choose = box.addButton("Choose a model that sees images…", QMessageBox.ButtonRole.AcceptRole)
+    choose.clicked.connect(pick)
+    box.setModal(False)
+    box.show()
+    return box
+
+
 class AttachActions(QObject):
     """Attach, take back, show and open attachments (a QObject of the GUI thread)."""
 
@@ -46,6 +58,9 @@ class AttachActions(QObject):
         self.bridge, self.chat, self.input, self.say = bridge, chat, chat_input, say
         self.attachments = AttachmentList(store)
         self.viewers: list[TextViewer | ImageViewer] = []
+        # Opens the model picker showing only models that take images (set by the window).
+        self.pick_vision_model: Callable[[], None] | None = None
+        self.vision_offer: QMessageBox | None = None  # shown after an image was refused
         e = bridge.events
         e.attachment_added.connect(self._added)
         e.attachment_rejected.connect(self._rejected)
@@ -112,6 +127,9 @@ class AttachActions(QObject):
 
     def _rejected(self, event: AttachmentRejected) -> None:
         self.say(event.message)
+        if event.reason == "image_needs_vision" and self.pick_vision_model is not None:
+            self.vision_offer = offer_vision_model(self.input.window(), event.message,
+                                                   self.pick_vision_model)  # fmt: skip
 
     def _removed(self, event: AttachmentRemoved) -> None:
         self.input.pending.remove(event.attachment_id)

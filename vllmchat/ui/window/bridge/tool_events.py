@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QObject, Signal
 
+from vllmchat.core.app.events import ToolPickChanged
 from vllmchat.core.tools.events import ApprovalNeeded, ServerStatus, ToolCallFinished
 
 
@@ -20,6 +21,8 @@ class ToolEvents(QObject):
     """``ApprovalNeeded``: a call waits for the user; its ``answer`` future resumes the turn."""
     call_finished = Signal(object)
     """``ToolCallFinished``: a call's result (run, denied, failed, ...)."""
+    pick_changed = Signal(object)
+    """``ToolPickChanged``: the tools a conversation offers from its next turn."""
 
     def publish(self, event: object) -> bool:
         """Emit the signal of a tool event; False for any other event."""
@@ -29,6 +32,8 @@ class ToolEvents(QObject):
             self.call_finished.emit(event)
         elif isinstance(event, ServerStatus):
             self.server_status.emit(event)
+        elif isinstance(event, ToolPickChanged):
+            self.pick_changed.emit(event)
         else:
             return False
         return True

@@ -43,7 +43,8 @@ class ModelActions(QObject):
         self.downloads, self.notify = downloads, notify
         self.confirmation: QMessageBox | None = None  # open while a placement is asked about
 
-    def choose_model(self) -> None:
+    def choose_model(self, *, vision_only: bool = False) -> None:
+        """The model picker; ``vision_only``: it lists only models that take images."""
         from vllmchat.ui.models.model_picker import ModelPicker
 
         snapshot = self.bridge.snapshot
@@ -59,6 +60,8 @@ class ModelActions(QObject):
             draft=s.load.draft_model,
             parent=self.window,
         )
+        if vision_only:
+            picker.show_vision_only()
         if not picker.exec():
             return
         if picker.chosen_server is not None:

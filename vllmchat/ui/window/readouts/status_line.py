@@ -111,12 +111,17 @@ class StatusLine(QWidget):
 
     def set_plan(
         self, prompt_tokens: int, n_ctx: int, summary_tokens: int, pinned_tokens: int = 0,
-        document_tokens: int = 0,
+        document_tokens: int = 0, tool_tokens: int = 0,
     ) -> None:  # fmt: skip
         """The context bar: pins (whole documents among them) in violet; the label gives
-        the documents' share."""
+        the documents' share and the offered tool schemas' share."""
         self.context.set_usage(prompt_tokens, n_ctx, summary_tokens, pinned_tokens)
         self._documents = f" · 📎 {document_tokens:,}" if document_tokens else ""
+        self._documents += f" · 🔧 {tool_tokens:,}" if tool_tokens else ""
+        self.context_label.setToolTip(
+            f"The offered tools' schemas take {tool_tokens:,} tokens of the prompt."
+            if tool_tokens else ""
+        )  # fmt: skip
         self.context_label.setText(f"{prompt_tokens:,} / {n_ctx:,}{self._documents}")
 
     def follow(self, events: Any) -> None:

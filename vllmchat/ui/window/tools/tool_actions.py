@@ -9,7 +9,6 @@ always allowed are kept in ``mcp-approved.json`` next to ``mcp.json``.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -17,10 +16,12 @@ from pathlib import Path
 from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QVBoxLayout, QWidget
 
+from vllmchat.core.app.events import EditRefused, ToolPickChanged
 from vllmchat.core.app.tool_turns import ToolChoice
 from vllmchat.core.conversations.store.store import ConversationStore
 from vllmchat.core.conversations.store.tool_steps import ToolStepList
 from vllmchat.core.tools.approval import ApprovalPolicy
+from vllmchat.core.tools.approved import load_approved, save_approved
 from vllmchat.core.tools.config import ConfigError, ToolsConfig, config_path, load_config
 from vllmchat.core.tools.events import (
     Approval,
@@ -34,23 +35,11 @@ from vllmchat.core.tools.manager import ToolServerManager
 from vllmchat.ui.chat.approval_prompt import ApprovalPrompt
 from vllmchat.ui.chat.chat_view import ChatView
 from vllmchat.ui.chat.tool_call_fold import fold_into
+from vllmchat.ui.dialogs.tool_lists import ApprovedList, ToolPickList
 from vllmchat.ui.window.bridge.engine_bridge import EngineBridge
 
 log = logging.getLogger(__name__)
 Notify = Callable[[str, int], None]
-
-
-def approved_path(config_file: Path) -> Path:
-    return config_file.with_name("mcp-approved.json")
-
-
-def load_approved(config_file: Path) -> list[str]:
-    """The tools the user always allows (none where the file is missing or unreadable)."""
-    try:
-        names = json.loads(approved_path(config_file).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
-    return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
 
 
 class ToolActions(QObject):
@@ -65,8 +54,10 @@ class ToolActions(QObject):
         notify: Notify,
         store: ConversationStore,
         config_file: Path | None = None,
+        conversation: Callable[[], int | None] = lambda: None,
     ) -> None:
         super().__init__(parent)
+        self.conversation = conversation  # the conversation shown
         self.bridge, self.window, self.chat, self.prompt = bridge, parent, chat, prompt
         self.store = store
         self.notify = notify
@@ -77,12 +68,16 @@ class ToolActions(QObject):
         self.manager: ToolServerManager | None = None  # swapped on the engine's thread
         self.asked: ApprovalNeeded | None = None
         self.results: list[ToolResult] = []  # this window's calls, in order (tests)
+        self.approved: ApprovedList | None = None  # the Tools dialog's, while open
+        self.pick: ToolPickList | None = None  # this conversation's tools, while shown
 
     def wire(self) -> None:
         tools = self.bridge.events.tools
         tools.approval_needed.connect(self.ask)
         tools.call_finished.connect(self.show_call)
         tools.server_status.connect(self.show_status)
+        tools.pick_changed.connect(self._pick_changed)
+        self.bridge.events.edit_refused.connect(self._pick_refused)
         self.bridge.events.turn_finished.connect(self.withdraw)
         self.bridge.events.turn_failed.connect(self.withdraw)
         self.prompt.answered.connect(self._answered)
@@ -124,13 +119,71 @@ class ToolActions(QObject):
         dialog.resize(720, 560)
         layout = QVBoxLayout(dialog)
         self.tab = ToolsTab(self.config_file, dialog)
-        layout.addWidget(self.tab)
+        layout.addWidget(self.tab, 3)
+        self.approved = ApprovedList(dialog)
+        self.approved.set_names(self.policy.always)
+        self.approved.revoke_requested.connect(self.revoke)
+        layout.addWidget(self.approved, 1)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
         buttons.rejected.connect(dialog.reject)
         layout.addWidget(buttons)
         dialog.finished.connect(self.start)
         dialog.open()
         self.dialog = dialog
+
+    def revoke(self, name: str) -> None:
+        """A tool always allowed asks before each call again (``mcp-approved.json``)."""
+        self.policy.revoke(name)
+        failed = save_approved(self.config_file, self.policy.always)
+        self.notify(f"Revoked for this session only: {failed}" if failed
+                    else f"{name}: each call asks again.", 10_000)  # fmt: skip
+        if self.approved is not None:
+            self.approved.set_names(self.policy.always)
+
+    # -- the tools this conversation offers --------------------------------------------
+    def open_pick(self) -> None:
+        """The checkbox list of this conversation's tools (its servers started to list them)."""
+        dialog = QDialog(self.window)
+        dialog.setWindowTitle("Tools in this conversation")
+        dialog.resize(420, 480)
+        layout = QVBoxLayout(dialog)
+        self.pick = ToolPickList(dialog)
+        layout.addWidget(self.pick)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        buttons.rejected.connect(dialog.reject)
+        layout.addWidget(buttons)
+        self.pick.switched.connect(self.switch)
+        self.bridge.events.tools.server_status.connect(lambda _s: self.show_pick())
+        if self.manager is not None:
+            for status in self.manager.statuses():
+                if status.state == "stopped":
+                    self.manager.start(status.server)  # each one's state is announced
+        self.show_pick()
+        dialog.open()
+        self.pick_dialog = dialog
+
+    def show_pick(self) -> None:
+        conversation, pick = self.conversation(), self.pick
+        if pick is None or conversation is None:
+            return
+        manager = self.manager
+        servers = [s.name for s in manager.config.servers if not s.disabled] if manager else []
+        tools = manager.tools() if manager else []
+        pick.show_tools(servers, tools, self.bridge.app.tool_picks.pick(conversation).off)
+
+    def switch(self, names: list[str], on: bool) -> None:
+        """The user's change: an intent to the application layer, announced as its event."""
+        conversation = self.conversation()
+        if conversation is not None:
+            self.bridge.events.publish(self.bridge.app.tool_picks.switch(conversation, names, on))
+
+    def _pick_changed(self, event: ToolPickChanged) -> None:
+        self.notify(event.message, 8_000)
+        self.show_pick()
+
+    def _pick_refused(self, event: EditRefused) -> None:
+        if event.action == "tools":  # the message is the status bar's: the boxes put back
+            self.show_pick()
 
     def close(self) -> None:
         """After the engine's thread has ended: the servers stopped."""
@@ -148,11 +201,9 @@ class ToolActions(QObject):
 
     def _answered(self, approval: Approval) -> None:
         if approval.decision == "always" and self.asked is not None:
-            names = sorted(self.policy.always | {self.asked.call.name})
-            try:
-                approved_path(self.config_file).write_text(json.dumps(names), encoding="utf-8")
-            except OSError as exc:
-                self.notify(f"Allowed for this session only: {exc}", 15_000)
+            failed = save_approved(self.config_file, self.policy.always | {self.asked.call.name})
+            if failed:
+                self.notify(f"Allowed for this session only: {failed}", 15_000)
         self.asked = None
 
     def show_call(self, event: ToolCallFinished) -> None:

@@ -233,3 +233,6 @@ def _not_written(exc: OSError) -> EngineError:
         f"The conversation is saved; its KV state could not be written ({reason}): "
         "the next start re-reads it.",
     )
+
+
+from vllmchat.core.engine.process.serving import embed_handlers  # noqa: E402,F401  (registers Embed)
