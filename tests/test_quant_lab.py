@@ -16,7 +16,7 @@ import pytest
 from vllmchat.core.engine.client import EngineClient
 from vllmchat.core.engine.events import EngineError
 from vllmchat.core.models.advisor import GPU_FULL, Fit, QuantAdvice, _recommend_measured
-from vllmchat.core.models.memory import MemoryEstimate
+from vllmchat.core.models.memory_estimate import MemoryEstimate
 from vllmchat.core.tuning.events import QuantsCompared
 from vllmchat.core.tuning.quant_lab import QualityCache, compare, reference_of
 

@@ -186,7 +186,7 @@ def test_the_terminal_options_and_stats_show_drafts():
 
 def test_the_status_line_shows_drafted_and_accepted(qtbot):
     from vllmchat.core.engine.events import TurnStats
-    from vllmchat.ui.window.status_line import StatusLine
+    from vllmchat.ui.window.readouts.status_line import StatusLine
 
     line = StatusLine()
     qtbot.addWidget(line)
@@ -204,7 +204,7 @@ def test_the_status_line_marks_greedy_output_that_can_differ(qtbot):
     from vllmchat.core.app.events import Loaded, SettingsChanged
     from vllmchat.core.app_settings import AppSettings
     from vllmchat.core.engine.info import ModelInfo
-    from vllmchat.ui.window.status_line import StatusLine
+    from vllmchat.ui.window.readouts.status_line import StatusLine
 
     class BridgeSignals(QObject):
         """The two bridge signals the status line listens to."""

@@ -15,7 +15,8 @@ from dataclasses import dataclass, replace
 
 from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.hardware import HardwareInfo
-from vllmchat.core.models.memory import MIB, FitSettings, MemoryEstimate, estimate
+from vllmchat.core.models.memory import MIB, FitSettings, estimate
+from vllmchat.core.models.memory_estimate import MemoryEstimate
 
 VRAM_MARGIN = 0.92  # keep 8% of free VRAM for the driver and the desktop
 RAM_MARGIN = 0.90

@@ -1,1 +1,2 @@
-"""The main window, its actions, the bridge to the application layer, and the start-up."""
+"""The main window and its start-up; its rooms: turns, loads, attachments, tools, conversations,
+readouts, desktop, and the bridge to the application layer."""

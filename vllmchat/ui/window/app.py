@@ -38,7 +38,7 @@ def _parser() -> argparse.ArgumentParser:
 def run_app(argv: Sequence[str]) -> int:
     args = _parser().parse_args(list(argv))
     if args.install_desktop:
-        from vllmchat.ui.window.desktop_entry import install_desktop_entry
+        from vllmchat.ui.window.desktop.desktop_entry import install_desktop_entry
 
         print(install_desktop_entry())
         return 0

@@ -44,17 +44,17 @@ from vllmchat.ui.common.workers import WorkerGroup
 from vllmchat.ui.models.downloads import DownloadsPanel
 from vllmchat.ui.offload.memory_panel import MemoryPanel
 from vllmchat.ui.offload.offload_panel import OffloadPanel
-from vllmchat.ui.window.attach_actions import AttachActions
-from vllmchat.ui.window.banner import EngineBanner
-from vllmchat.ui.window.conversation_actions import ConversationActions
-from vllmchat.ui.window.engine_bridge import EngineBridge
-from vllmchat.ui.window.load_view import LoadView
-from vllmchat.ui.window.memory_readout import MemoryReadout
-from vllmchat.ui.window.status_line import StatusLine
-from vllmchat.ui.window.tool_actions import ToolActions
-from vllmchat.ui.window.turn_view import TurnView
-from vllmchat.ui.window.window_actions import ModelActions, TunerActions
-from vllmchat.ui.window.window_state import WindowState
+from vllmchat.ui.window.attachments.attach_actions import AttachActions
+from vllmchat.ui.window.bridge.engine_bridge import EngineBridge
+from vllmchat.ui.window.conversations.conversation_actions import ConversationActions
+from vllmchat.ui.window.desktop.window_state import WindowState
+from vllmchat.ui.window.loads.load_view import LoadView
+from vllmchat.ui.window.loads.window_actions import ModelActions, TunerActions
+from vllmchat.ui.window.readouts.banner import EngineBanner
+from vllmchat.ui.window.readouts.memory_readout import MemoryReadout
+from vllmchat.ui.window.readouts.status_line import StatusLine
+from vllmchat.ui.window.tools.tool_actions import ToolActions
+from vllmchat.ui.window.turns.turn_view import TurnView
 
 
 class MainWindow(QMainWindow):

@@ -90,6 +90,31 @@ def _prefill(
     return True
 
 
+def _rendered(
+    rt: LlamaRuntime,
+    messages: Sequence[Mapping[str, str]],
+    sampling: SamplingSettings,
+    options: ChatOptions,
+) -> tuple[list[int], list[bytes]] | ErrorEvent:
+    """The prompt's tokens and the images' bytes, or why the turn cannot be answered."""
+    if not messages:
+        return ErrorEvent(ErrorKind.BAD_REQUEST, "There is no message to answer.")
+    try:
+        data = [image_bytes(i) for i in options.images]
+        tool_list = json.loads(options.tools) if options.tools else None
+        prompt = rt.render(messages, thinking=sampling.thinking, images=data, tools=tool_list)
+    except (TemplateError, ValueError) as exc:
+        return ErrorEvent(ErrorKind.BAD_REQUEST, str(exc))
+    except EngineError as exc:
+        return ErrorEvent(exc.kind, exc.message)
+    if len(prompt) >= rt.n_ctx:
+        return ErrorEvent(
+            ErrorKind.PROMPT_TOO_LONG,
+            f"The prompt is {len(prompt):,} tokens; the context holds {rt.n_ctx:,}.",
+        )
+    return prompt, data
+
+
 def run_turn(
     rt: LlamaRuntime,
     messages: Sequence[Mapping[str, str]],
@@ -106,87 +131,59 @@ def run_turn(
     ``grammar`` (GBNF) constrains the reply with llama.cpp's grammar (without speculation).
     """
     try:
-        _run_turn(rt, messages, sampling, should_stop, emit, options)
+        t0 = time.perf_counter()
+        rendered = _rendered(rt, messages, sampling, options)
+        if isinstance(rendered, ErrorEvent):
+            emit(rendered)
+            return
+        prompt, data = rendered
+        pictures = _Images(rt.vision.spans(prompt) if rt.vision is not None and data else [])
+        cached = rt.kv_tokens
+        known = cached + ([rt.pending] if rt.pending is not None else [])
+        shared = min(common_prefix(cached, prompt), len(prompt) - 1)
+        reused = rt.truncate(keep_whole_images(shared, pictures.spans))
+        rt.pending = None
+        new_tokens = len(prompt) - min(common_prefix(known, prompt), len(prompt) - 1)
+        base: dict[str, Any] = dict(
+            prompt_tokens=len(prompt),
+            tokens_reused=reused,
+            tokens_prefilled=len(prompt) - reused,
+            tokens_new=new_tokens,
+            n_ctx=rt.n_ctx,
+        )
+        try:
+            finished = _prefill(rt, prompt, reused, pictures, should_stop, emit)
+            base.update(images_encoded=pictures.encoded, image_tokens=pictures.tokens)
+            if not finished:
+                stats = TurnStats(
+                    **base,
+                    prefill_s=time.perf_counter() - t0,
+                    stop_reason="stopped",
+                    kv_tokens=rt.llm.n_tokens,
+                )
+                emit(StatsEvent(stats))
+                emit(DoneEvent("", "stopped", stats))
+                return
+        except EngineError as exc:
+            emit(ErrorEvent(exc.kind, exc.message))
+            return
+        t_prefilled = time.perf_counter()
+        if options.constrained:
+            sampling = replace(sampling, speculation="off")
+        decode_reply(
+            rt,
+            sampling,
+            should_stop,
+            emit,
+            base,
+            (t0, t_prefilled),
+            conversation_key(messages),
+            options=options,
+        )
+        settle_pending(rt)
     finally:
         if rt.vision is not None:
             rt.vision.end_turn()  # the image chunks are freed; their ids stay known
-
-
-def _run_turn(
-    rt: LlamaRuntime,
-    messages: Sequence[Mapping[str, str]],
-    sampling: SamplingSettings,
-    should_stop: Callable[[], bool],
-    emit: Emit,
-    options: ChatOptions,
-) -> None:
-    t0 = time.perf_counter()
-    if not messages:
-        emit(ErrorEvent(ErrorKind.BAD_REQUEST, "There is no message to answer."))
-        return
-    try:
-        data = [image_bytes(i) for i in options.images]
-        tool_list = json.loads(options.tools) if options.tools else None
-        prompt = rt.render(messages, thinking=sampling.thinking, images=data, tools=tool_list)
-    except (TemplateError, ValueError) as exc:
-        emit(ErrorEvent(ErrorKind.BAD_REQUEST, str(exc)))
-        return
-    except EngineError as exc:
-        emit(ErrorEvent(exc.kind, exc.message))
-        return
-    pictures = _Images(rt.vision.spans(prompt) if rt.vision is not None and data else [])
-    n_ctx = rt.n_ctx
-    if len(prompt) >= n_ctx:
-        emit(
-            ErrorEvent(
-                ErrorKind.PROMPT_TOO_LONG,
-                f"The prompt is {len(prompt):,} tokens; the context holds {n_ctx:,}.",
-            )
-        )
-        return
-    cached = rt.kv_tokens
-    known = cached + ([rt.pending] if rt.pending is not None else [])
-    reuse = keep_whole_images(min(common_prefix(cached, prompt), len(prompt) - 1), pictures.spans)
-    reused = rt.truncate(reuse)
-    rt.pending = None
-    new_tokens = len(prompt) - min(common_prefix(known, prompt), len(prompt) - 1)
-    base: dict[str, Any] = dict(
-        prompt_tokens=len(prompt),
-        tokens_reused=reused,
-        tokens_prefilled=len(prompt) - reused,
-        tokens_new=new_tokens,
-        n_ctx=n_ctx,
-    )
-    try:
-        finished = _prefill(rt, prompt, reused, pictures, should_stop, emit)
-        base.update(images_encoded=pictures.encoded, image_tokens=pictures.tokens)
-        if not finished:
-            stats = TurnStats(
-                **base,
-                prefill_s=time.perf_counter() - t0,
-                stop_reason="stopped",
-                kv_tokens=rt.llm.n_tokens,
-            )
-            emit(StatsEvent(stats))
-            emit(DoneEvent("", "stopped", stats))
-            return
-    except EngineError as exc:
-        emit(ErrorEvent(exc.kind, exc.message))
-        return
-    t_prefilled = time.perf_counter()
-    if options.constrained:
-        sampling = replace(sampling, speculation="off")
-    decode_reply(
-        rt,
-        sampling,
-        should_stop,
-        emit,
-        base,
-        (t0, t_prefilled),
-        conversation_key(messages),
-        options=options,
-    )
-    settle_pending(rt)
 
 
 def settle_pending(rt: LlamaRuntime) -> None:

@@ -47,7 +47,7 @@ from vllmchat.core.engine.events import (
     TokenEvent,
 )
 from vllmchat.core.tuning.events import PointMeasured, TuneFinished, TuneStarted
-from vllmchat.ui.window.tool_events import ToolEvents
+from vllmchat.ui.window.bridge.tool_events import ToolEvents
 
 
 class AppEvents(QObject):

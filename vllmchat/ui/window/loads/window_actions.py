@@ -21,7 +21,7 @@ from vllmchat.core.tuning.results import TuneConfig
 from vllmchat.ui.models.downloads import DownloadsPanel
 from vllmchat.ui.offload.offload_panel import OffloadPanel
 from vllmchat.ui.offload.tuner_dialog import TunerDialog
-from vllmchat.ui.window.engine_bridge import EngineBridge
+from vllmchat.ui.window.bridge.engine_bridge import EngineBridge
 
 Notify = Callable[[str, str], None]  # (title, text): tell the user without stopping them
 

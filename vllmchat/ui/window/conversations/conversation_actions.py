@@ -21,7 +21,7 @@ from vllmchat.core.conversations.store.store import ConversationStore
 from vllmchat.core.conversations.transfer import export_file
 from vllmchat.ui.chat.chat_view import ChatView
 from vllmchat.ui.chat.conversation_list import ConversationList
-from vllmchat.ui.window.engine_bridge import EngineBridge
+from vllmchat.ui.window.bridge.engine_bridge import EngineBridge
 
 Status = Callable[[str, int], None]  # (message, milliseconds): the status bar
 

@@ -21,9 +21,9 @@ from vllmchat.core.tuning.cache import TuneCache
 from vllmchat.ui.chat.chat_input import ChatInput
 from vllmchat.ui.offload.memory_panel import MemoryPanel
 from vllmchat.ui.offload.offload_panel import OffloadPanel
-from vllmchat.ui.window.banner import EngineBanner
-from vllmchat.ui.window.engine_bridge import EngineBridge
-from vllmchat.ui.window.status_line import StatusLine
+from vllmchat.ui.window.bridge.engine_bridge import EngineBridge
+from vllmchat.ui.window.readouts.banner import EngineBanner
+from vllmchat.ui.window.readouts.status_line import StatusLine
 
 
 class LoadView(QObject):

@@ -20,7 +20,7 @@ from vllmchat.ui.chat.attachments import ImageViewer, TextViewer
 from vllmchat.ui.chat.chat_input import ChatInput
 from vllmchat.ui.chat.chat_view import ChatView
 from vllmchat.ui.chat.message_widget import MessageWidget
-from vllmchat.ui.window.engine_bridge import EngineBridge
+from vllmchat.ui.window.bridge.engine_bridge import EngineBridge
 
 Say = Callable[[str], None]  # a line in the status bar
 

@@ -11,7 +11,7 @@ from vllmchat.core.machine import nvml
 from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.memory import FitSettings, kv_bytes_per_layer
 from vllmchat.ui.offload.memory_panel import MemoryPanel
-from vllmchat.ui.window.engine_bridge import EngineBridge
+from vllmchat.ui.window.bridge.engine_bridge import EngineBridge
 
 
 class MemoryReadout(QObject):

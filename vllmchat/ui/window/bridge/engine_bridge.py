@@ -36,7 +36,7 @@ from vllmchat.core.engine.protocol import Engine
 from vllmchat.core.placement import Placement
 from vllmchat.core.tuning.results import TuneConfig
 from vllmchat.ui.common.workers import Worker, WorkerGroup, work_name
-from vllmchat.ui.window.app_events import AppEvents
+from vllmchat.ui.window.bridge.app_events import AppEvents
 
 
 class EngineBridge(QObject):

@@ -36,7 +36,7 @@ from vllmchat.ui.chat.approval_prompt import ApprovalPrompt
 from vllmchat.ui.chat.chat_view import ChatView
 from vllmchat.ui.chat.tool_call_fold import fold_into
 from vllmchat.ui.dialogs.tool_lists import ApprovedList, ToolPickList
-from vllmchat.ui.window.engine_bridge import EngineBridge
+from vllmchat.ui.window.bridge.engine_bridge import EngineBridge
 
 log = logging.getLogger(__name__)
 Notify = Callable[[str, int], None]

@@ -17,10 +17,10 @@ from vllmchat.ui.chat.chat_view import ChatView
 from vllmchat.ui.chat.conversation_list import ConversationList
 from vllmchat.ui.offload.memory_panel import MemoryPanel
 from vllmchat.ui.offload.offload_panel import OffloadPanel
-from vllmchat.ui.window.engine_bridge import EngineBridge
-from vllmchat.ui.window.load_view import LoadView
-from vllmchat.ui.window.memory_readout import MemoryReadout
-from vllmchat.ui.window.status_line import StatusLine
+from vllmchat.ui.window.bridge.engine_bridge import EngineBridge
+from vllmchat.ui.window.loads.load_view import LoadView
+from vllmchat.ui.window.readouts.memory_readout import MemoryReadout
+from vllmchat.ui.window.readouts.status_line import StatusLine
 
 
 class TurnView:

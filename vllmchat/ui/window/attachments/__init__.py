@@ -1,0 +1,1 @@
+"""Attachments in the window: the 📎 button, drops, pastes, and the chips of waiting files."""

@@ -1,0 +1,1 @@
+"""The window's conversation actions: export, import, summaries edited by hand, pins."""

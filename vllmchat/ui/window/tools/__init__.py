@@ -1,0 +1,1 @@
+"""MCP tools in the window: servers offered in every turn, calls asked about and shown."""
