@@ -104,7 +104,7 @@ def _no_leaks() -> Iterator[None]:
 @pytest.fixture
 def make_client() -> Iterator:
     """Factory of engine clients; all are closed at the end of the test."""
-    from vllmchat.core.engine.client import EngineClient
+    from vllmchat.core.engine.local.client import EngineClient
 
     clients: list[EngineClient] = []
 

@@ -108,7 +108,7 @@ def test_summary_longer_than_what_it_replaces_falls_back_to_keep_last(
     """A summarizer (a loopback server told to ramble) whose "summary" of a few short
     words is longer than them."""
     from tests.fake_openai import FakeServer
-    from vllmchat.core.engine.remote import RemoteEngine
+    from vllmchat.core.engine.remote.engine import RemoteEngine
 
     session = _session(
         make_client,

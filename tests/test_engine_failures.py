@@ -101,7 +101,7 @@ def _address_space(pid: int) -> int:
 
 def test_out_of_memory_for_weights_and_for_kv_are_told_apart(make_client, gemma_model):
     """A real allocation failure: the engine's address space is capped (RLIMIT_AS)."""
-    from vllmchat.core.engine.client import EngineClient
+    from vllmchat.core.engine.local.client import EngineClient
 
     probe = make_client()
     probe.start()

@@ -13,8 +13,8 @@ from typing import get_type_hints
 import pytest
 
 from vllmchat.core.engine import requests as rq
-from vllmchat.core.engine.client import EngineClient
 from vllmchat.core.engine.events import EngineError, ErrorKind
+from vllmchat.core.engine.local.client import EngineClient
 from vllmchat.core.engine.process.serving.registry import Context, handles
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 

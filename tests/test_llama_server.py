@@ -20,7 +20,7 @@ from vllmchat.core.conversations.events import SummaryEvent
 from vllmchat.core.conversations.store.store import ConversationStore
 from vllmchat.core.conversations.turns.kv_cache import KVStateCache
 from vllmchat.core.engine.events import DoneEvent, ErrorEvent, ErrorKind, StatsEvent, TokenEvent
-from vllmchat.core.engine.remote import RemoteEngine
+from vllmchat.core.engine.remote.engine import RemoteEngine
 
 pytestmark = pytest.mark.skipif(server_binary() is None, reason="scripts/setup.sh dev installs it")
 

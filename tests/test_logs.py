@@ -17,7 +17,7 @@ from vllmchat.core.app.events import LoadFailed
 from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.conversations.store.store import ConversationStore
 from vllmchat.core.conversations.turns.kv_cache import KVStateCache
-from vllmchat.core.engine.client import EngineClient
+from vllmchat.core.engine.local.client import EngineClient
 from vllmchat.core.machine import logs
 
 

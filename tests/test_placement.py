@@ -23,8 +23,8 @@ from vllmchat.core.app.events import (
 from vllmchat.core.app_settings import AppSettings, load_app_settings, save_app_settings
 from vllmchat.core.conversations.store.store import ConversationStore
 from vllmchat.core.conversations.turns.kv_cache import KVStateCache
-from vllmchat.core.engine.client import EngineClient
 from vllmchat.core.engine.events import DoneEvent, ErrorEvent, ErrorKind
+from vllmchat.core.engine.local.client import EngineClient
 from vllmchat.core.gguf_header import read_header
 from vllmchat.core.models.advisor import max_gpu_expert_layers, max_gpu_layers
 from vllmchat.core.models.description import describe

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from vllmchat.core.engine.client import EngineClient
 from vllmchat.core.engine.events import EngineError
+from vllmchat.core.engine.local.client import EngineClient
 from vllmchat.core.models.advisor import GPU_FULL, Fit, QuantAdvice, _recommend_measured
 from vllmchat.core.models.memory_estimate import MemoryEstimate
 from vllmchat.core.tuning.events import QuantsCompared

@@ -22,7 +22,7 @@ from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.conversations.store.store import ConversationStore
 from vllmchat.core.conversations.turns.kv_cache import KVStateCache
 from vllmchat.core.engine.events import DoneEvent, ErrorEvent, ErrorKind, TokenEvent
-from vllmchat.core.engine.remote import RemoteEngine
+from vllmchat.core.engine.remote.engine import RemoteEngine
 
 
 def _start_server(model: str) -> tuple[subprocess.Popen[bytes], str]:

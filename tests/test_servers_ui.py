@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from vllmchat.bench.engine.llama_server import LlamaServer, server_binary
-from vllmchat.core.engine.client import EngineClient
-from vllmchat.core.engine.remote import RemoteEngine
+from vllmchat.core.engine.local.client import EngineClient
+from vllmchat.core.engine.remote.engine import RemoteEngine
 
 pytestmark = pytest.mark.skipif(server_binary() is None, reason="scripts/setup.sh dev installs it")
 TIMEOUT = 60_000

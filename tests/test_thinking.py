@@ -179,7 +179,7 @@ def test_the_window_folds_thinking_and_shows_how_long(qtbot):
 
 def test_a_servers_reasoning_content_is_thinking_and_thinking_off_reaches_its_template(store):
     from tests.fake_openai import FakeServer
-    from vllmchat.core.engine.remote import RemoteEngine
+    from vllmchat.core.engine.remote.engine import RemoteEngine
 
     with FakeServer() as server:
         server.mode, server.script, server.reasoning = "script", ["Paris."], "France's capital."

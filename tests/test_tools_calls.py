@@ -217,7 +217,7 @@ def test_a_servers_streamed_calls_become_call_text_and_go_back_in_the_apis_shape
     """The pieces are shaped as the openai client's deltas (plain objects with its fields)."""
     from types import SimpleNamespace as Delta
 
-    from vllmchat.core.engine.remote_tools import StreamedCalls, openai_messages
+    from vllmchat.core.engine.remote.tools import StreamedCalls, openai_messages
 
     calls = StreamedCalls()
     calls.add([Delta(index=0, id="call_9", function=Delta(name="demo_add", arguments='{"a": 2,'))])

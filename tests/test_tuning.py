@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from vllmchat.core.app.tuning import run_tune
-from vllmchat.core.engine.client import EngineClient
 from vllmchat.core.engine.events import DoneEvent, EngineError
+from vllmchat.core.engine.local.client import EngineClient
 from vllmchat.core.models.hardware import GpuInfo, HardwareInfo
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 from vllmchat.core.tuning import plan

@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QMessageBox
 from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.conversations.store.store import ConversationStore
 from vllmchat.core.conversations.turns.kv_cache import KVStateCache
-from vllmchat.core.engine.client import EngineClient
+from vllmchat.core.engine.local.client import EngineClient
 from vllmchat.core.models.hardware import GpuInfo, HardwareInfo
 from vllmchat.core.models.memory import estimate
 from vllmchat.core.placement import Placement

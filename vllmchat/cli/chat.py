@@ -37,7 +37,7 @@ from vllmchat.core.engine.events import (
 )
 from vllmchat.core.engine.exactness import identity_note
 from vllmchat.core.engine.protocol import Engine
-from vllmchat.core.engine.servers import url_warning
+from vllmchat.core.engine.remote.servers import url_warning
 from vllmchat.core.paths import kv_cache_dir
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from vllmchat.core.app.engines import open_local
-from vllmchat.core.engine.client import EngineClient
 from vllmchat.core.engine.events import DoneEvent, ErrorEvent, StatsEvent
+from vllmchat.core.engine.local.client import EngineClient
 from vllmchat.core.engine.process.llama.llama_adapter import drop_kv_after
 from vllmchat.core.settings import LoadSettings, SamplingSettings, SpeculationMode
 

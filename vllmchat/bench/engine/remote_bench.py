@@ -15,7 +15,7 @@ from vllmchat.bench.engine.engine_bench import QUESTIONS as ENGINE_QUESTIONS
 from vllmchat.bench.engine.llama_server import LlamaServer
 from vllmchat.core.demo_model import demo_model_path
 from vllmchat.core.engine.events import DoneEvent, StatsEvent, TokenEvent
-from vllmchat.core.engine.remote import RemoteEngine
+from vllmchat.core.engine.remote.engine import RemoteEngine
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 
 QUESTIONS = ENGINE_QUESTIONS[:10]  # the engine benchmark's, for the same conversation

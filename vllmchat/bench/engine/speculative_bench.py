@@ -35,8 +35,8 @@ from typing import Any
 from vllmchat.bench.engine import verify_cost
 from vllmchat.core.app.engines import open_local
 from vllmchat.core.demo_model import demo_model_path
-from vllmchat.core.engine.client import EngineClient
 from vllmchat.core.engine.events import DoneEvent
+from vllmchat.core.engine.local.client import EngineClient
 from vllmchat.core.settings import LoadSettings, SamplingSettings, SpeculationMode
 
 INVENTORY = """def load_inventory(path, sep):

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from vllmchat.core.engine.chat_options import ChatOptions
-from vllmchat.core.engine.client import EngineClient
 from vllmchat.core.engine.events import DoneEvent, ErrorEvent, Event, StatsEvent, TurnStats
 from vllmchat.core.engine.images import MEDIA_MARKER
+from vllmchat.core.engine.local.client import EngineClient
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 
 GREEDY = SamplingSettings(temperature=0.0, max_tokens=16, speculation="off")

@@ -31,8 +31,8 @@ from vllmchat.bench.placement.moe_gpu import Stages, gpu_figures, log
 from vllmchat.bench.synthetic.synth_moe import MOE_SHAPES, write_moe_gguf
 from vllmchat.core.app.engines import open_local
 from vllmchat.core.app.tuning import describe_file
-from vllmchat.core.engine.client import EngineClient
 from vllmchat.core.engine.events import EngineError
+from vllmchat.core.engine.local.client import EngineClient
 from vllmchat.core.models.advisor import max_gpu_expert_layers
 from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.memory import MIB, FitSettings, estimate

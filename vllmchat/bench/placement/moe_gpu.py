@@ -23,7 +23,7 @@ from typing import Any
 
 from vllmchat.bench.placement.tune_bench import _measure, _mib, _row, tuned
 from vllmchat.core.app_settings import AppSettings
-from vllmchat.core.engine.client import EngineClient
+from vllmchat.core.engine.local.client import EngineClient
 from vllmchat.core.models.advisor import max_gpu_expert_layers, max_gpu_layers
 from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.memory import MIB, FitSettings, estimate

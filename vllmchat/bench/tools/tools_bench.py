@@ -21,9 +21,9 @@ from typing import Any
 
 from vllmchat.core.app.tool_turns import Message, ToolTurn, ToolTurnDone
 from vllmchat.core.engine.chat_options import PLAIN, ChatOptions
-from vllmchat.core.engine.client import EngineClient
 from vllmchat.core.engine.events import DoneEvent, Event, StatsEvent, TurnStats
 from vllmchat.core.engine.info import ModelInfo
+from vllmchat.core.engine.local.client import EngineClient
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 from vllmchat.core.tools.approval import ApprovalPolicy
 from vllmchat.core.tools.config import ServerConfig, ToolsConfig

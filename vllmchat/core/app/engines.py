@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vllmchat.core.app_settings import AppSettings
-from vllmchat.core.engine.client import EngineClient
+from vllmchat.core.engine.local.client import EngineClient
 from vllmchat.core.engine.protocol import Engine
-from vllmchat.core.engine.remote import RemoteEngine
-from vllmchat.core.engine.servers import api_key
+from vllmchat.core.engine.remote.engine import RemoteEngine
+from vllmchat.core.engine.remote.servers import api_key
 
 
 @dataclass(frozen=True)

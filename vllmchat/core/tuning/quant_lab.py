@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from vllmchat.core.engine.client import EngineClient
 from vllmchat.core.engine.events import EngineError
 from vllmchat.core.engine.info import ScoreRequest, TextScore
+from vllmchat.core.engine.local.client import EngineClient
 from vllmchat.core.engine.model_check import model_fingerprint
 from vllmchat.core.models.advisor import QUANT_BITS, quant_label
 from vllmchat.core.paths import measurements_dir

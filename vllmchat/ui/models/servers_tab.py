@@ -15,7 +15,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from vllmchat.core.engine.servers import api_key, store_api_key, url_warning
+from vllmchat.core.engine.remote.servers import api_key, store_api_key, url_warning
 from vllmchat.ui.common.workers import WorkerGroup
 
 

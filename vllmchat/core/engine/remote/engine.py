@@ -33,8 +33,8 @@ from vllmchat.core.engine.events import (
 )
 from vllmchat.core.engine.info import KvUsage, ModelInfo, ReloadResult, StateTransfer
 from vllmchat.core.engine.protocol import Capabilities
-from vllmchat.core.engine.remote_tools import StreamedCalls, openai_messages
-from vllmchat.core.engine.remote_wire import (
+from vllmchat.core.engine.remote.tools import StreamedCalls, openai_messages
+from vllmchat.core.engine.remote.wire import (
     ReasoningText,
     api_root,
     engine_error,

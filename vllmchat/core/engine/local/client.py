@@ -18,7 +18,6 @@ from typing import Any, TypeVar
 
 from vllmchat.core.engine import requests as rq
 from vllmchat.core.engine.chat_options import PLAIN, ChatOptions
-from vllmchat.core.engine.engine_process import EngineProcess
 from vllmchat.core.engine.events import (
     DoneEvent,
     EngineError,
@@ -39,6 +38,7 @@ from vllmchat.core.engine.info import (
     StateTransfer,
     TextScore,
 )
+from vllmchat.core.engine.local.engine_process import EngineProcess
 from vllmchat.core.engine.protocol import LOCAL, Capabilities
 from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.settings import LoadSettings, SamplingSettings

@@ -1,0 +1,1 @@
+"""Remote engines: OpenAI-compatible servers, their wire format, tools and the saved list."""
