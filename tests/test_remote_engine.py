@@ -221,7 +221,7 @@ def test_bad_servers_get_clear_messages_and_lose_nothing(mode, kind, words, tmp_
 
 def test_api_keys_stay_out_of_settings_and_plain_http_elsewhere_is_warned(tmp_path, monkeypatch):
     from vllmchat.core.app_settings import save_app_settings
-    from vllmchat.core.engine import servers
+    from vllmchat.core.engine.remote import servers
 
     url = "http://192.168.1.20:8080"
     warning = servers.store_api_key(url, "sk-secret-123")
