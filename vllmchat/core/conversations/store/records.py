@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -92,3 +93,11 @@ def summary_from_row(row: sqlite3.Row) -> Summary:
         row["tokens"],
         bool(row["edited"]),
     )
+
+
+def id_batches(ids: Iterable[int], size: int = 500) -> Iterator[tuple[list[int], str]]:
+    """``ids`` in batches SQLite's parameter limit takes, each with its ``?,?,…`` marks."""
+    every = list(ids)
+    for start in range(0, len(every), size):
+        part = every[start : start + size]
+        yield part, ",".join("?" * len(part))

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from vllmchat.core.conversations.store.records import id_batches
 from vllmchat.core.conversations.store.store import ConversationStore, StoreError
 
 
@@ -71,10 +72,7 @@ class ToolPromptList:
     def of_messages(self, message_ids: Iterable[int]) -> dict[int, list[StepPrompt]]:
         """Each reply's steps in order (replies without any are left out)."""
         found: dict[int, list[StepPrompt]] = {}
-        ids = list(message_ids)
-        for start in range(0, len(ids), 500):
-            part = ids[start : start + 500]
-            marks = ",".join("?" * len(part))
+        for part, marks in id_batches(message_ids):
             rows = self.store.db.execute(
                 f"SELECT message_id, messages FROM tool_prompts WHERE message_id IN ({marks})",
                 part,

@@ -11,6 +11,7 @@ import json
 from collections.abc import Sequence
 from typing import cast
 
+from vllmchat.core.conversations.store.records import id_batches
 from vllmchat.core.conversations.store.store import ConversationStore
 from vllmchat.core.tools.events import OutcomeKind, ToolCall, ToolResult
 
@@ -39,10 +40,7 @@ class ToolStepList:
     def of_messages(self, message_ids: Sequence[int]) -> dict[int, list[ToolResult]]:
         """Each message's steps in order (messages without any are left out)."""
         steps: dict[int, list[ToolResult]] = {}
-        ids = list(message_ids)
-        for start in range(0, len(ids), 500):
-            part = ids[start : start + 500]
-            marks = ",".join("?" * len(part))
+        for part, marks in id_batches(message_ids):
             rows = self.store.db.execute(
                 "SELECT message_id, name, arguments, call_id, kind, result, truncated, elapsed_s"
                 f" FROM tool_steps WHERE message_id IN ({marks}) ORDER BY message_id, position",
