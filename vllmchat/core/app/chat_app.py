@@ -10,8 +10,7 @@ The settings change only here, by intents (``load``, ``set_placement``,
 announced as ``SettingsChanged`` and written once the model has loaded with them;
 a placement that ends the engine is taken back (``PlacementFellBack``). The
 user's changes to stored conversations are ``edits`` and ``delete_conversation``.
-Its attachment, reading and tuning intents live beside it (``attachment_intents``,
-``reading``, ``tuning``) and are mixed in.
+Its attachment, reading and tuning intents are mixins beside it.
 """
 
 from __future__ import annotations
