@@ -165,6 +165,11 @@ class Worker:
         return self.runtime
 
     def unload(self) -> None:
+        """Let the model go, once the last checkpoint is on disk: a new model or
+        placement is where the process may abort, and the checkpoint is what it falls
+        back to."""
+        if self.writer is not None:
+            self.writer.join()
         if self.runtime is not None:
             self.runtime.close()
             self.runtime = None
