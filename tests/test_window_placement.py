@@ -116,7 +116,7 @@ def test_the_panel_follows_announced_placements_and_asks_past_the_bound(qtbot, m
     assert w.settings.load.n_gpu_layers == 8 and w.offload.slider.value() == 8
 
 
-def test_an_aborting_placement_from_the_slider(qtbot, make_window):
+def test_an_aborting_placement_from_the_slider(qtbot, make_window, tmp_path):
     w = make_window(AbortsAt(5))
     n = w.turns_ended
     w.send(  # long enough for the conversation's KV state to be checkpointed
@@ -124,6 +124,9 @@ def test_an_aborting_placement_from_the_slider(qtbot, make_window):
         "advice on what to pack, how to plan each day and what to do if the weather turns."
     )
     qtbot.waitUntil(lambda: w.turns_ended > n, timeout=TIMEOUT)
+    # Written on the engine's own thread; a real abort comes after the model is let go
+    # of, which waits for it (this one comes before the reload is asked for).
+    qtbot.waitUntil(lambda: any((tmp_path / "kv").glob("conversation-*.kv")), timeout=10_000)
     w.offload.set_model(w.desc, _gpu_fitting(w, 20), w.loads.fit())  # well within the bound
     n = w.loads_ended
     w.offload.slider.setValue(5)  # the engine aborts there
