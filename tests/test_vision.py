@@ -165,3 +165,28 @@ def test_the_media_marker_is_mtmds_own():
 
     assert mtmd_missing() == []
     assert media_marker() == MEDIA_MARKER
+
+
+@pytest.mark.parametrize("flash_attn", [True, False])
+def test_the_projector_estimate_matches_what_llama_cpp_reserves(
+    make_client, demo_model, tmp_path, flash_attn
+):
+    """The encoder's compute buffer, reserved at load, as llama.cpp reports it, against
+    the estimate's model of it; the encoder takes flash attention whatever the text
+    model's setting (else 8 heads' scores would add 32 MiB)."""
+    from vllmchat.core.models.projector import read_projector
+
+    shape = VisionShape(n_embd=256, n_ff=1024, n_head=8, image_size=448)
+    path = write_gemma3_mmproj(tmp_path / "mmproj-wide.gguf", 576, shape)
+    settings = LoadSettings(model_path=str(demo_model), mmproj_path=str(path), n_ctx=1024,
+                            n_threads=2, flash_attn=flash_attn)  # fmt: skip
+    client = make_client()
+    plain = client.load(settings.with_changes(mmproj_path="")).buffers_mib
+    reported = client.load(settings).buffers_mib
+    projector = read_projector(path)
+    weights = projector.weights_bytes / 2**20
+    assert reported["projector model:CPU"] == pytest.approx(weights, abs=0.01)
+    compute = reported["projector compute:CPU"] * 2**20
+    assert compute == pytest.approx(projector.encode_bytes, rel=0.01)
+    own = {k: v for k, v in reported.items() if not k.startswith("projector")}
+    assert own == plain  # llama.cpp's own buffers, kept apart

@@ -37,6 +37,11 @@ def register(sub: Any) -> None:
         action="store_true",
         help="vision: a synthetic projector of Gemma 3's real vision tower (SigLIP, F16)",
     )
+    p.add_argument(
+        "--buffers",
+        action="store_true",
+        help="vision: only the projector's buffers at load against the estimate (no image)",
+    )
     p.add_argument("--quick", action="store_true", help="fewer repetitions")
     p.add_argument(
         "--embedding-model",
@@ -157,7 +162,8 @@ def run(args: argparse.Namespace) -> int:
     elif args.name == "vision":
         from vllmchat.bench.engine import vision_bench
 
-        result = vision_bench.run_vision_bench(
+        run = vision_bench.run_projector_buffers if args.buffers else vision_bench.run_vision_bench
+        result = run(
             args.model, args.mmproj, n_threads=args.threads, real_shape=args.real_projector
         )
     elif args.name == "tools":

@@ -138,3 +138,49 @@ def run_vision_bench(
         else f"synthetic gemma3 ({'SigLIP shape, ' if real_shape else ''}{width})",
         **vram,
     }
+
+
+def run_projector_buffers(
+    model_path: str | None = None,
+    mmproj_path: str | None = None,
+    *,
+    n_threads: int = 2,
+    real_shape: bool = False,
+) -> dict[str, Any]:
+    """The projector's weights and its encoder's compute buffer as llama.cpp reserves
+    them at load, against the estimate (no image is encoded, so the real SigLIP shape
+    takes seconds on a CPU). On a GPU every layer and the projector go there."""
+    from vllmchat.bench.synthetic.synth_mmproj import SIGLIP_SHAPE, write_gemma3_mmproj
+    from vllmchat.core.app.tuning import describe_file
+    from vllmchat.core.demo_model import demo_model_path
+    from vllmchat.core.models.memory import MIB
+    from vllmchat.core.models.projector import read_projector
+
+    with tempfile.TemporaryDirectory(prefix="vllmchat-projector-") as tmp:
+        model = model_path or str(demo_model_path())
+        desc = describe_file(model)
+        width = desc.n_embd if desc else 576
+        shape = SIGLIP_SHAPE if real_shape else None
+        projector = mmproj_path or str(write_gemma3_mmproj(Path(tmp) / "mmproj.gguf", width, shape))
+        info = read_projector(projector)
+        client = EngineClient()
+        try:
+            gpu = client.probe().gpu_offload
+            settings = LoadSettings(
+                model_path=model, mmproj_path=projector, n_ctx=1024, n_threads=n_threads,
+                n_gpu_layers=999 if gpu else 0,
+            )  # fmt: skip
+            reported = client.load(settings).buffers_mib
+        finally:
+            client.close()
+    compute = sum(v for k, v in reported.items() if k.startswith("projector compute"))
+    weights = sum(v for k, v in reported.items() if k.startswith("projector model"))
+    return {
+        "n_patches": info.n_patches,
+        "devices": sorted({k.split(":")[1] for k in reported if k.startswith("projector")}),
+        "weights_mib": round(weights, 2),
+        "weights_estimate_mib": round(info.weights_bytes / MIB, 2),
+        "compute_mib": round(compute, 2),
+        "compute_estimate_mib": round(info.encode_bytes / MIB, 2),
+        "compute_error_pct": round((info.encode_bytes / MIB - compute) / compute * 100, 2),
+    }

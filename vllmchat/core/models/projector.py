@@ -54,12 +54,21 @@ class ProjectorInfo:
 
     @property
     def encode_bytes(self) -> int:
-        """The encoder's compute buffer for one image (float32 activations of every
-        patch through attention and the feed-forward, and the attention scores)."""
+        """The encoder's compute buffer for one image: the largest of its stages, as
+        ggml's allocator reuses memory between them. The engine opens the encoder with
+        flash attention where the backend has it (CPU, CUDA, Metal), so no stage holds
+        the heads' n x n scores. Checked against llama.cpp's own report on the CPU
+        (``bench vision --buffers``): a 4096-patch SigLIP reserves 121.25 MiB.
+
+        - the patch embedding: the image in F32 and its im2col copy in F16;
+        - attention: five F32 rows a patch;
+        - the feed-forward: three rows of the width and one of the hidden size.
+        """
         n = self.n_patches
-        activations = n * (self.n_ff + 6 * self.n_embd)
-        scores = self.n_head * n * n
-        return 4 * (activations + scores) + 4 * self.image_tokens * max(self.n_embd_out, 1)
+        image = 3 * self.image_size * self.image_size * (4 + 2)
+        attention = 4 * n * 5 * self.n_embd
+        feed_forward = 4 * n * (3 * self.n_embd + self.n_ff)
+        return max(image, attention, feed_forward)
 
     def fits(self, n_embd_text: int) -> str:
         """'' when the projector is made for a model of this width; else why not."""

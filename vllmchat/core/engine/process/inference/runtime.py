@@ -76,6 +76,12 @@ class LlamaRuntime:
         self.passthrough = self._harmony_markers() if self.reasoning == "harmony" else frozenset()
         self.info = self._describe(header, source, mark)
 
+    def _buffers(self, mark: int) -> dict[str, float]:
+        """llama.cpp's buffers (MiB by ``kind:device``), the projector's apart."""
+        vision = self.vision
+        own = llama_log.lines_since(mark, vision.log_start if vision is not None else None)
+        return llama_log.buffer_sizes(own) | (vision.buffers_mib if vision is not None else {})
+
     def _describe(self, header: Any, source: str, mark: int) -> ModelInfo:
         """What the runtime has loaded, for the client (its log read since ``mark``)."""
         model, settings, vision = self.llm.model, self.settings, self.vision
@@ -93,7 +99,7 @@ class LlamaRuntime:
             template_source=source,
             gpu_offload=bool(llama_cpp.llama_supports_gpu_offload()),
             load_s=self.load_s,
-            buffers_mib=llama_log.buffer_sizes(llama_log.lines_since(mark)),
+            buffers_mib=self._buffers(mark),
             name=display_name(settings.model_path),
             overridden=llama_log.overridden_tensors(llama_log.lines_since(mark)),
             reasoning=self.reasoning,

@@ -84,10 +84,7 @@ class Vision:
             raise EngineError(ErrorKind.BAD_REQUEST, mismatch, _FIX)
         mark = llama_log.mark()
         gpu = settings.n_gpu_layers > 0 and bool(llama_cpp.llama_supports_gpu_offload())
-        self.ctx = adapter.open_projector(
-            llm, path, n_threads=settings.threads_batch, use_gpu=gpu,
-            flash_attn=settings.flash_attn,
-        )  # fmt: skip
+        self.ctx = adapter.open_projector(llm, path, n_threads=settings.threads_batch, use_gpu=gpu)
         if self.ctx is None:
             said = [ln for ln in llama_log.lines_since(mark) if "error" in ln.lower()]
             reason = said[-1].split("error:", 1)[-1].strip() if said else "see the log"
@@ -96,6 +93,8 @@ class Vision:
                 f"llama.cpp refused the projector {header_name(path)}: {reason}",
                 _FIX,
             )
+        self.log_start = mark
+        self.buffers_mib = llama_log.projector_buffer_sizes(llama_log.lines_since(mark))
         self.llm = llm
         self.max_side = max_image_side(self.info, MAX_IMAGE_SIDE)
         self.salt = model_fingerprint(path)[:16]

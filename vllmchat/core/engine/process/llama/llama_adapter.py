@@ -181,9 +181,7 @@ class ImageChunk:
     n_pos: int
 
 
-def open_projector(
-    llm: llama_cpp.Llama, path: str, *, n_threads: int, use_gpu: bool, flash_attn: bool
-) -> Any:
+def open_projector(llm: llama_cpp.Llama, path: str, *, n_threads: int, use_gpu: bool) -> Any:
     """mtmd's context for the projector at ``path`` beside ``llm`` (None: refused; the
     reason is in llama.cpp's log, which mtmd's log joins)."""
     try:
@@ -199,11 +197,10 @@ def open_projector(
     params.use_gpu = use_gpu
     params.print_timings = False
     params.n_threads = n_threads
-    params.warmup = False
-    params.flash_attn_type = (
-        llama_api.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash_attn
-        else llama_api.LLAMA_FLASH_ATTN_TYPE_DISABLED
-    )  # fmt: skip
+    params.warmup = True  # the encoder's compute buffer is reserved now, not at the first image
+    # Flash attention wherever the backend has it (llama.cpp's own default): without
+    # it the encoder holds every head's n x n scores, 1 GiB for a 4096-patch SigLIP.
+    params.flash_attn_type = llama_api.LLAMA_FLASH_ATTN_TYPE_AUTO
     return mtmd.mtmd_init_from_file(path.encode(), llm.model, params)
 
 

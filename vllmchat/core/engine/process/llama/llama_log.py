@@ -44,9 +44,10 @@ def mark() -> int:
     return _count
 
 
-def lines_since(position: int = 0) -> list[str]:
-    """Log lines appended since ``mark()`` returned ``position``."""
-    return [line for seq, line in list(_lines) if seq >= position]
+def lines_since(position: int = 0, until: int | None = None) -> list[str]:
+    """Log lines appended since ``mark()`` returned ``position`` (and before ``until``)."""
+    end = _count if until is None else until
+    return [line for seq, line in list(_lines) if position <= seq < end]
 
 
 _BUFFER_RE = re.compile(r"(\S+)\s+(model|KV|compute) buffer size\s*=\s*([\d.]+) MiB")
@@ -60,6 +61,27 @@ def buffer_sizes(lines: list[str]) -> dict[str, float]:
         if m:
             key = f"{m.group(2).lower()}:{m.group(1)}"
             sizes[key] = sizes.get(key, 0.0) + float(m.group(3))
+    return sizes
+
+
+_CLIP_BACKEND_RE = re.compile(r"CLIP using (\S+) backend")
+_CLIP_MODEL_RE = re.compile(r"model size:\s*([\d.]+) MiB")
+_CLIP_COMPUTE_RE = re.compile(r"(\S+) compute buffer size\s*=\s*([\d.]+) MiB")
+
+
+def projector_buffer_sizes(lines: list[str]) -> dict[str, float]:
+    """The projector's weights and its encoder's compute buffers (MiB) as mtmd's
+    ``clip`` reported them, keyed ``projector model:DEVICE`` / ``projector compute:DEVICE``."""
+    sizes: dict[str, float] = {}
+    device = "CPU"
+    for line in lines:
+        if m := _CLIP_BACKEND_RE.search(line):
+            device = m.group(1)
+        elif m := _CLIP_MODEL_RE.search(line):
+            sizes[f"projector model:{device}"] = float(m.group(1))
+        elif m := _CLIP_COMPUTE_RE.search(line):
+            key = f"projector compute:{m.group(1)}"
+            sizes[key] = float(m.group(2))  # a later reserve replaces an earlier one
     return sizes
 
 
