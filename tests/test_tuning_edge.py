@@ -1,12 +1,13 @@
 """The tuner's search up to the edge of the card, its margin, its finalists and its
-handling of an engine that aborts: the real tuner on a fake GPU (tests/fake_gpu.py),
-whose free memory the engine's probe reports as llama.cpp's devices would."""
+handling of an engine that aborts: the real tuner on a fake GPU
+(``vllmchat/bench/placement/fake_card.py``), whose free memory the engine's probe
+reports as llama.cpp's devices would."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.fake_gpu import FakeGpuEngine, scaled_moe
+from vllmchat.bench.placement.fake_card import FakeGpuEngine, scaled_moe
 from vllmchat.core.models.advisor import max_gpu_expert_layers
 from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.memory import MIB, FitSettings
@@ -101,24 +102,34 @@ def test_a_placement_under_the_margin_is_never_picked(desc):
     assert result.pick is not None and on_gpu(result.pick) == EDGE - 1
 
 
-def test_finalists_are_remeasured_interleaved_and_their_medians_decide(desc):
-    true = {EDGE: 72.0, EDGE - 1: 68.8, EDGE - 2: 66.0}  # the edge is 4.4% faster
+def experts_line(at_edge: float, below: float, *, dip: float = 1.0, dip_at: int = EDGE):
+    """Decode speeds as decode works: a token's time grows by the same step for each
+    layer whose experts stay in RAM (``at_edge`` tok/s at the edge, ``below`` one step
+    under); ``dip``: the first run at ``dip_at`` slowed by a busy CPU."""
+    step = 1 / below - 1 / at_edge
 
-    def busy_first(c: TuneConfig, runs: int) -> float:
+    def speed(c: TuneConfig, runs: int) -> float:
         g = on_gpu(c)
-        if g not in true or c.n_threads < 2:
+        if g < 0 or c.n_threads < 2:
             return rising(c, runs) * 0.5
-        dip = 0.95 if (g == EDGE and runs == 0) else 1.0  # a busy CPU during its first run
-        return true[g] * dip
+        tok_s = 1 / (1 / at_edge + step * (EDGE - g))
+        return tok_s * (dip if (g == dip_at and runs == 0) else 1.0)
 
+    return speed
+
+
+def test_finalists_are_remeasured_interleaved_and_the_experts_line_decides(desc):
+    busy_first = experts_line(72.0, 68.8, dip=0.95)  # the edge is 4.6% faster
     engine = card(desc, 300 * MIB, speed=busy_first)
     result = run(engine, desc)
     finals = [p for p in result.points if p.final_round]
     assert {on_gpu(p.config) for p in finals} == {EDGE, EDGE - 1, EDGE - 2}
     order = [on_gpu(p.config) for p in finals]
     assert order[:9] == order[:3] * 3, "A B C, A B C, A B C: in alternation"
-    assert [p.final_round for p in finals] == [1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 5, 5]
-    assert set(order[9:]) == {EDGE, EDGE - 1}, "within 5%: two more rounds of the two best"
+    rounds = [p.final_round for p in finals]
+    assert rounds[:9] == [1, 1, 1, 2, 2, 2, 3, 3, 3]
+    assert set(order[9:]) == {EDGE, EDGE - 1}, "within 5%: more rounds of the two best"
+    assert max(rounds) == 3 + plan.SETTLE_ROUNDS
     assert all(p.config.n_threads == 2 for p in finals), "placements compared alike"
     singles = [p for p in result.points if not p.final_round]
     single_pick, _ = plan.choose(singles, BASE, plan.MemoryLimits(margin=result.margin))
@@ -126,22 +137,34 @@ def test_finalists_are_remeasured_interleaved_and_their_medians_decide(desc):
         "by single measurements the edge looked within 2%"
     )
     assert result.pick is not None and on_gpu(result.pick) == EDGE
-    assert "72.0 tok/s decode (median of 5 interleaved runs)" in result.reason
-    # Within 2% by the medians, the memory preference holds.
-    true[EDGE] = 69.5
-    result = run(card(desc, 300 * MIB, speed=busy_first), desc)
+    assert "median of 7 interleaved runs 72.0" in result.reason
+    assert "on the line through" in result.reason
+    # Within 2% on the line, the memory preference holds.
+    result = run(card(desc, 300 * MIB, speed=experts_line(69.5, 68.3, dip=0.95)), desc)
     assert result.pick is not None and on_gpu(result.pick) == EDGE - 1
-    assert "within 2% of 69.5 tok/s" in result.reason
+    assert "within 2% of 69." in result.reason
+
+
+def test_the_line_tells_apart_what_noisy_medians_do_not(desc):
+    """Each finalist's median says the placement below the edge is as fast; the
+    readings along the experts' line say the edge is 4% faster, as it is."""
+    truth = experts_line(72.0, 69.1)
+    slow = {EDGE: [0.95, 1.0, 0.94, 1.0, 0.95, 1.0, 0.95], EDGE - 1: [1.0, 1.03, 1.0, 1.04] * 2}
+
+    def noisy(c: TuneConfig, runs: int) -> float:
+        g = on_gpu(c)
+        shifts = slow.get(g, [1.0]) if c.n_threads == 2 and g >= 0 else [1.0]
+        return truth(c, runs) * shifts[runs % len(shifts)]
+
+    result = run(card(desc, 300 * MIB, speed=noisy), desc)
+    medians = plan.final_medians(result.points)
+    by_gpu = {on_gpu(c): m for c, (m, _) in medians.items()}
+    assert by_gpu[EDGE - 1] >= plan.SAME_SPEED * by_gpu[EDGE], "the medians alone: within 2%"
+    assert result.pick is not None and on_gpu(result.pick) == EDGE
 
 
 def test_the_edge_is_a_finalist_even_when_its_one_measurement_was_slow(desc):
-    true = {EDGE: 72.0, EDGE - 1: 69.0, EDGE - 2: 66.0}
-
-    def edge_unlucky(c: TuneConfig, runs: int) -> float:
-        g = on_gpu(c)
-        if g not in true or c.n_threads < 2:
-            return rising(c, runs) * 0.5
-        return true[g] * (0.8 if (g == EDGE and runs == 0) else 1.0)  # 20% slow once
+    edge_unlucky = experts_line(72.0, 69.0, dip=0.8)  # 20% slow once
 
     result = run(card(desc, 300 * MIB, speed=edge_unlucky), desc)
     finals = {on_gpu(p.config) for p in result.points if p.final_round}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.fake_gpu import scaled_moe
+from vllmchat.bench.placement.fake_card import scaled_moe
 from vllmchat.core.machine.nvml import library_candidates
 from vllmchat.core.models.advisor import best_fit, check_fit
 from vllmchat.core.models.description import ModelDescription

@@ -17,6 +17,7 @@ def register(sub: Any) -> None:
             "conversation",
             "ui",
             "tune",
+            "tune-noise",
             "remote",
             "moe",
             "summary",
@@ -170,6 +171,10 @@ def run(args: argparse.Namespace) -> int:
         from vllmchat.bench.tools import tools_bench
 
         result = tools_bench.run(model=args.model, quick=args.quick)
+    elif args.name == "tune-noise":
+        from vllmchat.bench.placement import tune_noise
+
+        result = tune_noise.run(seeds=10 if args.quick else tune_noise.SEEDS)
     elif args.name == "estimate":
         from vllmchat.bench.placement import estimate_bench
 

@@ -91,15 +91,16 @@ def edge_of(points: list[TunePoint], value: Callable[[TuneConfig], int],
 
 def interleaved(sweep: Sweep, configs: list[TuneConfig], rounds: int) -> Iterator[TunePoint]:
     """Each of ``configs`` measured once per round, in turn (A B C A B C ...), so that
-    a busy CPU slows all alike; then up to two more rounds of the two fastest while
-    their medians stay within ``plan.SETTLE``. A round starts only when all of it fits
-    in the budget; a finalist that fails a round is dropped (it does not fit)."""
+    a busy CPU slows all alike; then up to ``plan.SETTLE_ROUNDS`` more rounds of the
+    two fastest while their medians stay within ``plan.SETTLE``. A round starts only
+    when all of it fits in the budget; a finalist that fails a round is dropped (it
+    does not fit)."""
     alive = list(configs)
     r = 0
     while len(alive) > 1:
         if r >= rounds:
             medians = plan.final_medians([p for p in sweep.points if p.config in alive])
-            alive = plan.unsettled(medians) if r < rounds + 2 else []
+            alive = plan.unsettled(medians) if r < rounds + plan.SETTLE_ROUNDS else []
             if not alive:
                 return
         if not sweep.has_time(reserve_points=len(alive) - 1):

@@ -16,7 +16,9 @@ REFINE_STEP = 0.10  # refine between neighbours whose decode differs more than t
 MARGIN_SHARE = 0.03  # device memory kept free: this share of what is available, at least
 FINALIST_SPAN = 0.90  # placements within 10% of the best decode are re-measured
 FINALISTS = 3  # at most this many
-SETTLE = 0.05  # finalists whose medians are this close get up to two more rounds
+SETTLE = 0.05  # finalists whose medians are this close get more rounds, up to
+SETTLE_ROUNDS = 4
+LINE_REACH = 4  # placements this many steps beyond the finalists join their line
 # Another thread count replaces the base one only when its single measurement is this
 # much faster: one decode on a busy CPU varies by several percent (measured: 5-10% at
 # 16 threads on a 16-core host).
@@ -131,6 +133,51 @@ def final_medians(points: Sequence[TunePoint]) -> dict[TuneConfig, tuple[float, 
     return {c: (statistics.median(v), len(v)) for c, v in runs.items() if c not in failed}
 
 
+def line_speeds(
+    points: Sequence[TunePoint], medians: dict[TuneConfig, tuple[float, int]], base: TuneConfig
+) -> dict[TuneConfig, tuple[float, int]]:
+    """The finalists' decode tok/s, and how many readings decided it (0: its median).
+
+    Finalists that differ only in how many layers keep their experts in RAM lie on a
+    line: a token's time grows by one layer's experts read from RAM a step. A straight
+    line of seconds per token against those layers, fitted to every reading at the
+    base threads from ``LINE_REACH`` steps below the finalists to as far above (three
+    placements or more), pools ten to twenty readings where a median has a finalist's
+    own three to five. Whole layers on the CPU cost unevenly (the output layer), so
+    their finalists keep their medians."""
+    speeds = {c: (m, 0) for c, (m, _) in medians.items()}
+    reach: dict[tuple[int, str], tuple[int, int]] = {}
+    for c in medians:
+        if c.n_cpu_moe:
+            line = (c.n_gpu_layers, c.tensor_split)
+            low, high = reach.get(line, (c.n_cpu_moe, c.n_cpu_moe))
+            reach[line] = (min(low, c.n_cpu_moe), max(high, c.n_cpu_moe))
+    lines: dict[tuple[int, str], list[tuple[int, float]]] = {}
+    for p in points:
+        c = p.config
+        line, alike = (c.n_gpu_layers, c.tensor_split), (c.n_threads, c.n_ubatch)
+        if (
+            p.fits
+            and p.decode_tok_s > 0
+            and line in reach
+            and alike == (base.n_threads, base.n_ubatch)
+        ):
+            low, high = reach[line]
+            if low - LINE_REACH <= c.n_cpu_moe <= high + LINE_REACH:
+                lines.setdefault(line, []).append((c.n_cpu_moe, 1.0 / p.decode_tok_s))
+    for line, readings in lines.items():
+        xs = [x for x, _ in readings]
+        if len(set(xs)) < 3:
+            continue
+        mx, my = statistics.fmean(xs), statistics.fmean(y for _, y in readings)
+        slope = sum((x - mx) * (y - my) for x, y in readings) / sum((x - mx) ** 2 for x in xs)
+        for c in medians:
+            seconds = my + slope * (c.n_cpu_moe - mx)
+            if c.n_cpu_moe and (c.n_gpu_layers, c.tensor_split) == line and seconds > 0:
+                speeds[c] = (1.0 / seconds, len(readings))
+    return speeds
+
+
 def finalists(
     points: Sequence[TunePoint], limits: MemoryLimits, base: TuneConfig
 ) -> list[TuneConfig]:
@@ -170,9 +217,10 @@ def choose(
     points: Sequence[TunePoint], base: TuneConfig, limits: MemoryLimits
 ) -> tuple[TuneConfig | None, str]:
     """The pick and why: the fastest decode that fits and leaves the margin free (fewer
-    GPU layers when within 2%: by the finalists' interleaved medians where they were
-    re-measured), the decode and prompt thread counts that were fastest there, and
-    the ubatch with the fastest prompt processing."""
+    GPU layers when within 2%: by the finalists' interleaved rounds where they were
+    re-measured, read from the experts' line where they lie on one), the decode and
+    prompt thread counts that were fastest there, and the ubatch with the fastest
+    prompt processing."""
     fitting = usable(points, limits)
     if not fitting:
         why = "No measured configuration fits in memory"
@@ -182,13 +230,16 @@ def choose(
     ok = {p.config for p in fitting}
     finals = {c: m for c, m in final_medians(points).items() if c in ok}
     if len(finals) > 1:
-        fastest_c = max(finals, key=lambda c: finals[c][0])
-        top = finals[fastest_c][0]
-        decode_c = min((c for c in finals if finals[c][0] >= SAME_SPEED * top),
+        judged = line_speeds(points, finals, base)
+        fastest_c = max(finals, key=lambda c: judged[c][0])
+        fastest_speed = judged[fastest_c][0]
+        decode_c = min((c for c in finals if judged[c][0] >= SAME_SPEED * fastest_speed),
                        key=lambda c: c.placement)  # fmt: skip
-        speed, rounds = finals[decode_c]
+        (speed, on_line), (median, rounds) = judged[decode_c], finals[decode_c]
         how = f" (median of {rounds} interleaved runs)"
-        fastest_speed = top
+        if on_line:
+            how = (f" (on the line through {on_line} readings of the experts' placements; "
+                   f"median of {rounds} interleaved runs {median:.1f})")  # fmt: skip
     else:
         baseline = [
             p
@@ -203,12 +254,12 @@ def choose(
         fastest = max(baseline, key=lambda p: p.decode_tok_s)
         decode_c, speed, how = decode.config, decode.decode_tok_s, ""
         fastest_c, fastest_speed = fastest.config, fastest.decode_tok_s
-    # Threads and ubatch at that placement: from the sweep's own measurements there,
-    # taken one after another on one load (the rounds' medians compare placements).
+    # Threads at that placement: by every reading there (the rounds are at the base
+    # threads); the ubatch by the sweep's own, taken one after another on one load.
     same = [p for p in fitting if (p.config.placement, p.config.tensor_split)
             == (decode_c.placement, decode_c.tensor_split)]  # fmt: skip
     own = [p for p in same if not p.final_round] or same
-    decode_c = _threads_there(own, base)
+    decode_c = _threads_there(same, base)
     prefill = max(own, key=lambda p: p.prefill_tok_s)
     pick = replace(decode_c, n_threads_batch=prefill.config.n_threads_batch,
                    n_ubatch=prefill.config.n_ubatch)  # fmt: skip
@@ -230,13 +281,17 @@ def choose(
 
 def _threads_there(own: Sequence[TunePoint], base: TuneConfig) -> TuneConfig:
     """The configuration at one placement with the decode threads to keep: the base
-    count unless another was faster by more than ``THREAD_GAIN``."""
-    fastest = max(own, key=lambda p: p.decode_tok_s)
-    at_base = [p for p in own if p.config.n_threads == base.n_threads]
-    if not at_base:
-        return fastest.config
-    kept = max(at_base, key=lambda p: p.decode_tok_s)
-    return fastest.config if fastest.decode_tok_s > THREAD_GAIN * kept.decode_tok_s else kept.config
+    count unless another's mean decode over its readings there beat the base count's
+    by more than ``THREAD_GAIN`` (the best reading of the count kept stands for it)."""
+    by_count: dict[int, list[TunePoint]] = {}
+    for p in own:
+        by_count.setdefault(p.config.n_threads, []).append(p)
+    mean = {n: statistics.fmean(p.decode_tok_s for p in ps) for n, ps in by_count.items()}
+    fastest = max(mean, key=lambda n: mean[n])
+    kept = base.n_threads if base.n_threads in mean else fastest
+    if mean[fastest] > THREAD_GAIN * mean[kept]:
+        kept = fastest
+    return max(by_count[kept], key=lambda p: p.decode_tok_s).config
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,9 @@ over-counts), that grows llama.cpp's compute pool at the first decode after a lo
 and aborts when the card cannot give it, and whose probe reports the card's free
 memory. Speeds come from a function of the configuration (and how often it ran).
 
-Everything else in these tests is real: the tuner, its plan, the estimate and a
-description read from a real GGUF header (its tensors scaled to real sizes).
+Everything else is real: the tuner, its plan, the estimate and a description
+read from a real GGUF header (its tensors scaled to real sizes). The tuner's
+tests and ``bench tune-noise`` use it.
 """
 
 from __future__ import annotations
