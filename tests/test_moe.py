@@ -260,6 +260,11 @@ def test_one_gpu_against_a_split_is_measured_and_the_faster_taken(qtbot):
                        "kv:CUDA0": 426.0, "kv:CUDA1": 430.0, "model:CPU_Mapped": 80.0},
                        kv_tokens=0, n_ctx=8192, kv_bytes_per_token=0.0)  # fmt: skip
     assert "(CUDA0 3,426, CUDA1 3,230)" in panel.vram.text()
+    panel.update_usage(rss=1 << 30, buffers_mib={"model:CUDA0": 3000.0, "compute:CUDA0": 300.0,
+                       "projector model:CUDA0": 806.1, "projector compute:CUDA0": 121.3},
+                       kv_tokens=0, n_ctx=8192, kv_bytes_per_token=0.0)  # fmt: skip
+    assert "compute 300 MiB · projector 927 MiB" in panel.split.text()
+    assert "4,227 MiB llama.cpp buffers" in panel.vram.text()
 
 
 def test_a_placement_past_the_card_is_out_of_memory_with_the_expert_fix():

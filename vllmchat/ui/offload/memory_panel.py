@@ -56,7 +56,10 @@ class MemoryPanel(QGroupBox):
         parts = {"weights": 0.0, "KV": 0.0, "compute": 0.0}
         for key, mib in buffers_mib.items():
             kind = key.split(":")[0]
-            parts["weights" if kind == "model" else "KV" if kind == "kv" else "compute"] += mib
+            part = {"model": "weights", "kv": "KV"}.get(kind, "compute")
+            if kind.startswith("projector"):  # the image encoder's weights and buffer
+                part = "projector"
+            parts[part] = parts.get(part, 0.0) + mib
         self.split.setText(" · ".join(f"{k} {v:,.0f} MiB" for k, v in parts.items()))
 
     def show_remote(self) -> None:
