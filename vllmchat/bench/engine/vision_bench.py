@@ -70,6 +70,23 @@ def _vram_figures(client: EngineClient, settings: LoadSettings) -> dict[str, Any
     }
 
 
+def _model_and_projector(
+    tmp: str, model_path: str | None, mmproj_path: str | None, real_shape: bool
+) -> tuple[str, int, str]:
+    """The model (default: the demo), its width, and the projector: the given one, or
+    a synthetic Gemma 3 one for that width (``real_shape``: SigLIP's real size)."""
+    from vllmchat.bench.synthetic.synth_mmproj import SIGLIP_SHAPE, write_gemma3_mmproj
+    from vllmchat.core.app.tuning import describe_file
+    from vllmchat.core.demo_model import demo_model_path
+
+    model = model_path or str(demo_model_path())
+    desc = describe_file(model)
+    width = desc.n_embd if desc else 576
+    shape = SIGLIP_SHAPE if real_shape else None
+    projector = mmproj_path or str(write_gemma3_mmproj(Path(tmp) / "mmproj.gguf", width, shape))
+    return model, width, projector
+
+
 def run_vision_bench(
     model_path: str | None = None,
     mmproj_path: str | None = None,
@@ -81,16 +98,12 @@ def run_vision_bench(
     ``real_shape``: the synthetic projector has Gemma 3's real vision tower (SigLIP, 256
     image tokens) instead of a tiny one. On a GPU every layer and the projector go there,
     and the estimate is compared with the real VRAM after the first image."""
-    from vllmchat.bench.synthetic.synth_mmproj import SIGLIP_SHAPE, png_bytes, write_gemma3_mmproj
+    from vllmchat.bench.synthetic.synth_mmproj import png_bytes
     from vllmchat.core.app.tuning import describe_file
-    from vllmchat.core.demo_model import demo_model_path
 
     with tempfile.TemporaryDirectory(prefix="vllmchat-vision-") as tmp:
-        model = model_path or str(demo_model_path())
+        model, width, projector = _model_and_projector(tmp, model_path, mmproj_path, real_shape)
         desc = describe_file(model)
-        width = desc.n_embd if desc else 576
-        shape = SIGLIP_SHAPE if real_shape else None
-        projector = mmproj_path or str(write_gemma3_mmproj(Path(tmp) / "mmproj.gguf", width, shape))
         settings = LoadSettings(
             model_path=model, mmproj_path=projector, n_ctx=4096, n_threads=n_threads
         )
@@ -150,18 +163,11 @@ def run_projector_buffers(
     """The projector's weights and its encoder's compute buffer as llama.cpp reserves
     them at load, against the estimate (no image is encoded, so the real SigLIP shape
     takes seconds on a CPU). On a GPU every layer and the projector go there."""
-    from vllmchat.bench.synthetic.synth_mmproj import SIGLIP_SHAPE, write_gemma3_mmproj
-    from vllmchat.core.app.tuning import describe_file
-    from vllmchat.core.demo_model import demo_model_path
     from vllmchat.core.models.memory import MIB
     from vllmchat.core.models.projector import read_projector
 
     with tempfile.TemporaryDirectory(prefix="vllmchat-projector-") as tmp:
-        model = model_path or str(demo_model_path())
-        desc = describe_file(model)
-        width = desc.n_embd if desc else 576
-        shape = SIGLIP_SHAPE if real_shape else None
-        projector = mmproj_path or str(write_gemma3_mmproj(Path(tmp) / "mmproj.gguf", width, shape))
+        model, _, projector = _model_and_projector(tmp, model_path, mmproj_path, real_shape)
         info = read_projector(projector)
         client = EngineClient()
         try:

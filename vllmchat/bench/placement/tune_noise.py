@@ -15,11 +15,12 @@ from __future__ import annotations
 import statistics
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from vllmchat.bench.placement.fake_card import FakeGpuEngine, scaled_moe
+from vllmchat.core.engine.protocol import MeasuredEngine
 from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.memory import MIB
 from vllmchat.core.settings import LoadSettings
@@ -65,7 +66,8 @@ def _one(desc: ModelDescription, edge: int, noise: float, seed: int) -> tuple[fl
     """(pick ÷ best, single readings' pick ÷ best) of one tune."""
     engine = _card(desc, edge, noise, seed)
     req = TuneRequest(base=SETTINGS, budget_s=600.0, threads=tuple(THREADS), ubatch=(512,))
-    events = list(tune(engine, req, engine.probe(), desc, restore=False))
+    measured = cast(MeasuredEngine, engine)  # it has the parts the tuner uses
+    events = list(tune(measured, req, engine.probe(), desc, restore=False))
     result = events[-1]
     assert isinstance(result, TuneFinished) and result.result.pick is not None
     best = true_speed(AXIS.at(TuneConfig.of(SETTINGS), edge))
