@@ -23,7 +23,7 @@ from vllmchat.bench.placement.fake_card import FakeGpuEngine, scaled_moe
 from vllmchat.core.engine.protocol import MeasuredEngine
 from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.memory import MIB
-from vllmchat.core.settings import LoadSettings
+from vllmchat.core.settings import GPU_MARGIN_MIB, LoadSettings
 from vllmchat.core.tuning import plan
 from vllmchat.core.tuning.events import TuneFinished
 from vllmchat.core.tuning.results import TuneConfig
@@ -34,7 +34,7 @@ N_LAYER = 24  # gpt-oss-20b's layers
 # the H200's 89.9 tok/s with 16 layers' experts in RAM and 72.0 with 21).
 FIXED_S, PER_CPU_LAYER_S = 0.002275, 0.000553
 THREADS = {16: 1.0, 12: 0.97, 8: 0.88}  # decode speed by thread count, against 16
-EDGES = {"4 GiB": 3, "6 GiB": 8, "8 GiB": 12}  # expert layers on the GPU at the edge
+EDGES = {"4 GiB": 3, "6 GiB": 8, "8 GiB": 12, "16 GiB": 24}  # expert layers on the GPU
 NOISE = (0.05, 0.07, 0.10)
 SEEDS = 100
 SETTINGS = LoadSettings(model_path="scaled.gguf", n_ctx=8192, n_threads=16, flash_attn=True)
@@ -58,8 +58,9 @@ def _card(desc: ModelDescription, edge: int, noise: float, seed: int) -> FakeGpu
 
     base = TuneConfig.of(SETTINGS)
     probe = FakeGpuEngine(desc, free=0, speed=speed)
-    need = probe.needs(AXIS.at(base, edge).apply_to(SETTINGS))
-    return FakeGpuEngine(desc, free=need + probe.pool + 300 * MIB, speed=speed)
+    need = probe.needs(AXIS.at(base, edge).apply_to(SETTINGS)) + probe.pool
+    above = max(300 * MIB, plan.margin_for(need, GPU_MARGIN_MIB) * 11 // 10 + 64 * MIB)
+    return FakeGpuEngine(desc, free=need + above, speed=speed)  # the edge keeps the margin
 
 
 def _one(desc: ModelDescription, edge: int, noise: float, seed: int) -> tuple[float, float]:

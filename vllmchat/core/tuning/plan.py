@@ -19,8 +19,8 @@ FINALISTS = 3  # at most this many
 SETTLE = 0.05  # finalists whose medians are this close get more rounds, up to
 SETTLE_ROUNDS = 4
 LINE_REACH = 4  # placements this many steps beyond the finalists join their line
-# Another thread count replaces the base one only when its single measurement is this
-# much faster: one decode on a busy CPU varies by several percent (measured: 5-10% at
+# Another thread count replaces the base one only when its mean decode is this much
+# faster: one decode on a busy CPU varies by several percent (measured: 5-10% at
 # 16 threads on a 16-core host).
 THREAD_GAIN = 1.05
 _MIB = 1 << 20
@@ -147,9 +147,10 @@ def line_speeds(
     their finalists keep their medians."""
     speeds = {c: (m, 0) for c, (m, _) in medians.items()}
     reach: dict[tuple[int, str], tuple[int, int]] = {}
-    for c in medians:
-        if c.n_cpu_moe:
-            line = (c.n_gpu_layers, c.tensor_split)
+    moving = {(c.n_gpu_layers, c.tensor_split) for c in medians if c.n_cpu_moe}
+    for c in medians:  # every expert on the GPU is the line's end
+        line = (c.n_gpu_layers, c.tensor_split)
+        if line in moving:
             low, high = reach.get(line, (c.n_cpu_moe, c.n_cpu_moe))
             reach[line] = (min(low, c.n_cpu_moe), max(high, c.n_cpu_moe))
     lines: dict[tuple[int, str], list[tuple[int, float]]] = {}
@@ -173,7 +174,7 @@ def line_speeds(
         slope = sum((x - mx) * (y - my) for x, y in readings) / sum((x - mx) ** 2 for x in xs)
         for c in medians:
             seconds = my + slope * (c.n_cpu_moe - mx)
-            if c.n_cpu_moe and (c.n_gpu_layers, c.tensor_split) == line and seconds > 0:
+            if (c.n_gpu_layers, c.tensor_split) == line and seconds > 0:
                 speeds[c] = (1.0 / seconds, len(readings))
     return speeds
 
