@@ -91,6 +91,12 @@ def test_no_compiler_is_one_message_with_the_package_to_install(world):
     assert not (tmp / "venv" / ".vllmchat-llama").exists()
 
 
+def _ctrl_c_as_in_a_terminal() -> None:
+    """A terminal's foreground command takes Ctrl+C (a background launcher may have
+    left SIGINT ignored, and a child inherits that)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_an_interrupted_build_leaves_nothing_half_done_and_a_second_run_finishes(world):
     tmp, env = world
     proc = subprocess.Popen(
@@ -100,6 +106,7 @@ def test_an_interrupted_build_leaves_nothing_half_done_and_a_second_run_finishes
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=_ctrl_c_as_in_a_terminal,
     )
     deadline = time.monotonic() + 60
     while not _log(tmp) and time.monotonic() < deadline:
