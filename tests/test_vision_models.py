@@ -145,3 +145,22 @@ def test_the_picker_marks_and_filters_models_with_vision(qtbot, hub, tiny_vision
     qtbot.waitUntil(lambda: picker.hub.quant_table.rowCount() == 1, timeout=20_000)
     assert "+ vision" in picker.hub.quant_table.item(0, 1).text()
     picker.workers.join()
+
+
+def test_fit_in_the_terminal_counts_a_projector_and_refuses_one_for_another_model(tiny_vision):
+    import subprocess
+    import sys
+
+    def fit(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "vllmchat", "fit", str(tiny_vision["model"]),
+                               *args], capture_output=True, text=True, timeout=60)  # fmt: skip
+
+    plain, seeing = fit(), fit("--mmproj", str(tiny_vision["f16"]))
+    assert plain.returncode == seeing.returncode == 0, seeing.stderr
+    assert "projector" not in plain.stdout
+    info = read_projector(tiny_vision["f16"])
+    assert f"({info.image_tokens} context tokens an image)" in seeing.stdout
+    other = fit("--mmproj", str(tiny_vision["other"]))
+    assert other.returncode == 2 and "made for a model with n_embd 576" in other.stderr
+    missing = fit("--mmproj", str(tiny_vision["model"]))  # a model, not a projector
+    assert missing.returncode == 2 and "is not a projector" in missing.stderr

@@ -37,13 +37,15 @@ def register(sub: Any) -> None:
     p = sub.add_parser("fit", help="memory needed by a model at given settings")
     p.add_argument("model", help="path of a .gguf")
     _fit_options(p, "--n-gpu-layers and --n-cpu-moe not given: the best placement that fits")
+    p.add_argument("--mmproj", metavar="PATH", help="the model's projector (mmproj) for images")
     p.set_defaults(func=cmd_fit)
 
 
 def _fit_options(p: argparse.ArgumentParser, gpu_layers_note: str = "") -> None:
     """The memory-relevant load settings, generated from ``FitSettings``."""
     group = p.add_argument_group("settings", gpu_layers_note or None)
-    skip = ("gpu", "gpu_overhead", "gpu_free", "draft_vram", "draft_ram")
+    skip = ("gpu", "gpu_overhead", "gpu_free", "draft_vram", "draft_ram", "projector_bytes",
+            "image_tokens")  # fmt: skip
     p.set_defaults(fit_fields=add_options(group, FitSettings, skip=skip))  # type: ignore[arg-type]
 
 
@@ -193,6 +195,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     from vllmchat.core.models.advisor import best_fit, check_fit, max_context, max_gpu_layers
     from vllmchat.core.models.description import describe
     from vllmchat.core.models.hardware_probe import probe
+    from vllmchat.core.models.projector import read_projector
 
     try:
         desc = describe(check_model_file(args.model))
@@ -201,6 +204,16 @@ def cmd_fit(args: argparse.Namespace) -> int:
         return 2
     hw = probe()
     s = _settings(args)
+    if args.mmproj:
+        try:
+            projector = read_projector(args.mmproj)
+        except (OSError, ValueError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        if mismatch := projector.fits(desc.n_embd):
+            print(f"error: {mismatch}", file=sys.stderr)
+            return 2
+        s = s.with_projector(projector)
     given_place = args.n_gpu_layers is not None or args.n_cpu_moe is not None
     fit = check_fit(desc, hw, s) if given_place else best_fit(desc, hw, s)
     e = fit.estimate
@@ -219,6 +232,11 @@ def cmd_fit(args: argparse.Namespace) -> int:
     print(f"weights  GPU {_mib(e.weights_gpu):>10}  CPU {_mib(e.weights_cpu):>10}")
     print(f"KV cache GPU {_mib(e.kv_gpu):>10}  CPU {_mib(e.kv_cpu):>10}  ({e.kv_cells} cells)")
     print(f"compute  GPU {_mib(e.compute_gpu):>10}  CPU {_mib(e.compute_cpu):>10}")
+    if e.image_tokens:
+        print(
+            f"projector GPU {_mib(e.projector_gpu):>9}  CPU {_mib(e.projector_cpu):>10}  "
+            f"({e.image_tokens} context tokens an image)"
+        )
     print(
         f"total   VRAM {_mib(e.vram):>10}  RAM {_mib(e.ram):>10}  (GPU runtime "
         f"{_mib(e.overhead_gpu)})"

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import os
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from vllmchat.core.gguf_header import read_header
@@ -86,17 +86,23 @@ class FitSettings:
         """The memory-relevant part of ``load``."""
         names = {f.name for f in fields(cls)} - {"gpu", "gpu_overhead", "gpu_free"} - _DRAFT
         draft = draft_need(load, gpu=gpu)
-        projector = projector_need(load.mmproj_path)
-        return cls(
+        made = cls(
             gpu=gpu,
             gpu_overhead=overhead,
             gpu_free=gpu_free,
             draft_vram=draft.vram if draft else 0,
             draft_ram=draft.ram if draft else 0,
-            projector_bytes=projector.weights_bytes + projector.encode_bytes if projector else 0,
-            image_tokens=projector.image_tokens if projector else 0,
             **{name: getattr(load, name) for name in names},
         )
+        return made.with_projector(projector_need(load.mmproj_path))
+
+    def with_projector(self, projector: ProjectorInfo | None) -> FitSettings:
+        """These settings with ``projector`` beside the model: its weights, its
+        encoder's compute buffer, and the context tokens one image takes."""
+        if projector is None:
+            return replace(self, projector_bytes=0, image_tokens=0)
+        need = projector.weights_bytes + projector.encode_bytes
+        return replace(self, projector_bytes=need, image_tokens=projector.image_tokens)
 
     @property
     def placement(self) -> Placement:
