@@ -164,3 +164,26 @@ def test_fit_in_the_terminal_counts_a_projector_and_refuses_one_for_another_mode
     assert other.returncode == 2 and "made for a model with n_embd 576" in other.stderr
     missing = fit("--mmproj", str(tiny_vision["model"]))  # a model, not a projector
     assert missing.returncode == 2 and "is not a projector" in missing.stderr
+
+
+def test_each_listed_model_is_fitted_with_its_own_projector(tiny_vision, tmp_path):
+    from vllmchat.core.models.advisor import best_fit
+    from vllmchat.core.models.hardware import HardwareInfo
+    from vllmchat.core.models.local import discover
+    from vllmchat.core.models.memory import projector_need
+    from vllmchat.ui.models.model_picker import _local_rows
+
+    seeing, plain = tmp_path / "seeing", tmp_path / "plain"
+    for folder in (seeing, plain):
+        folder.mkdir()
+        (folder / "Tiny-Q8_0.gguf").write_bytes(tiny_vision["model"].read_bytes())
+    (seeing / "mmproj-Tiny-f16.gguf").write_bytes(tiny_vision["f16"].read_bytes())
+    hw = HardwareInfo(1 << 30, 1 << 30, [], False)
+    loaded = FitSettings(projector_bytes=512 << 20, image_tokens=16)  # the loaded model's
+    models = [m for m in discover([seeing, plain]) if tmp_path in Path(m.path).parents]
+    rows = {m.vision: message for m, _, _, _, message in _local_rows(models, hw, loaded)}
+    assert len(models) == len(rows) == 2
+    desc = describe(read_header(tiny_vision["model"]))
+    own = FitSettings().with_projector(projector_need(str(seeing / "mmproj-Tiny-f16.gguf")))
+    assert rows[True] == best_fit(desc, hw, own).message
+    assert rows[False] == best_fit(desc, hw, FitSettings()).message != rows[True]

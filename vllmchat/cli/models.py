@@ -67,6 +67,7 @@ def cmd_models(args: argparse.Namespace) -> int:
     from vllmchat.core.models.description import describe
     from vllmchat.core.models.hardware_probe import probe
     from vllmchat.core.models.local import discover
+    from vllmchat.core.models.memory import projector_need
 
     hw = probe()
     models = discover(args.folder)
@@ -74,7 +75,8 @@ def cmd_models(args: argparse.Namespace) -> int:
         print("No models found. `vllmchat download REPO` fetches one.")
     for m in models:
         try:
-            fit = best_fit(describe(read_header(m.path)), hw, FitSettings()).message
+            with_images = FitSettings().with_projector(projector_need(m.projector))
+            fit = best_fit(describe(read_header(m.path)), hw, with_images).message
         except Exception as exc:
             fit = f"unreadable: {exc}"
         sees = f"\n          vision: --mmproj-path {m.projector}" if m.vision else ""

@@ -25,7 +25,7 @@ from vllmchat.core.models.advisor import NO_FIT, best_fit
 from vllmchat.core.models.description import describe
 from vllmchat.core.models.hardware import HardwareInfo, quick_probe
 from vllmchat.core.models.local import LocalModel, discover
-from vllmchat.core.models.memory import FitSettings
+from vllmchat.core.models.memory import FitSettings, projector_need
 from vllmchat.ui.common.workers import WorkerGroup
 from vllmchat.ui.models.downloads import DownloadsPanel
 from vllmchat.ui.models.draft_field import DraftTab
@@ -41,7 +41,8 @@ def _local_rows(models: list[LocalModel], hw: HardwareInfo, s: FitSettings) -> l
     rows: list[InstalledRow] = []
     for m in models:
         try:
-            fit = best_fit(describe(check_model_file(m.path)), hw, s)
+            own = s.with_projector(projector_need(m.projector))  # its own projector
+            fit = best_fit(describe(check_model_file(m.path)), hw, own)
             text, color = badge(fit)
             rows.append((m, fit.kind, text, color, fit.message))
         except EngineError as exc:
