@@ -52,6 +52,21 @@ def test_the_picker_lists_projectors_and_downloads_the_matching_one(hub, tiny_vi
     assert beside is not None and beside.read_bytes() == tiny_vision["f16"].read_bytes()
     assert seen[-1].done == seen[-1].total == quant.download_size
     assert projector_beside(path) == str(beside)
+    # Its fit counts the projector it comes with (read from the hub), not the loaded one's.
+    from vllmchat.core.models.hardware import HardwareInfo
+    from vllmchat.core.models.repo_advice import repo_quant_advice
+
+    hw = HardwareInfo(8 << 30, 8 << 30, [], False)
+    loaded = FitSettings(projector_bytes=512 << 20, image_tokens=99)
+    ((_, advice),) = repo_quant_advice(REPO, loaded, hw)
+    info = read_projector(tiny_vision["f16"])
+    assert advice.fit.estimate.image_tokens == info.image_tokens
+    assert advice.fit.estimate.projector_cpu == info.weights_bytes + info.encode_bytes
+    from vllmchat.core.models.advisor import advise
+
+    desc = describe(read_header(tiny_vision["model"]))
+    (without,) = advise([("Tiny-Q8_0.gguf", 1, desc)], hw, loaded)  # a quant with none
+    assert without.fit.estimate.image_tokens == 0 == without.fit.estimate.projector_cpu
 
 
 def test_projector_names_and_the_matching_rule():

@@ -17,6 +17,7 @@ from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.models.memory import MIB, FitSettings, estimate
 from vllmchat.core.models.memory_estimate import MemoryEstimate
+from vllmchat.core.models.projector import ProjectorInfo
 
 VRAM_MARGIN = 0.92  # keep 8% of free VRAM for the driver and the desktop
 RAM_MARGIN = 0.90
@@ -269,13 +270,15 @@ def advise(
     hw: HardwareInfo,
     s: FitSettings,
     quality: Mapping[str, float] | None = None,
+    projectors: Mapping[str, ProjectorInfo] | None = None,
 ) -> list[QuantAdvice]:
     """Fit of each (filename, size, description) and the recommended one marked;
-    ``quality`` (filename -> measured mean KLD) makes the choice a measured one."""
-    quality = quality or {}
+    ``quality`` (filename -> measured mean KLD) makes the choice a measured one;
+    ``projectors`` (filename -> the projector downloaded with it) adds each one's."""
+    quality, projectors = quality or {}, projectors or {}
     rows = []
     for filename, size, desc in quants:
-        fit = best_fit(desc, hw, s)
+        fit = best_fit(desc, hw, s.with_projector(projectors.get(filename)))
         rows.append(
             QuantAdvice(filename, quant_label(filename), size, fit, kld=quality.get(filename))
         )
