@@ -213,3 +213,16 @@ def demo_window(qtbot, tmp_path: Path, demo_model: Path) -> Iterator:
     yield w, store, settings
     w.close()
     store.close()
+
+
+@pytest.fixture
+def manager() -> Iterator:
+    """A tool server manager with the demo MCP server (``tests/mcp_servers``) started."""
+    from vllmchat.core.tools.config import ServerConfig, ToolsConfig
+    from vllmchat.core.tools.manager import ToolServerManager
+
+    server = str(Path(__file__).parent / "mcp_servers" / "tool_server.py")
+    config = ToolsConfig((ServerConfig("demo", command=sys.executable, args=(server, "stdio")),))
+    with ToolServerManager(config) as m:
+        assert m.start("demo").result(60).state == "ready"
+        yield m

@@ -42,6 +42,18 @@ def test_a_broken_mcp_config_stops_the_chat_before_it_starts(tmp_path: Path) -> 
     assert "line 1, column 22" in proc.stderr
 
 
+def _chat_requiring_tools(
+    config: Path, lines: list[str], *, max_tokens: int
+) -> subprocess.CompletedProcess[str]:
+    """``vllmchat chat`` with the servers of ``config``, a call required each turn,
+    typing ``lines``."""
+    return subprocess.run(
+        [sys.executable, "-m", "vllmchat", "chat", "--mcp", str(config), "--n-ctx", "2048",
+         "--max-tokens", str(max_tokens), "--temperature", "0", "--tool-choice", "required"],
+        input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+
+
 def test_tools_on_and_off_for_the_conversation_and_an_always_approval_revoked(
     demo_model, tmp_path: Path
 ) -> None:
@@ -62,14 +74,7 @@ def test_tools_on_and_off_for_the_conversation_and_an_always_approval_revoked(
         "a",  # the call asks again: allowed always, kept again
         "/quit",
     ]
-    proc = subprocess.run(
-        [sys.executable, "-m", "vllmchat", "chat", "--mcp", str(config), "--n-ctx", "2048",
-         "--max-tokens", "64", "--temperature", "0", "--tool-choice", "required"],
-        input="\n".join(lines) + "\n",
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )  # fmt: skip
+    proc = _chat_requiring_tools(config, lines, max_tokens=64)
     out = proc.stdout
     assert proc.returncode == 0, proc.stderr
     assert "always allowed: demo_add, demo_echo" in out
@@ -99,14 +104,7 @@ def test_a_crashing_and_a_hanging_tool_are_told_and_the_chat_goes_on(
         "o",
         "/quit",
     ]
-    proc = subprocess.run(
-        [sys.executable, "-m", "vllmchat", "chat", "--mcp", str(config), "--n-ctx", "2048",
-         "--max-tokens", "32", "--temperature", "0", "--tool-choice", "required"],
-        input="\n".join(lines) + "\n",
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )  # fmt: skip
+    proc = _chat_requiring_tools(config, lines, max_tokens=32)
     out = proc.stdout
     assert proc.returncode == 0, proc.stderr
     assert "[faults_crash: server_crashed] The tool server 'faults' crashed" in out

@@ -5,8 +5,6 @@ SQLite, a real MCP server over stdio."""
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,7 +18,6 @@ from vllmchat.core.engine.images import MEDIA_MARKER
 from vllmchat.core.engine.media_text import NEUTRAL_MARKER, neutralise
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 from vllmchat.core.tools.approval import ApprovalPolicy
-from vllmchat.core.tools.config import ServerConfig, ToolsConfig
 from vllmchat.core.tools.events import (
     Approval,
     ApprovalNeeded,
@@ -29,23 +26,13 @@ from vllmchat.core.tools.events import (
     ToolInfo,
     ToolResult,
 )
-from vllmchat.core.tools.manager import ToolServerManager
 
-SERVER = str(Path(__file__).parent / "mcp_servers" / "tool_server.py")
 TYPED = f"What does {MEDIA_MARKER} mean in llama.cpp?"
 
 
 @pytest.fixture(scope="module")
 def projector(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_gemma3_mmproj(tmp_path_factory.mktemp("mmproj") / "mmproj-synth.gguf", 576)
-
-
-@pytest.fixture
-def manager() -> Iterator[ToolServerManager]:
-    config = ToolsConfig((ServerConfig("demo", command=sys.executable, args=(SERVER, "stdio")),))
-    with ToolServerManager(config) as m:
-        assert m.start("demo").result(60).state == "ready"
-        yield m
 
 
 def test_the_neutral_marker_reads_the_same_but_is_not_the_marker() -> None:

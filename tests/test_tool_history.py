@@ -7,11 +7,7 @@ SmolLM2's template has no tool format: its call is grammar-constrained
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from vllmchat.core.app.chat_app import ChatApp
 from vllmchat.core.app.events import EditRefused, Loaded, ToolPickChanged
@@ -22,19 +18,8 @@ from vllmchat.core.conversations.store.tool_prompts import ToolPromptList
 from vllmchat.core.conversations.turns.kv_cache import KVStateCache
 from vllmchat.core.engine.events import DoneEvent, StatsEvent
 from vllmchat.core.tools.approval import ApprovalPolicy
-from vllmchat.core.tools.config import ServerConfig, ToolsConfig
 from vllmchat.core.tools.events import ToolCallFinished
 from vllmchat.core.tools.manager import ToolServerManager
-
-SERVER = str(Path(__file__).parent / "mcp_servers" / "tool_server.py")
-
-
-@pytest.fixture
-def manager() -> Iterator[ToolServerManager]:
-    config = ToolsConfig((ServerConfig("demo", command=sys.executable, args=(SERVER, "stdio")),))
-    with ToolServerManager(config) as m:
-        assert m.start("demo").result(60).state == "ready"
-        yield m
 
 
 def _app(tmp_path: Path, demo_model: Path, manager: ToolServerManager) -> ChatApp:

@@ -7,8 +7,7 @@ SmolLM2's template has no tool format, so its call is grammar-constrained
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Generator, Iterator
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
@@ -18,20 +17,10 @@ from vllmchat.bench.tools.tools_bench import RecordedEngine
 from vllmchat.core.app.tool_turns import ToolTurn, ToolTurnDone
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 from vllmchat.core.tools.approval import ApprovalPolicy
-from vllmchat.core.tools.config import ServerConfig, ToolsConfig
 from vllmchat.core.tools.events import Approval, ApprovalNeeded, ToolCallFinished
 from vllmchat.core.tools.manager import ToolServerManager
 
-SERVER = str(Path(__file__).parent / "mcp_servers" / "tool_server.py")
 GREEDY = SamplingSettings(temperature=0.0, max_tokens=48, seed=7)
-
-
-@pytest.fixture
-def manager() -> Iterator[ToolServerManager]:
-    config = ToolsConfig((ServerConfig("demo", command=sys.executable, args=(SERVER, "stdio")),))
-    with ToolServerManager(config) as m:
-        assert m.start("demo").result(60).state == "ready"
-        yield m
 
 
 @pytest.fixture
