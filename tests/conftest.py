@@ -203,8 +203,9 @@ def demo_window(qtbot, tmp_path: Path, demo_model: Path) -> Iterator:
     from vllmchat.ui.window.main_window import MainWindow
 
     store = ConversationStore(tmp_path / "c.sqlite3")
-    settings = AppSettings.of(model_path=str(demo_model), n_ctx=2048, n_threads=2,
-                              max_tokens=24, temperature=0.0)  # fmt: skip
+    settings = AppSettings.of(
+        model_path=str(demo_model), n_ctx=2048, n_threads=2, max_tokens=24, temperature=0.0
+    )
     w = MainWindow(store, settings, KVStateCache(tmp_path / "kv"), save_settings=False)
     qtbot.addWidget(w)
     w.show()

@@ -80,9 +80,19 @@ class FakeServer:
                     answer = fake.script.pop(0) if fake.script else ""
                     words = tuple(answer[i : i + 8] for i in range(0, len(answer), 8))
                 if fake.reasoning:
-                    chunk = {"id": "1", "object": "chat.completion.chunk", "created": 0,
-                             "model": "fake", "choices": [{"index": 0, "finish_reason": None,
-                             "delta": {"reasoning_content": fake.reasoning}}]}  # fmt: skip
+                    chunk = {
+                        "id": "1",
+                        "object": "chat.completion.chunk",
+                        "created": 0,
+                        "model": "fake",
+                        "choices": [
+                            {
+                                "index": 0,
+                                "finish_reason": None,
+                                "delta": {"reasoning_content": fake.reasoning},
+                            }
+                        ],
+                    }
                     self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                 for word in words:
                     chunk = {

@@ -39,13 +39,42 @@ QWEN3 = [
     ".",
 ]
 R1 = ["Okay", ",", " two", " plus", " two", ".", "\n", "</think>", "\n\n", "It", " is", " 4", "."]
-GPT_OSS = ["<|channel|>", "analysis", "<|message|>", "User", " wants", " a", " greeting", ".",
-           "<|end|>", "<|start|>", "assistant", "<|channel|>", "final", "<|message|>",
-           "Hello", " there", "!"]  # fmt: skip
-INFO = ModelInfo(path="recorded.gguf", architecture="qwen3", n_layer=1, n_ctx_train=4096,
-                 n_ctx=4096, n_vocab=1, n_params=1, size_bytes=1, n_swa=0,
-                 chat_template="gguf", template_source="gguf", gpu_offload=False,
-                 load_s=0.0, name="Recorded", reasoning="think")  # fmt: skip
+GPT_OSS = [
+    "<|channel|>",
+    "analysis",
+    "<|message|>",
+    "User",
+    " wants",
+    " a",
+    " greeting",
+    ".",
+    "<|end|>",
+    "<|start|>",
+    "assistant",
+    "<|channel|>",
+    "final",
+    "<|message|>",
+    "Hello",
+    " there",
+    "!",
+]
+INFO = ModelInfo(
+    path="recorded.gguf",
+    architecture="qwen3",
+    n_layer=1,
+    n_ctx_train=4096,
+    n_ctx=4096,
+    n_vocab=1,
+    n_params=1,
+    size_bytes=1,
+    n_swa=0,
+    chat_template="gguf",
+    template_source="gguf",
+    gpu_offload=False,
+    load_s=0.0,
+    name="Recorded",
+    reasoning="think",
+)
 
 
 class RecordedEngine:
@@ -70,9 +99,14 @@ class RecordedEngine:
         stream = self.streams.pop(0) if self.streams else ["Done", "."]
         for i, piece in enumerate(stream):
             yield TokenEvent(piece, i)
-        stats = TurnStats(prompt_tokens=len(self.render(messages)), tokens_reused=0,
-                          tokens_prefilled=1, tokens_new=1, n_ctx=4096,
-                          decode_tokens=len(stream))  # fmt: skip
+        stats = TurnStats(
+            prompt_tokens=len(self.render(messages)),
+            tokens_reused=0,
+            tokens_prefilled=1,
+            tokens_new=1,
+            n_ctx=4096,
+            decode_tokens=len(stream),
+        )
         yield StatsEvent(stats)
         yield DoneEvent("".join(stream), "eos", replace(stats), tuple(range(len(stream))))
 

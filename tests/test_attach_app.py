@@ -22,8 +22,13 @@ def _open(tmp_path: Path, model: Path, conversation: int | None = None, **settin
     app = ChatApp(store, KVStateCache(tmp_path / "kv"))
     conv = conversation if conversation is not None else store.create().id
     app.open_conversation(conv)
-    flat = {"model_path": str(model), "n_threads": 2, "temperature": 0.0, "max_tokens": 8,
-            **settings}  # fmt: skip
+    flat = {
+        "model_path": str(model),
+        "n_threads": 2,
+        "temperature": 0.0,
+        "max_tokens": 8,
+        **settings,
+    }
     loaded = [e for e in app.load(AppSettings.of(**flat)) if isinstance(e, Loaded)]
     assert loaded
     return app, conv, loaded[0]
@@ -115,8 +120,7 @@ def test_bad_files_and_a_context_too_small_lose_nothing(tmp_path, demo_model):
             rejected = [e for e in app.attach(path) if isinstance(e, AttachmentRejected)]
             assert len(rejected) == 1, path
             reasons.append(rejected[0].reason)
-        assert reasons == ["scanned_pdf", "password", "not_text", "too_large", "no_room",
-                           "missing"]  # fmt: skip
+        assert reasons == ["scanned_pdf", "password", "not_text", "too_large", "no_room", "missing"]
         assert "vision" in next(iter(app.attach(scan))).message  # type: ignore[attr-defined]
         assert app.store.path(conv) == before
         assert app.attachments.pending(conv) == []

@@ -68,8 +68,14 @@ def test_an_image_left_out_by_keep_last_is_not_sent(tmp_path, demo_model, projec
     after the image's message was left out shows its image was left out too."""
     photo = tmp_path / "photo.png"
     photo.write_bytes(png_bytes(64, 64, seed=5))
-    app, conv, _ = _open(tmp_path, demo_model, n_ctx=512, mmproj_path=str(projector),
-                         mode="keep_last", keep_last_turns=1)  # fmt: skip
+    app, conv, _ = _open(
+        tmp_path,
+        demo_model,
+        n_ctx=512,
+        mmproj_path=str(projector),
+        mode="keep_last",
+        keep_last_turns=1,
+    )
     try:
         list(app.attach(photo))
         first, _ = _turn(app, "Look.")
@@ -97,11 +103,27 @@ def test_the_terminal_attaches_an_image(tmp_path, demo_model, projector):
     photo = tmp_path / "photo.png"
     photo.write_bytes(png_bytes(96, 64, seed=6))
     proc = subprocess.run(
-        [sys.executable, "-m", "vllmchat", "chat", "--n-ctx", "1024", "--max-tokens", "8",
-         "--temperature", "0", "--model", str(demo_model), "--mmproj-path", str(projector)],
-        input=f"/attach {photo}\nWhat is in it?\n/quit\n", capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "vllmchat",
+            "chat",
+            "--n-ctx",
+            "1024",
+            "--max-tokens",
+            "8",
+            "--temperature",
+            "0",
+            "--model",
+            str(demo_model),
+            "--mmproj-path",
+            str(projector),
+        ],
+        input=f"/attach {photo}\nWhat is in it?\n/quit\n",
+        capture_output=True,
+        text=True,
         timeout=120,
-    )  # fmt: skip
+    )
     assert proc.returncode == 0, proc.stderr
     assert "[attached photo.png: photo.png (96×64, 16 tokens)" in proc.stdout
     assert proc.stdout.count("ai> ") == 1 and "error" not in proc.stdout

@@ -42,8 +42,14 @@ def test_an_image_chip_shows_a_thumbnail_and_opens_the_picture(qtbot, tmp_path, 
 
     projector = write_gemma3_mmproj(tmp_path / "mmproj-synth.gguf", 576)
     store = ConversationStore(tmp_path / "c.sqlite3")
-    settings = AppSettings.of(model_path=str(demo_model), mmproj_path=str(projector),
-                              n_ctx=2048, n_threads=2, max_tokens=8, temperature=0.0)  # fmt: skip
+    settings = AppSettings.of(
+        model_path=str(demo_model),
+        mmproj_path=str(projector),
+        n_ctx=2048,
+        n_threads=2,
+        max_tokens=8,
+        temperature=0.0,
+    )
     w = MainWindow(store, settings, KVStateCache(tmp_path / "kv"), save_settings=False)
     qtbot.addWidget(w)
     w.show()

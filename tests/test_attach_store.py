@@ -58,8 +58,14 @@ def test_export_and_import_carry_documents_images_and_passages(tmp_path, store):
     attachments = AttachmentList(store)
     doc = _report(tmp_path)
     attachments.add_document(conv, doc, tokens=900, mode="retrieval", chunks=chunk_document(doc))
-    attachments.add_image(conv, name="cat.png", sha256="ab", mime="image/png",
-                          data=b"\x89PNG\r\n\x1a\nfake", meta={"width": 4})  # fmt: skip
+    attachments.add_image(
+        conv,
+        name="cat.png",
+        sha256="ab",
+        mime="image/png",
+        data=b"\x89PNG\r\n\x1a\nfake",
+        meta={"width": 4},
+    )
     question = store.add_message(conv, "user", "What colour is the door?")
     attachments.bind_pending(conv, question.id)
     reply = store.add_message(conv, "assistant", "Teal.")
@@ -87,9 +93,13 @@ def test_export_and_import_carry_documents_images_and_passages(tmp_path, store):
 
 
 def test_a_malformed_attachment_imports_nothing(tmp_path, store):
-    data = {"format": "vllmchat-conversation", "version": 1, "title": "t",
-            "messages": [{"id": 1, "parent_id": None, "role": "user", "content": "hi"}],
-            "attachments": [{"kind": "document", "name": 3}]}  # fmt: skip
+    data = {
+        "format": "vllmchat-conversation",
+        "version": 1,
+        "title": "t",
+        "messages": [{"id": 1, "parent_id": None, "role": "user", "content": "hi"}],
+        "attachments": [{"kind": "document", "name": 3}],
+    }
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(data))
     before = len(store.conversations())

@@ -39,9 +39,11 @@ def test_button_drop_and_paste_ask_to_attach(qtbot, tmp_path, monkeypatch):
     dropped = tmp_path / "b.pdf"
     mime, copy = _files(dropped), Qt.DropAction.CopyAction
     buttons, keys = Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier
-    for event in (QDragEnterEvent(QPoint(10, 10), copy, mime, buttons, keys),
-                  QDragMoveEvent(QPoint(10, 10), copy, mime, buttons, keys),
-                  QDropEvent(QPointF(10, 10), copy, mime, buttons, keys)):  # fmt: skip
+    for event in (
+        QDragEnterEvent(QPoint(10, 10), copy, mime, buttons, keys),
+        QDragMoveEvent(QPoint(10, 10), copy, mime, buttons, keys),
+        QDropEvent(QPointF(10, 10), copy, mime, buttons, keys),
+    ):
         QApplication.sendEvent(box.edit.viewport(), event)
     pasted = tmp_path / "c.txt"
     QGuiApplication.clipboard().setMimeData(_files(pasted))

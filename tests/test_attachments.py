@@ -31,8 +31,10 @@ def test_text_markdown_and_code_keep_their_sections_and_hash(tmp_path: Path) -> 
     assert doc.sha256 == hashlib.sha256(note.read_bytes()).hexdigest()
 
     md = tmp_path / "guide.md"
-    md.write_text("# Guide\nIntro.\n\n## Install\nRun it.\n\n```sh\n# a comment\n```\n"
-                  "### Linux\nUse apt.\n## Use\nAsk.\n")  # fmt: skip
+    md.write_text(
+        "# Guide\nIntro.\n\n## Install\nRun it.\n\n```sh\n# a comment\n```\n"
+        "### Linux\nUse apt.\n## Use\nAsk.\n"
+    )
     doc = extract(md)
     headings = [s.heading for s in doc.sections]
     assert headings == ["Guide", "Guide > Install", "Guide > Install > Linux", "Guide > Use"]
@@ -57,13 +59,18 @@ def test_legacy_and_utf16_text_are_read(tmp_path: Path) -> None:
 
 
 def test_pdf_pages_and_bookmarks(tmp_path: Path) -> None:
-    path = write_pdf(tmp_path / "report.pdf",
-                     ["Summary of the year.", "Bees made honey.", "Costs rose (a little)."],
-                     bookmarks=[("Overview", 1), ("Results", 2)])  # fmt: skip
+    path = write_pdf(
+        tmp_path / "report.pdf",
+        ["Summary of the year.", "Bees made honey.", "Costs rose (a little)."],
+        bookmarks=[("Overview", 1), ("Results", 2)],
+    )
     doc = extract(path)
     assert doc.pages == 3 and doc.mime == "application/pdf"
     assert [(s.page, s.heading) for s in doc.sections] == [
-        (1, "Overview"), (2, "Results"), (3, "Results")]  # fmt: skip
+        (1, "Overview"),
+        (2, "Results"),
+        (3, "Results"),
+    ]
     third = doc.sections[2]
     assert doc.text[third.start : third.end].strip() == "Costs rose (a little)."
     chunks = chunk_document(doc)
@@ -161,8 +168,9 @@ def _write(path: Path, data: bytes) -> Path:
 
 
 def test_chunks_stay_inside_pages_and_hold_a_few_hundred_tokens(tmp_path: Path) -> None:
-    pages = [" ".join(f"Sentence {p}.{i} about topic {i % 7}." for i in range(150))
-             for p in range(3)]  # fmt: skip
+    pages = [
+        " ".join(f"Sentence {p}.{i} about topic {i % 7}." for i in range(150)) for p in range(3)
+    ]
     doc = extract(write_pdf(tmp_path / "long.pdf", pages))
     chunks = chunk_document(doc, target_tokens=300)
     assert {c.page for c in chunks} == {1, 2, 3}
@@ -197,11 +205,9 @@ def test_fts_retrieval_finds_the_passage_and_records_its_use(tmp_path: Path) -> 
 
 
 def test_fit_whole_retrieval_or_no_room() -> None:
-    whole = fit_document("a.pdf", 5900, prompt_tokens=40, budget=7680, n_ctx=8192,
-                         chunk_tokens=300)  # fmt: skip
+    whole = fit_document("a.pdf", 5900, prompt_tokens=40, budget=7680, n_ctx=8192, chunk_tokens=300)
     assert whole.mode == "whole" and "72%" in whole.message
-    big = fit_document("b.pdf", 40000, prompt_tokens=40, budget=7680, n_ctx=8192,
-                       chunk_tokens=300)  # fmt: skip
+    big = fit_document("b.pdf", 40000, prompt_tokens=40, budget=7680, n_ctx=8192, chunk_tokens=300)
     assert big.mode == "retrieval"
     with pytest.raises(errors.AttachmentError, match=r"n_ctx 2,048 or more") as caught:
         fit_document("c.pdf", 9000, prompt_tokens=0, budget=256, n_ctx=512, chunk_tokens=300)
@@ -213,8 +219,19 @@ def test_a_whole_document_marks_its_pages(tmp_path: Path) -> None:
     from vllmchat.core.attachments.model import Attachment
 
     doc = extract(write_pdf(tmp_path / "p.pdf", ["One.", "Two."]))
-    att = Attachment(1, 1, None, "document", doc.name, doc.sha256, doc.mime, doc.size,
-                     doc.text, doc.sections, doc.pages)  # fmt: skip
+    att = Attachment(
+        1,
+        1,
+        None,
+        "document",
+        doc.name,
+        doc.sha256,
+        doc.mime,
+        doc.size,
+        doc.text,
+        doc.sections,
+        doc.pages,
+    )
     block = document_block(att)
     assert block.startswith('<document name="p.pdf" pages="2">\n[page 1]\nOne.')
     assert "[page 2]\nTwo." in block and block.endswith("</document>")

@@ -36,14 +36,21 @@ def test_the_build_is_marked_batch_invariant_with_its_verify_limits():
 @pytest.mark.parametrize("which", ["demo_model", "gemma_model"])
 def test_a_batch_gives_its_rows_the_logits_of_single_steps(which, flash_attn, request):
     cases = ((600, VERIFY_ROWS_EXACT), (252, VERIFY_ROWS_EXACT))
-    figures = batch_invariance.measure(str(request.getfixturevalue(which)),
-                                       flash_attn=flash_attn, cases=cases)  # fmt: skip
+    figures = batch_invariance.measure(
+        str(request.getfixturevalue(which)), flash_attn=flash_attn, cases=cases
+    )
     assert figures["largest_difference"] == {"600+7": 0.0, "252+7": 0.0}
 
 
 def _at(**changes: object) -> Placement:
-    base = dict(gpu_layers=True, backends=("CUDA", "CPU"), flash_attn=True, moe=False,
-                swa_ring=False, compute=((9, 0),))  # fmt: skip
+    base = dict(
+        gpu_layers=True,
+        backends=("CUDA", "CPU"),
+        flash_attn=True,
+        moe=False,
+        swa_ring=False,
+        compute=((9, 0),),
+    )
     return Placement(**{**base, **changes})  # type: ignore[arg-type]
 
 

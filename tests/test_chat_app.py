@@ -79,14 +79,32 @@ def test_a_bad_model_file_is_a_load_failed_event_and_the_model_stays(app, tmp_pa
 
 
 def test_sigterm_during_a_reply_keeps_it_and_saves_the_kv_state(tmp_path, demo_model):
-    env = {**os.environ, "VLLMCHAT_DATA_DIR": str(tmp_path / "data"),
-           "VLLMCHAT_KV_DIR": str(tmp_path / "kv")}  # fmt: skip
+    env = {
+        **os.environ,
+        "VLLMCHAT_DATA_DIR": str(tmp_path / "data"),
+        "VLLMCHAT_KV_DIR": str(tmp_path / "kv"),
+    }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "vllmchat", "chat", "--n-ctx", "2048", "--max-tokens", "2000",
-         "--temperature", "0", "--threads", "2"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "vllmchat",
+            "chat",
+            "--n-ctx",
+            "2048",
+            "--max-tokens",
+            "2000",
+            "--temperature",
+            "0",
+            "--threads",
+            "2",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         env=env,
-    )  # fmt: skip
+    )
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.write("Write a very long story about a lighthouse keeper and the sea.\n")
     proc.stdin.flush()

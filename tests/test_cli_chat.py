@@ -63,10 +63,26 @@ def test_terminal_chat_attaches_documents(demo_model, tmp_path):
         f"/attach {scan}\n/attach {tmp_path / 'missing.txt'}\nWhat is the boat called?\n/quit\n"
     )
     proc = subprocess.run(
-        [sys.executable, "-m", "vllmchat", "chat", "--n-ctx", "1024", "--max-tokens", "8",
-         "--temperature", "0", "--attach", str(notes), "--stats"],
-        input=script, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "vllmchat",
+            "chat",
+            "--n-ctx",
+            "1024",
+            "--max-tokens",
+            "8",
+            "--temperature",
+            "0",
+            "--attach",
+            str(notes),
+            "--stats",
+        ],
+        input=script,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     out = proc.stdout
     assert proc.returncode == 0, proc.stderr
     assert "[attached notes.md:" in out and "goes whole into your next message" in out

@@ -16,13 +16,25 @@ def test_terminal_chat_with_tools(demo_model, tmp_path: Path) -> None:
         json.dumps({"mcpServers": {"demo": {"command": sys.executable, "args": [SERVER]}}})
     )
     proc = subprocess.run(
-        [sys.executable, "-m", "vllmchat", "chat", "--mcp", str(config), "--n-ctx", "2048",
-         "--max-tokens", "24", "--temperature", "0"],
+        [
+            sys.executable,
+            "-m",
+            "vllmchat",
+            "chat",
+            "--mcp",
+            str(config),
+            "--n-ctx",
+            "2048",
+            "--max-tokens",
+            "24",
+            "--temperature",
+            "0",
+        ],
         input="/tools\nHello there\n/quit\n",
         capture_output=True,
         text=True,
         timeout=180,
-    )  # fmt: skip
+    )
     assert proc.returncode == 0, proc.stderr
     assert "demo: ready (add, echo, fail, big, sleep, crash, env)" in proc.stdout
     assert "ai> " in proc.stdout
@@ -48,10 +60,27 @@ def _chat_requiring_tools(
     """``vllmchat chat`` with the servers of ``config``, a call required each turn,
     typing ``lines``."""
     return subprocess.run(
-        [sys.executable, "-m", "vllmchat", "chat", "--mcp", str(config), "--n-ctx", "2048",
-         "--max-tokens", str(max_tokens), "--temperature", "0", "--tool-choice", "required"],
-        input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=240,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "vllmchat",
+            "chat",
+            "--mcp",
+            str(config),
+            "--n-ctx",
+            "2048",
+            "--max-tokens",
+            str(max_tokens),
+            "--temperature",
+            "0",
+            "--tool-choice",
+            "required",
+        ],
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
 
 
 def test_tools_on_and_off_for_the_conversation_and_an_always_approval_revoked(

@@ -23,8 +23,11 @@ from vllmchat.core.engine.events import DoneEvent, ErrorEvent, ErrorKind
 def small_filesystem(path: Path, size: str) -> Iterator[Path]:
     """A tmpfs of ``size`` at ``path`` (the test needs the right to mount)."""
     path.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                          capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
     try:
@@ -46,8 +49,9 @@ def _fill(folder: Path) -> Path:
 def _app(store: ConversationStore, kv: Path, demo_model: Path) -> ChatApp:
     app = ChatApp(store, KVStateCache(kv))
     app.open_conversation(store.create().id)
-    settings = AppSettings.of(model_path=str(demo_model), n_ctx=1024, n_threads=2,
-                              temperature=0.0, max_tokens=24)  # fmt: skip
+    settings = AppSettings.of(
+        model_path=str(demo_model), n_ctx=1024, n_threads=2, temperature=0.0, max_tokens=24
+    )
     assert any(isinstance(e, Loaded) for e in app.load(settings))
     return app
 

@@ -81,9 +81,12 @@ def test_doctor_names_the_log_file_and_a_log_folder_it_cannot_write(tmp_path):
     blocker.write_text("not a folder")
     done = subprocess.run(
         [sys.executable, "-m", "vllmchat", "doctor", "--no-load"],
-        capture_output=True, text=True, timeout=180, check=False,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
         env={**os.environ, "VLLMCHAT_LOG_DIR": str(blocker / "log")},
-    )  # fmt: skip
+    )
     assert done.returncode == 0  # the app runs on without its log file
     assert done.stderr.count("cannot be written") == 1 and "Traceback" not in done.stderr
     assert f"[WARN] Log file: {blocker / 'log'} cannot be written" in done.stdout

@@ -52,8 +52,10 @@ def test_the_others_are_listed_with_why_they_cannot_draft(demo_model, gemma_mode
     models = discover([folder], include_demo=False)
     for_demo = installed_draft_options(demo_model, models)
     assert [(c.name, c.usable) for c in for_demo] == [
-        ("smol-twin.gguf", True), ("broken.gguf", False), ("gemma.gguf", False)
-    ]  # fmt: skip
+        ("smol-twin.gguf", True),
+        ("broken.gguf", False),
+        ("gemma.gguf", False),
+    ]
     assert for_demo[1].reason.startswith("unreadable (")
     assert (
         for_demo[2].reason
@@ -88,8 +90,9 @@ def test_the_catalogs_models_are_checked_before_the_hubs(hub, demo_model):
     hub.add("someone/SmolLM2-135M-Instruct-GGUF", {"smol-Q4_1.gguf": demo_model})
     found = hub_drafts(demo_model, catalog=["catalog/SmolLM2-Draft-GGUF", "gone/Missing-GGUF"])
     assert [(c.source, c.repo) for c in found] == [
-        ("catalog", "catalog/SmolLM2-Draft-GGUF"), ("hub", "someone/SmolLM2-135M-Instruct-GGUF")
-    ]  # fmt: skip
+        ("catalog", "catalog/SmolLM2-Draft-GGUF"),
+        ("hub", "someone/SmolLM2-135M-Instruct-GGUF"),
+    ]
 
 
 def test_hub_drafts_are_checked_by_their_header_alone(hub, demo_model, gemma_model, tiny_models):
@@ -113,8 +116,9 @@ def test_a_draft_model_counts_in_the_estimate_and_the_tuners_bound(demo_model, g
 
     desc = describe(read_header(gemma_model))
     alone = LoadSettings(model_path=str(gemma_model), n_ctx=2048)
-    paired = LoadSettings(model_path=str(gemma_model), n_ctx=2048, draft_model=str(demo_model),
-                          draft_n_gpu_layers=99)  # fmt: skip
+    paired = LoadSettings(
+        model_path=str(gemma_model), n_ctx=2048, draft_model=str(demo_model), draft_n_gpu_layers=99
+    )
     on_cpu = estimate(desc, FitSettings.of(paired, gpu=False))
     assert on_cpu.draft_cpu > os.path.getsize(demo_model) * 0.9
     assert on_cpu.ram == estimate(desc, FitSettings.of(alone, gpu=False)).ram + on_cpu.draft_cpu
@@ -162,8 +166,11 @@ def test_a_broken_draft_model_lets_the_reply_go_on_with_a_note(demo_model):
     from vllmchat.core.engine.process.inference.runtime import LlamaRuntime
     from vllmchat.core.engine.process.inference.turn import run_turn
 
-    rt = LlamaRuntime(LoadSettings(model_path=str(demo_model), n_ctx=1024, n_threads=2,
-                                   draft_model=str(demo_model)))  # fmt: skip
+    rt = LlamaRuntime(
+        LoadSettings(
+            model_path=str(demo_model), n_ctx=1024, n_threads=2, draft_model=str(demo_model)
+        )
+    )
     assert rt.draft is not None
     draft = rt.draft
 
@@ -179,9 +186,13 @@ def test_a_broken_draft_model_lets_the_reply_go_on_with_a_note(demo_model):
     assert len(done.token_ids) == 24 and rt.draft is None
     assert "draft model failed" in done.stats.note and "llama_decode returned -3" in done.stats.note
     events.clear()
-    run_turn(rt, [*ask, {"role": "assistant", "content": done.text},
-                  {"role": "user", "content": "Again."}], sampling,
-             should_stop=lambda: False, emit=events.append)  # fmt: skip
+    run_turn(
+        rt,
+        [*ask, {"role": "assistant", "content": done.text}, {"role": "user", "content": "Again."}],
+        sampling,
+        should_stop=lambda: False,
+        emit=events.append,
+    )
     assert any(isinstance(e, DoneEvent) for e in events), "later turns need no draft"
     rt.close()
 
@@ -194,10 +205,11 @@ def test_the_terminal_lists_matching_draft_models(demo_model, tmp_path):
     folder.mkdir()
     os.link(demo_model, folder / "smol-twin.gguf")
     proc = subprocess.run(
-        [sys.executable, "-m", "vllmchat", "drafts", str(demo_model),
-         "--folder", str(folder)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [sys.executable, "-m", "vllmchat", "drafts", str(demo_model), "--folder", str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "smol-twin.gguf" in proc.stdout and "--draft-model " in proc.stdout
 
@@ -237,8 +249,9 @@ def test_the_settings_list_matching_drafts_and_the_hubs(qtbot, hub, demo_model, 
     assert any(t.startswith("↓ someone/SmolLM2-135M-Instruct-GGUF · smol-Q4_1.gguf") for t in texts)
     assert "download one from Models" in dialog.drafts.found.text()
     dialog.reject()
-    mismatch = SettingsDialog(AppSettings.of(model_path=str(demo_model),
-                                             draft_model=str(gemma_model)))  # fmt: skip
+    mismatch = SettingsDialog(
+        AppSettings.of(model_path=str(demo_model), draft_model=str(gemma_model))
+    )
     qtbot.addWidget(mismatch)
     qtbot.waitUntil(lambda: mismatch.drafts.installed is not None, timeout=30000)
     assert "cannot draft for this model: another vocabulary (262,144 tokens against" in (

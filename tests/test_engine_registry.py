@@ -82,9 +82,10 @@ def test_every_request_type_has_one_handler_answering_its_reply_type():
     from vllmchat.core.engine.process.serving.registry import HANDLERS
 
     kinds = {
-        v for v in vars(rq).values()
+        v
+        for v in vars(rq).values()
         if isinstance(v, type) and issubclass(v, rq.Request) and v is not rq.Request
-    }  # fmt: skip
+    }
     assert kinds <= set(HANDLERS), f"no handler: {kinds - set(HANDLERS)}"
     for kind in kinds:
         declared = rq.reply_type(kind)

@@ -35,8 +35,9 @@ def test_each_turn_prefills_only_the_new_tokens(gemma_client):
 def test_stop_mid_decode_ends_within_a_token_and_cache_stays_usable(gemma_client):
     messages = [SYSTEM, {"role": "user", "content": "Count from one to five hundred."}]
     # One token per step (drafts arrive in bursts; test_speculative stops mid-draft).
-    long_reply = SamplingSettings(temperature=0.0, max_tokens=400, ignore_eos=True,
-                                  speculation="off")  # fmt: skip
+    long_reply = SamplingSettings(
+        temperature=0.0, max_tokens=400, ignore_eos=True, speculation="off"
+    )
     events = []
     for event in gemma_client.chat(messages, long_reply):
         events.append(event)

@@ -120,13 +120,28 @@ def test_the_window_shows_the_facts_of_a_turn(qtbot, demo_window):
 
 
 def test_the_terminal_lists_adds_rewords_and_forgets_facts(demo_model):
-    script = ("/facts\n/remember car: electric\nI'm vegetarian. Say hi.\n/facts\n"
-              "/fact 2 I'm vegan\n/forget 1\n/forget 9\n/remember   \n/quit\n")  # fmt: skip
+    script = (
+        "/facts\n/remember car: electric\nI'm vegetarian. Say hi.\n/facts\n"
+        "/fact 2 I'm vegan\n/forget 1\n/forget 9\n/remember   \n/quit\n"
+    )
     proc = subprocess.run(
-        [sys.executable, "-m", "vllmchat", "chat", "--n-ctx", "1024", "--max-tokens", "8",
-         "--temperature", "0"],
-        input=script, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "vllmchat",
+            "chat",
+            "--n-ctx",
+            "1024",
+            "--max-tokens",
+            "8",
+            "--temperature",
+            "0",
+        ],
+        input=script,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "no facts yet (/remember TEXT adds one)" in out

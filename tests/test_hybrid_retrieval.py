@@ -43,8 +43,11 @@ def test_vectors_live_in_the_store_by_model(tmp_path) -> None:
 def test_the_engine_embeds_with_a_gguf_in_embedding_mode(make_client, demo_model) -> None:
     client = make_client()
     assert can_embed(client)
-    texts = ["The cat sat on the warm mat.", "A cat was sitting on the mat.",
-             "Quarterly VAT returns are due on the seventh."]  # fmt: skip
+    texts = [
+        "The cat sat on the warm mat.",
+        "A cat was sitting on the mat.",
+        "Quarterly VAT returns are due on the seventh.",
+    ]
     found = embed(client, str(demo_model), texts)
     assert len(found) == 3 and len(found[0]) == 576
     assert all(math.isclose(_cos(v, v), 1.0, rel_tol=1e-4) for v in found)

@@ -16,13 +16,27 @@ from vllmchat.core.attachments.prompt import fit_document
 
 def test_a_model_trained_for_a_short_context_is_said_too_small_for_passages() -> None:
     with pytest.raises(NoRoom) as raised:
-        fit_document("c.pdf", 9000, prompt_tokens=0, budget=256, n_ctx=512,
-                     chunk_tokens=300, n_ctx_train=1024)  # fmt: skip
+        fit_document(
+            "c.pdf",
+            9000,
+            prompt_tokens=0,
+            budget=256,
+            n_ctx=512,
+            chunk_tokens=300,
+            n_ctx_train=1024,
+        )
     said = raised.value.message
     assert "trained for at most 1,024 tokens" in said and "longer context" in said
     with pytest.raises(NoRoom) as raised:
-        fit_document("c.pdf", 9000, prompt_tokens=0, budget=256, n_ctx=512,
-                     chunk_tokens=300, n_ctx_train=8192)  # fmt: skip
+        fit_document(
+            "c.pdf",
+            9000,
+            prompt_tokens=0,
+            budget=256,
+            n_ctx=512,
+            chunk_tokens=300,
+            n_ctx_train=8192,
+        )
     assert "Load the model with a larger context (n_ctx 2,048" in raised.value.message
 
 
@@ -30,10 +44,25 @@ def test_the_terminal_says_how_to_start_a_model_that_sees_images(tmp_path, demo_
     photo = tmp_path / "photo.png"
     photo.write_bytes(png_bytes(40, 30, seed=2))
     proc = subprocess.run(
-        [sys.executable, "-m", "vllmchat", "chat", "--n-ctx", "512", "--max-tokens", "4",
-         "--temperature", "0", "--model", str(demo_model)],
-        input=f"/attach {photo}\n/quit\n", capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "vllmchat",
+            "chat",
+            "--n-ctx",
+            "512",
+            "--max-tokens",
+            "4",
+            "--temperature",
+            "0",
+            "--model",
+            str(demo_model),
+        ],
+        input=f"/attach {photo}\n/quit\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "cannot see images" in proc.stdout
     assert "`vllmchat models` marks" in proc.stdout and "--mmproj-path" in proc.stdout

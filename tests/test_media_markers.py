@@ -89,8 +89,9 @@ def test_a_turn_with_an_image_offers_the_tools(tmp_path, demo_model, projector, 
     which only the first encodes."""
     photo = tmp_path / "sum.png"
     photo.write_bytes(png_bytes(96, 64, seed=8))
-    app, conv, _ = _open(tmp_path, demo_model, n_ctx=2048, mmproj_path=str(projector),
-                         max_tokens=48)  # fmt: skip
+    app, conv, _ = _open(
+        tmp_path, demo_model, n_ctx=2048, mmproj_path=str(projector), max_tokens=48
+    )
     try:
         app.use_tools(manager, ApprovalPolicy(), tool_choice="required")
         list(app.attach(photo))
@@ -116,8 +117,11 @@ def test_a_tool_result_holding_the_marker_is_plain_text(make_client, demo_model,
     """The tool's run is a local function here (the result's text is what matters: a
     server returning the marker is not something the test servers do)."""
     client = make_client()
-    client.load(LoadSettings(model_path=str(demo_model), n_ctx=2048, n_threads=2,
-                             mmproj_path=str(projector)))  # fmt: skip
+    client.load(
+        LoadSettings(
+            model_path=str(demo_model), n_ctx=2048, n_threads=2, mmproj_path=str(projector)
+        )
+    )
     tool = ToolInfo("demo", "look", "Look at something.", {"type": "object", "properties": {}})
 
     def run(info: ToolInfo, call: ToolCall) -> ToolResult:
@@ -125,8 +129,9 @@ def test_a_tool_result_holding_the_marker_is_plain_text(make_client, demo_model,
 
     turn = ToolTurn(client, [tool], run, ApprovalPolicy(), "m1", tool_choice="required")
     messages = [{"role": "user", "content": f"{MEDIA_MARKER}\nLook at this picture."}]
-    gen = turn.run(messages, SamplingSettings(temperature=0.0, max_tokens=24),
-                   [png_bytes(64, 48, seed=2)])  # fmt: skip
+    gen = turn.run(
+        messages, SamplingSettings(temperature=0.0, max_tokens=24), [png_bytes(64, 48, seed=2)]
+    )
     events = []
     try:
         while True:

@@ -69,9 +69,18 @@ def _write_named(path: Path, names: list[str]) -> Path:
 
 
 def test_fused_experts_are_recognised_and_unknown_names_hide_the_control(tmp_path):
-    fused = describe(read_header(_write_named(tmp_path / "f.gguf", [
-        "blk.0.ffn_gate_up_exps.weight", "blk.0.ffn_down_exps.weight",
-        "blk.0.ffn_up_shexp.weight"])))  # fmt: skip
+    fused = describe(
+        read_header(
+            _write_named(
+                tmp_path / "f.gguf",
+                [
+                    "blk.0.ffn_gate_up_exps.weight",
+                    "blk.0.ffn_down_exps.weight",
+                    "blk.0.ffn_up_shexp.weight",
+                ],
+            )
+        )
+    )
     assert fused.is_moe and fused.expert_bytes == [2 * 4 * 8 * 32 * 4]  # the shared one stays
     odd = describe(read_header(_write_named(tmp_path / "o.gguf", ["blk.0.ffn_experts.weight"])))
     assert not odd.is_moe and "not recognise" in odd.moe_unplaceable_reason
@@ -96,8 +105,9 @@ def test_the_estimate_matches_llama_cpps_buffers_at_every_placement(make_client,
     path = str(moe_models["small-moe"])
     desc = describe(read_header(path))
     for n_cpu_moe in (0, 1, 3, desc.n_layer):
-        s = LoadSettings(model_path=path, n_ctx=1024, n_threads=2, n_gpu_layers=99,
-                         n_cpu_moe=n_cpu_moe)  # fmt: skip
+        s = LoadSettings(
+            model_path=path, n_ctx=1024, n_threads=2, n_gpu_layers=99, n_cpu_moe=n_cpu_moe
+        )
         measured = sum(client.load(s).buffers_mib.values())
         predicted = estimate(desc, FitSettings.of(s, gpu=False)).ram / MIB
         assert abs(predicted - measured) <= 0.05 * measured, (n_cpu_moe, predicted, measured)
@@ -105,8 +115,13 @@ def test_the_estimate_matches_llama_cpps_buffers_at_every_placement(make_client,
 
 def test_a_live_reload_between_placements_keeps_the_kv_state(make_client, moe_models):
     client = make_client()
-    s = LoadSettings(model_path=str(moe_models["tiny-moe"]), n_ctx=1024, n_threads=2,
-                     n_gpu_layers=99, n_cpu_moe=4)  # fmt: skip
+    s = LoadSettings(
+        model_path=str(moe_models["tiny-moe"]),
+        n_ctx=1024,
+        n_threads=2,
+        n_gpu_layers=99,
+        n_cpu_moe=4,
+    )
     client.load(s)
     sampling = SamplingSettings(temperature=0.0, max_tokens=16, ignore_eos=True)
     messages = [{"role": "user", "content": "Tell me a story about a ship."}]
@@ -168,17 +183,37 @@ def test_several_gpus_one_when_it_fits_else_split_by_free_memory(moe_models):
 def test_the_terminal_chat_takes_n_cpu_moe_and_moves_experts_live(moe_models):
     script = "Hello\n/moe 1\nAgain\n/quit\n"
     proc = subprocess.run(
-        [sys.executable, "-m", "vllmchat", "chat", "--model", str(moe_models["tiny-moe"]),
-         "--n-cpu-moe", "3", "--n-gpu-layers", "99", "--n-ctx", "512", "--max-tokens", "8",
-         "--temperature", "0"],
-        input=script, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "vllmchat",
+            "chat",
+            "--model",
+            str(moe_models["tiny-moe"]),
+            "--n-cpu-moe",
+            "3",
+            "--n-gpu-layers",
+            "99",
+            "--n-ctx",
+            "512",
+            "--max-tokens",
+            "8",
+            "--temperature",
+            "0",
+        ],
+        input=script,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count("ai> ") == 2 and "KV cache kept" in proc.stdout
     dense = subprocess.run(
         [sys.executable, "-m", "vllmchat", "fit", str(moe_models["small-moe"]), "--n-cpu-moe", "2"],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert "mixture of experts: 16 experts, 4 used per token" in dense.stdout
 
 
@@ -188,8 +223,10 @@ def test_the_tuners_expert_axis_and_pick():
     c = axis.at(base, 12)
     assert (c.n_gpu_layers, c.n_cpu_moe, axis.value(c), axis.top) == (49, 36, 12, 48)
     assert plan.layer_plan(12, 48, top=48) == [12, 11, 10, 9, 6, 3, 0]
-    points = [TunePoint(axis.at(base, g), True, decode_tok_s=speed, prefill_tok_s=1000)
-              for g, speed in ((12, 50.0), (10, 49.5), (6, 40.0))]  # fmt: skip
+    points = [
+        TunePoint(axis.at(base, g), True, decode_tok_s=speed, prefill_tok_s=1000)
+        for g, speed in ((12, 50.0), (10, 49.5), (6, 40.0))
+    ]
     pick, why = plan.choose(points, base, plan.MemoryLimits())
     assert pick is not None and pick.n_cpu_moe == 38  # within 2%: more experts in RAM
     assert "experts of 38 on the CPU" in why and "within 2%" in why
@@ -218,10 +255,14 @@ def test_the_offload_panel_has_an_expert_control_for_moe_models(qtbot, moe_model
         panel.estimate.text()
     )
     result = TuneResult(
-        points=(TunePoint(TuneConfig(desc.n_layer + 1, 2, 2, 512, 4), True, decode_tok_s=30.0),
-                TunePoint(TuneConfig(desc.n_layer + 1, 2, 2, 512, 1), True, decode_tok_s=40.0)),
-        pick=TuneConfig(desc.n_layer + 1, 2, 2, 512, 1), reason="40 tok/s", seconds=1.0,
-    )  # fmt: skip
+        points=(
+            TunePoint(TuneConfig(desc.n_layer + 1, 2, 2, 512, 4), True, decode_tok_s=30.0),
+            TunePoint(TuneConfig(desc.n_layer + 1, 2, 2, 512, 1), True, decode_tok_s=40.0),
+        ),
+        pick=TuneConfig(desc.n_layer + 1, 2, 2, 512, 1),
+        reason="40 tok/s",
+        seconds=1.0,
+    )
     panel.show_tuning(result)
     assert panel.expert_marks.marks == {desc.n_layer - 4: 30.0, desc.n_layer - 1: 40.0}
     assert panel.expert_marks.pick == desc.n_layer - 1
@@ -250,19 +291,40 @@ def test_one_gpu_against_a_split_is_measured_and_the_faster_taken(qtbot):
 
     assert plan.split_plan(2) == ["1,0", ""] and plan.split_plan(1) == []
     base = TuneConfig(49, 16, 16, 512)
-    points = [TunePoint(replace(base, tensor_split=s), True, decode_tok_s=v, prefill_tok_s=1.0)
-              for s, v in (("1,0", 273.4), ("", 263.5))]  # fmt: skip
+    points = [
+        TunePoint(replace(base, tensor_split=s), True, decode_tok_s=v, prefill_tok_s=1.0)
+        for s, v in (("1,0", 273.4), ("", 263.5))
+    ]
     pick, _ = plan.choose(points, base, plan.MemoryLimits())
     assert pick is not None and pick.tensor_split == "1,0"
     panel = MemoryPanel()
     qtbot.addWidget(panel)
-    panel.update_usage(rss=1 << 30, buffers_mib={"model:CUDA0": 3000.0, "model:CUDA1": 2800.0,
-                       "kv:CUDA0": 426.0, "kv:CUDA1": 430.0, "model:CPU_Mapped": 80.0},
-                       kv_tokens=0, n_ctx=8192, kv_bytes_per_token=0.0)  # fmt: skip
+    panel.update_usage(
+        rss=1 << 30,
+        buffers_mib={
+            "model:CUDA0": 3000.0,
+            "model:CUDA1": 2800.0,
+            "kv:CUDA0": 426.0,
+            "kv:CUDA1": 430.0,
+            "model:CPU_Mapped": 80.0,
+        },
+        kv_tokens=0,
+        n_ctx=8192,
+        kv_bytes_per_token=0.0,
+    )
     assert "(CUDA0 3,426, CUDA1 3,230)" in panel.vram.text()
-    panel.update_usage(rss=1 << 30, buffers_mib={"model:CUDA0": 3000.0, "compute:CUDA0": 300.0,
-                       "projector model:CUDA0": 806.1, "projector compute:CUDA0": 121.3},
-                       kv_tokens=0, n_ctx=8192, kv_bytes_per_token=0.0)  # fmt: skip
+    panel.update_usage(
+        rss=1 << 30,
+        buffers_mib={
+            "model:CUDA0": 3000.0,
+            "compute:CUDA0": 300.0,
+            "projector model:CUDA0": 806.1,
+            "projector compute:CUDA0": 121.3,
+        },
+        kv_tokens=0,
+        n_ctx=8192,
+        kv_bytes_per_token=0.0,
+    )
     assert "compute 300 MiB · projector 927 MiB" in panel.split.text()
     assert "4,227 MiB llama.cpp buffers" in panel.vram.text()
 

@@ -32,8 +32,13 @@ def _session(make_client, demo_model, store, n_ctx: int = 1024) -> ChatSession:
     client.load(LoadSettings(model_path=str(demo_model), n_ctx=n_ctx, n_threads=2))
     conv = store.create(system_prompt="You are brief.")
     policy = ContextPolicy(threshold=0.4, keep_last_turns=1, summary_max_words=40)
-    return ChatSession(store, client, conv.id, policy=policy,
-                       sampling=SamplingSettings(temperature=0.0, max_tokens=48))  # fmt: skip
+    return ChatSession(
+        store,
+        client,
+        conv.id,
+        policy=policy,
+        sampling=SamplingSettings(temperature=0.0, max_tokens=48),
+    )
 
 
 def test_a_pinned_message_outlives_summaries_word_for_word(make_client, demo_model, store):
@@ -78,8 +83,10 @@ def test_an_older_store_gains_the_pin_column(tmp_path):
 
     db.executescript("BEGIN;" + MIGRATIONS[0] + "PRAGMA user_version=1;COMMIT;")
     db.execute("INSERT INTO conversations(title, created, updated) VALUES ('Old', 0, 0)")
-    db.execute("INSERT INTO messages(conversation_id, role, content, created) "
-               "VALUES (1, 'user', 'hello', 0)")  # fmt: skip
+    db.execute(
+        "INSERT INTO messages(conversation_id, role, content, created) "
+        "VALUES (1, 'user', 'hello', 0)"
+    )
     db.commit()
     db.close()
     store = ConversationStore(path)
@@ -93,10 +100,23 @@ def test_an_older_store_gains_the_pin_column(tmp_path):
 def test_the_terminal_pins_by_number(demo_model, tmp_path):
     script = f"{FACT}\n/pin 1\n/history\n/pin 9\n/quit\n"
     proc = subprocess.run(
-        [sys.executable, "-m", "vllmchat", "chat", "--n-ctx", "1024", "--max-tokens", "8",
-         "--temperature", "0"],
-        input=script, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "vllmchat",
+            "chat",
+            "--n-ctx",
+            "1024",
+            "--max-tokens",
+            "8",
+            "--temperature",
+            "0",
+        ],
+        input=script,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "message 1 pinned: word for word in every prompt" in proc.stdout
     assert "  1 📌user: Remember this" in proc.stdout

@@ -125,12 +125,22 @@ def owned(tmp_path: Path, demo_model: Path):
     def make(engine=None):
         store = ConversationStore(tmp_path / "c.sqlite3")
         path = tmp_path / "settings.json"
-        app = ChatApp(store, KVStateCache(tmp_path / "kv"), engine=engine,
-                      persist=lambda s: save_app_settings(s, path))  # fmt: skip
+        app = ChatApp(
+            store,
+            KVStateCache(tmp_path / "kv"),
+            engine=engine,
+            persist=lambda s: save_app_settings(s, path),
+        )
         made.append((app, store))
         app.open_conversation(store.create().id)
-        settings = AppSettings.of(model_path=str(demo_model), n_ctx=1024, n_threads=2,
-                                  temperature=0.0, max_tokens=12, speculation="off")  # fmt: skip
+        settings = AppSettings.of(
+            model_path=str(demo_model),
+            n_ctx=1024,
+            n_threads=2,
+            temperature=0.0,
+            max_tokens=12,
+            speculation="off",
+        )
         events = list(app.load(settings))
         assert isinstance(events[-1], Loaded) and SettingsChanged(settings) in events
         return app, path

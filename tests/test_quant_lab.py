@@ -75,8 +75,11 @@ def test_the_cli_compares_with_speed_and_memory(smol_quants):
     files = [str(smol_quants["F16"]), str(smol_quants["Q4_K_M"])]
     out = subprocess.run(
         [sys.executable, "-m", "vllmchat", "quants", "compare", *files, "--json"],
-        capture_output=True, text=True, timeout=600, check=True,
-    ).stdout  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    ).stdout
     data = json.loads(out)
     assert data["reference"] == files[0]
     q4 = next(r for r in data["rows"] if r["label"] == "Q4_K_M")

@@ -68,4 +68,8 @@ def test_the_window_switches_to_the_server_and_back(qtbot, demo_window, llama_se
     assert isinstance(w.bridge.app.engine, EngineClient) and w.bridge.app.engine.alive
     assert w.offload.tune_button.isEnabled()
     assert [m.role for m in store.path(w.bridge.app.conversation_id)][:4] == [
-        "user", "assistant", "user", "assistant"]  # fmt: skip
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+    ]

@@ -16,13 +16,29 @@ from vllmchat.core.models.memory import FitSettings
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 
 V1_FILE = {  # a settings.json written by version 0.1 (one flat object)
-    "model_path": "/models/a.gguf", "n_gpu_layers": 12, "n_ctx": 8192, "n_threads": 3,
-    "type_k": "q8_0", "type_v": "f16", "flash_attn": True, "temperature": 0.2, "top_p": 0.9,
-    "top_k": 20, "min_p": 0.1, "repeat_penalty": 1.05, "max_tokens": 256, "seed": 5,
-    "system_prompt": "Be brief.", "presets": {"Mine": "x"}, "policy": "keep_last",
-    "summarize_threshold": 0.6, "summarize_every": 4, "keep_last_turns": 2,
-    "model_folders": ["/models"], "retired_setting": 1,
-}  # fmt: skip
+    "model_path": "/models/a.gguf",
+    "n_gpu_layers": 12,
+    "n_ctx": 8192,
+    "n_threads": 3,
+    "type_k": "q8_0",
+    "type_v": "f16",
+    "flash_attn": True,
+    "temperature": 0.2,
+    "top_p": 0.9,
+    "top_k": 20,
+    "min_p": 0.1,
+    "repeat_penalty": 1.05,
+    "max_tokens": 256,
+    "seed": 5,
+    "system_prompt": "Be brief.",
+    "presets": {"Mine": "x"},
+    "policy": "keep_last",
+    "summarize_threshold": 0.6,
+    "summarize_every": 4,
+    "keep_last_turns": 2,
+    "model_folders": ["/models"],
+    "retired_setting": 1,
+}
 
 
 def test_app_settings_are_the_load_sampling_and_policy_settings_composed():
@@ -72,9 +88,18 @@ def test_a_version_1_file_migrates(tmp_path):
     s = load_app_settings(path)
     load, sampler = s.load, s.sampler
     assert (load.model_path, load.n_gpu_layers, load.n_ctx, load.type_k, load.flash_attn) == (
-        "/models/a.gguf", 12, 8192, "q8_0", True)  # fmt: skip
+        "/models/a.gguf",
+        12,
+        8192,
+        "q8_0",
+        True,
+    )
     assert (sampler.temperature, sampler.top_k, sampler.seed, sampler.max_tokens) == (
-        0.2, 20, 5, 256)  # fmt: skip
+        0.2,
+        20,
+        5,
+        256,
+    )
     assert (s.history.mode, s.history.threshold, s.history.every_k_turns) == ("keep_last", 0.6, 4)
     assert s.system_prompt == "Be brief." and s.presets == {"Mine": "x"}
     save_app_settings(s, path)
@@ -85,8 +110,18 @@ def test_a_version_1_file_migrates(tmp_path):
 
 def test_bad_values_fall_back_to_their_defaults_and_keep_the_rest(tmp_path):
     path = tmp_path / "settings.json"
-    path.write_text(json.dumps({**V1_FILE, "n_ctx": "big", "temperature": True, "top_k": 7,
-                                "type_v": "q4_0", "flash_attn": False}))  # fmt: skip
+    path.write_text(
+        json.dumps(
+            {
+                **V1_FILE,
+                "n_ctx": "big",
+                "temperature": True,
+                "top_k": 7,
+                "type_v": "q4_0",
+                "flash_attn": False,
+            }
+        )
+    )
     s = load_app_settings(path)
     assert s.load.n_ctx == AppSettings().load.n_ctx
     assert s.sampler.temperature == AppSettings().sampler.temperature
@@ -110,16 +145,41 @@ def test_chat_options_build_the_app_settings():
     from vllmchat.cli.chat import _app_settings
 
     args = build_parser().parse_args(
-        ["chat", "--model", "m.gguf", "--n-ctx", "2048", "--no-use-mmap", "--flash-attn",
-         "--type-v", "q8_0", "--temperature", "0", "--policy", "ask", "--threads", "3",
-         "--system", "Be brief."]
-    )  # fmt: skip
+        [
+            "chat",
+            "--model",
+            "m.gguf",
+            "--n-ctx",
+            "2048",
+            "--no-use-mmap",
+            "--flash-attn",
+            "--type-v",
+            "q8_0",
+            "--temperature",
+            "0",
+            "--policy",
+            "ask",
+            "--threads",
+            "3",
+            "--system",
+            "Be brief.",
+        ]
+    )
     s = _app_settings(args)
     load = s.load
     assert (load.model_path, load.n_ctx, load.use_mmap, load.flash_attn, load.type_v) == (
-        "m.gguf", 2048, False, True, "q8_0")  # fmt: skip
+        "m.gguf",
+        2048,
+        False,
+        True,
+        "q8_0",
+    )
     assert (s.sampler.temperature, s.history.mode, load.n_threads, s.system_prompt) == (
-        0.0, "ask", 3, "Be brief.")  # fmt: skip
+        0.0,
+        "ask",
+        3,
+        "Be brief.",
+    )
     assert s.sampler.top_k == AppSettings().sampler.top_k  # not given: the one default
 
 

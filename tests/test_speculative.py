@@ -76,8 +76,16 @@ def test_a_sliding_window_ring_keeps_greedy_output_past_its_wrap(make_client, ge
 
     def reply(mode: str) -> DoneEvent:
         client = make_client()
-        client.load(LoadSettings(model_path=str(gemma_model), n_ctx=2048, n_batch=64,
-                                 n_ubatch=64, n_threads=2, flash_attn=True))  # fmt: skip
+        client.load(
+            LoadSettings(
+                model_path=str(gemma_model),
+                n_ctx=2048,
+                n_batch=64,
+                n_ubatch=64,
+                n_threads=2,
+                flash_attn=True,
+            )
+        )
         assert client.info is not None and client.info.exact_verify
         sampling = SamplingSettings(temperature=0.0, max_tokens=450, speculation=mode)
         asked = [{"role": "user", "content": EDITS[0]}]
@@ -168,18 +176,36 @@ def test_a_live_reload_keeps_speculating(make_client, demo_model):
     first = next(e for e in client.chat(asked, sampling) if isinstance(e, DoneEvent))
     result = client.reload(LoadSettings(model_path=str(demo_model), n_ctx=1024, n_threads=1))
     assert result.restored
-    again = [*asked, {"role": "assistant", "content": first.text},
-             {"role": "user", "content": "Repeat it again."}]  # fmt: skip
+    again = [
+        *asked,
+        {"role": "assistant", "content": first.text},
+        {"role": "user", "content": "Repeat it again."},
+    ]
     done = next(e for e in client.chat(again, sampling) if isinstance(e, DoneEvent))
     assert done.stats.drafted > 0 and done.stats.tokens_reused > first.stats.prompt_tokens
 
 
 def test_the_terminal_options_and_stats_show_drafts():
-    args = ["--n-ctx", "1024", "--temperature", "0", "--speculation", "always",
-            "--draft-max", "4", "--max-tokens", "40", "--stats"]  # fmt: skip
-    proc = subprocess.run([sys.executable, "-m", "vllmchat", "chat", *args],
-                          input=ASK + "\n/quit\n", capture_output=True, text=True,
-                          timeout=180)  # fmt: skip
+    args = [
+        "--n-ctx",
+        "1024",
+        "--temperature",
+        "0",
+        "--speculation",
+        "always",
+        "--draft-max",
+        "4",
+        "--max-tokens",
+        "40",
+        "--stats",
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-m", "vllmchat", "chat", *args],
+        input=ASK + "\n/quit\n",
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "drafted" in proc.stdout and "accepted" in proc.stdout, proc.stdout[-1000:]
 
@@ -217,9 +243,23 @@ def test_the_status_line_marks_greedy_output_that_can_differ(qtbot):
     qtbot.addWidget(line)
     line.show()
     reason = "on the GPU a verify is exact with flash attention only"
-    info = ModelInfo("m.gguf", "llama", 30, 8192, 4096, 49152, 135_000_000, 90_000_000, 0,
-                     "chatml", "gguf", True, 1.0, exact_verify=False,
-                     exact_verify_reason=reason)  # fmt: skip
+    info = ModelInfo(
+        "m.gguf",
+        "llama",
+        30,
+        8192,
+        4096,
+        49152,
+        135_000_000,
+        90_000_000,
+        0,
+        "chatml",
+        "gguf",
+        True,
+        1.0,
+        exact_verify=False,
+        exact_verify_reason=reason,
+    )
     greedy = AppSettings.of(model_path="m.gguf", temperature=0.0, speculation="auto")
     assert not line.identity.isVisible(), "nothing loaded"
     events.load_finished.emit(Loaded(info, greedy))
@@ -241,8 +281,12 @@ def test_the_windows_identity_mark_follows_the_engines_answer(demo_window):
     w, _store, settings = demo_window
     info = w.status_line.info
     assert info is not None and info == w.info
-    note = identity_note(info.exact_verify, info.exact_verify_reason,
-                         speculation=settings.sampler.speculation, temperature=0.0)  # fmt: skip
+    note = identity_note(
+        info.exact_verify,
+        info.exact_verify_reason,
+        speculation=settings.sampler.speculation,
+        temperature=0.0,
+    )
     assert w.status_line.identity.isVisible() == bool(note)
 
 
@@ -250,8 +294,11 @@ def test_a_model_drafting_for_itself_is_accepted_and_changes_nothing(exact_clien
     plain = _turns(exact_client(), "off", [ASK])[0]
 
     client = exact_client()
-    client.load(LoadSettings(model_path=str(demo_model), n_ctx=1024, n_threads=2,
-                             draft_model=str(demo_model)))  # fmt: skip
+    client.load(
+        LoadSettings(
+            model_path=str(demo_model), n_ctx=1024, n_threads=2, draft_model=str(demo_model)
+        )
+    )
     done = _turns(client, "always", [ASK])[0]
     assert done.token_ids == plain.token_ids
     assert done.stats.drafted > 20 and done.stats.accepted >= 0.9 * done.stats.drafted
@@ -262,12 +309,14 @@ def test_a_draft_model_of_another_vocabulary_is_refused(make_client, demo_model,
 
     client = make_client()
     with pytest.raises(EngineError, match="vocabulary differs"):
-        client.load(LoadSettings(model_path=str(demo_model), n_ctx=512,
-                                 draft_model=str(gemma_model)))  # fmt: skip
+        client.load(
+            LoadSettings(model_path=str(demo_model), n_ctx=512, draft_model=str(gemma_model))
+        )
 
 
-def test_a_draft_model_that_is_no_gguf_is_refused_as_a_model_would_be(make_client, demo_model,
-                                                                     tmp_path):  # fmt: skip
+def test_a_draft_model_that_is_no_gguf_is_refused_as_a_model_would_be(
+    make_client, demo_model, tmp_path
+):
     from vllmchat.core.engine.events import EngineError
 
     damaged = tmp_path / "draft.gguf"
@@ -275,8 +324,7 @@ def test_a_draft_model_that_is_no_gguf_is_refused_as_a_model_would_be(make_clien
     for path, said in ((tmp_path, "Not a file"), (damaged, "not a GGUF model file")):
         client = make_client()
         with pytest.raises(EngineError, match=said):
-            client.load(LoadSettings(model_path=str(demo_model), n_ctx=512,
-                                     draft_model=str(path)))  # fmt: skip
+            client.load(LoadSettings(model_path=str(demo_model), n_ctx=512, draft_model=str(path)))
 
 
 def test_a_draft_model_that_does_not_fit_is_refused_with_figures(demo_model, monkeypatch):

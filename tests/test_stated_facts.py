@@ -54,8 +54,11 @@ def test_held_out_facts_are_kept_and_requests_are_not():
     assert [s for s in NOT_FACTS if kept(s)] == []
     for said in ("I'm vegetarian.", "We have two kids."):
         assert statements([said]) == [said.rstrip(".")], "kept word for word"
-    for asked in ("Now write about Oslo.", "Convert 5 miles to kilometers.",
-                  "Use React for the frontend."):  # fmt: skip
+    for asked in (
+        "Now write about Oslo.",
+        "Convert 5 miles to kilometers.",
+        "Use React for the frontend.",
+    ):
         assert not kept(asked)
     assert len(FACTS) + len(NOT_FACTS) >= 40
 
@@ -68,9 +71,11 @@ def test_the_probes_misfires_are_the_listed_ones():
 def test_a_statement_before_a_question_is_kept_and_pasted_material_is_not():
     assert statements(["Since we have a dog, which apartment is better?"]) == ["We have a dog"]
     assert statements(["By the way, my flight lands at 6:40 am."]) == ["My flight lands at 6:40 am"]
-    said = ("My sister is called Ingrid Solberg. Write a short paragraph about rivers.",
-            "Explain how Paris got its name?",
-            "My budget for the trip is 4,500 euros. I prefer trains to planes.")  # fmt: skip
+    said = (
+        "My sister is called Ingrid Solberg. Write a short paragraph about rivers.",
+        "Explain how Paris got its name?",
+        "My budget for the trip is 4,500 euros. I prefer trains to planes.",
+    )
     assert statements(said) == [
         "My sister is called Ingrid Solberg",
         "My budget for the trip is 4,500 euros",
@@ -180,8 +185,10 @@ def test_facts_persist_and_an_older_store_reads_them_from_its_messages(tmp_path)
     for number, script in enumerate(MIGRATIONS[:3], 1):
         db.executescript("BEGIN;" + script + f"PRAGMA user_version={number};COMMIT;")
     db.execute("INSERT INTO conversations(title, created, updated, leaf_id) VALUES ('Old',0,0,1)")
-    db.execute("INSERT INTO messages(conversation_id, role, content, created) "
-               "VALUES (1, 'user', 'My son is seven. Tell me a story.', 0)")  # fmt: skip
+    db.execute(
+        "INSERT INTO messages(conversation_id, role, content, created) "
+        "VALUES (1, 'user', 'My son is seven. Tell me a story.', 0)"
+    )
     db.commit()
     db.close()
     store = ConversationStore(path)

@@ -38,8 +38,11 @@ db.execute("COMMIT")
 
 def _hold(path: Path, seconds: float, *sql: str) -> subprocess.Popen[str]:
     """A second process that holds the write lock for ``seconds`` (running ``sql`` in it)."""
-    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(path), str(seconds), *sql],
-                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(path), str(seconds), *sql],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
     return proc
 
@@ -97,8 +100,14 @@ def test_the_terminal_chat_ends_with_one_line_when_the_lock_is_not_released(tmp_
     holder = _hold(path, 20)
     env = {**os.environ, "VLLMCHAT_DATA_DIR": str(tmp_path), "VLLMCHAT_LOCK_WAIT_S": "2"}
     try:
-        proc = subprocess.run([sys.executable, "-m", "vllmchat", "chat"], env=env, input="",
-                              capture_output=True, text=True, timeout=60)  # fmt: skip
+        proc = subprocess.run(
+            [sys.executable, "-m", "vllmchat", "chat"],
+            env=env,
+            input="",
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     finally:
         holder.kill()
         holder.wait()
@@ -118,8 +127,11 @@ def _previous_schema(path: Path) -> None:
         raw.executescript(f"BEGIN;{script}PRAGMA user_version={number};COMMIT;")
     raw.execute("INSERT INTO conversations(id, title, created, updated) VALUES (1,'Old',0,0)")
     for i in range(1, 5):
-        raw.execute("INSERT INTO messages(id, conversation_id, parent_id, role, content, created)"
-                    " VALUES (?,1,?,'user',?,0)", (i, i - 1 or None, f"old {i}"))  # fmt: skip
+        raw.execute(
+            "INSERT INTO messages(id, conversation_id, parent_id, role, content, created)"
+            " VALUES (?,1,?,'user',?,0)",
+            (i, i - 1 or None, f"old {i}"),
+        )
     raw.execute("UPDATE conversations SET leaf_id=4")
     raw.close()
 
@@ -129,9 +141,13 @@ def test_a_previous_schema_opened_under_a_lock_is_waited_for_not_judged_damaged(
     _previous_schema(path)
     heard: list[object] = []
     # The other process writes while it holds the lock: its message must land in the store.
-    holder = _hold(path, 3, "INSERT INTO messages(id, conversation_id, parent_id, role, "
-                   "content, created) VALUES (5, 1, 4, 'assistant', 'written meanwhile', 0)",
-                   "UPDATE conversations SET leaf_id=5")  # fmt: skip
+    holder = _hold(
+        path,
+        3,
+        "INSERT INTO messages(id, conversation_id, parent_id, role, "
+        "content, created) VALUES (5, 1, 4, 'assistant', 'written meanwhile', 0)",
+        "UPDATE conversations SET leaf_id=5",
+    )
     try:
         store, recovery = open_store(path, on_lock=heard.append, lock_wait_s=20)
     finally:
@@ -139,8 +155,13 @@ def test_a_previous_schema_opened_under_a_lock_is_waited_for_not_judged_damaged(
     assert recovery is None and not list(tmp_path.glob("*.damaged-*"))
     assert [type(e) for e in heard] == [StoreBusy, StoreFree]
     assert store.version == len(MIGRATIONS)
-    assert [m.content for m in store.path(1)] == ["old 1", "old 2", "old 3", "old 4",
-                                                  "written meanwhile"]  # fmt: skip
+    assert [m.content for m in store.path(1)] == [
+        "old 1",
+        "old 2",
+        "old 3",
+        "old 4",
+        "written meanwhile",
+    ]
     store.close()
 
 
@@ -163,11 +184,20 @@ def test_a_previous_schema_locked_past_the_limit_is_left_alone(tmp_path):
 def test_two_stores_migrating_at_once_migrate_once(tmp_path):
     path = tmp_path / "c.sqlite3"
     _previous_schema(path)
-    code = ("import sys;"
-            "from vllmchat.core.conversations.store.store import ConversationStore as S;"
-            "print(S(sys.argv[1]).version)")  # fmt: skip
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(path)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(3)]  # fmt: skip
+    code = (
+        "import sys;"
+        "from vllmchat.core.conversations.store.store import ConversationStore as S;"
+        "print(S(sys.argv[1]).version)"
+    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
     results = [p.communicate(timeout=60) for p in procs]
     assert all(out.strip() == str(len(MIGRATIONS)) for out, _ in results), results
     assert all(p.returncode == 0 for p in procs)

@@ -135,14 +135,24 @@ def test_the_terminal_starts_on_a_damaged_database_and_says_so(tmp_path):
     _filled(path)
     _damage(path, "garbage pages")
     env = {**os.environ, "VLLMCHAT_DATA_DIR": str(data)}
-    proc = subprocess.run([sys.executable, "-m", "vllmchat", "conversations"], env=env,
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "vllmchat", "conversations"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "The conversation database was damaged" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert "Chat " in proc.stdout  # the recovered conversations are listed
-    again = subprocess.run([sys.executable, "-m", "vllmchat", "conversations"], env=env,
-                           capture_output=True, text=True, timeout=60)  # fmt: skip
+    again = subprocess.run(
+        [sys.executable, "-m", "vllmchat", "conversations"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert "damaged" not in again.stderr
     assert sqlite3.connect(path).execute("PRAGMA quick_check").fetchone()[0] == "ok"
 
@@ -154,8 +164,13 @@ def test_the_window_starts_on_a_damaged_database_and_says_so(tmp_path):
     _filled(path)
     _damage(path, "destroyed header")
     env = {**os.environ, "VLLMCHAT_DATA_DIR": str(data), "QT_QPA_PLATFORM": "offscreen"}
-    proc = subprocess.run([sys.executable, "-m", "vllmchat", "--exit-after-show"], env=env,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "vllmchat", "--exit-after-show"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "The conversation database was damaged" in proc.stderr and "Traceback" not in proc.stderr
     assert list(data.glob("conversations.sqlite3.damaged-*"))
@@ -194,8 +209,13 @@ def test_a_store_from_a_newer_version_is_a_clear_message_and_left_alone(tmp_path
     data, path = _newer_store(tmp_path)
     before = _digest(path)
     env = {**os.environ, "VLLMCHAT_DATA_DIR": str(data)}
-    proc = subprocess.run([sys.executable, "-m", "vllmchat", "conversations"], env=env,
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "vllmchat", "conversations"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2 and "newer than this vllmchat" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert _digest(path) == before and not list(data.glob("*.damaged-*"))
@@ -204,8 +224,13 @@ def test_a_store_from_a_newer_version_is_a_clear_message_and_left_alone(tmp_path
 def test_the_window_says_a_newer_store_cannot_be_opened(tmp_path):
     data, _ = _newer_store(tmp_path)
     env = {**os.environ, "VLLMCHAT_DATA_DIR": str(data), "QT_QPA_PLATFORM": "offscreen"}
-    proc = subprocess.run([sys.executable, "-m", "vllmchat", "--exit-after-show"], env=env,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "vllmchat", "--exit-after-show"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "newer than this vllmchat" in proc.stderr
     assert "Traceback" not in proc.stderr
 
@@ -239,8 +264,12 @@ def test_a_damaged_copy_is_never_overwritten_even_with_the_same_stamp(tmp_path, 
     monkeypatch.setattr(aside.time, "time", lambda: 1_700_000_000.25)  # a frozen clock
     path = tmp_path / "conversations.sqlite3"
     taken = aside.unique_name(path)
-    assert taken.name == "conversations.sqlite3.damaged-" + time.strftime(
-        "%Y%m%d-%H%M%S", time.localtime(1_700_000_000)) + ".250000"  # fmt: skip
+    assert (
+        taken.name
+        == "conversations.sqlite3.damaged-"
+        + time.strftime("%Y%m%d-%H%M%S", time.localtime(1_700_000_000))
+        + ".250000"
+    )
     taken.write_bytes(b"an earlier damaged copy")
     Path(str(taken) + "-2-wal").write_bytes(b"a stray side file")  # blocks -2 as well
     for _ in range(2):
@@ -367,8 +396,11 @@ def test_a_damaged_file_another_process_has_open_is_never_moved(tmp_path, how):
     _filled(path)
     _damage(path, "garbage pages")
     before = _digest(path)
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_OPEN, str(path), how.split()[0], "60"],
-                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_OPEN, str(path), how.split()[0], "60"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "open"
         heard: list[object] = []

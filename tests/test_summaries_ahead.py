@@ -109,8 +109,9 @@ def test_two_summaries_by_a_summary_server_merge_their_facts(make_demo_app):
     with FakeServer() as server:
         server.mode = "script"
         server.script = [FIRST, SECOND]
-        app, _ = make_demo_app(n_ctx=2048, max_tokens=24, summary_server=server.url,
-                               keep_last_turns=1)  # fmt: skip
+        app, _ = make_demo_app(
+            n_ctx=2048, max_tokens=24, summary_server=server.url, keep_last_turns=1
+        )
         for text in (
             "My sister is Ingrid Solberg and my dog is Bruno.",
             "My budget for the trip is 4500 euros.",
@@ -138,8 +139,9 @@ def test_two_summaries_by_a_summary_server_merge_their_facts(make_demo_app):
 
 
 def test_a_summary_server_that_is_down_falls_back_to_the_loaded_model(make_demo_app):
-    app, _ = make_demo_app(n_ctx=2048, max_tokens=24, summary_server="http://127.0.0.1:9",
-                           keep_last_turns=1)  # fmt: skip
+    app, _ = make_demo_app(
+        n_ctx=2048, max_tokens=24, summary_server="http://127.0.0.1:9", keep_last_turns=1
+    )
     for text in ("First message.", "Second message.", "Third message."):
         list(app.send(text))
     events = [e for e in app.summarize() if isinstance(e, SummaryEvent)]
@@ -152,8 +154,9 @@ def test_a_summary_server_that_is_down_falls_back_to_the_loaded_model(make_demo_
 def test_a_malformed_fact_list_falls_back_to_the_paragraph_with_the_reason(caplog):
     previous = "Facts:\n- dog's name: Bruno\n\nSummary: Earlier talk."
     with caplog.at_level(logging.WARNING):
-        made, reason = new_summary("The user talked about trains and planes.", previous,
-                                   "trains planes", 40)  # fmt: skip
+        made, reason = new_summary(
+            "The user talked about trains and planes.", previous, "trains planes", 40
+        )
     assert "malformed" in reason and "malformed" in caplog.text
     assert made.facts == ("dog's name: Bruno",), "old facts are kept"
     assert made.narrative == "The user talked about trains and planes."
@@ -171,8 +174,7 @@ def test_a_summary_keeps_the_models_facts_and_leaves_the_users_to_the_fact_list(
     said = "My sister is called Ingrid Solberg. Our dog is named Bruno."
     first, reason = new_summary("Rivers are long.", None, said, 40)
     assert "malformed" in reason and first.facts == (), "the user's words are not copied in"
-    second, _ = new_summary("Facts:\n- dog's name: Bruno\n\nSummary: Dogs.", first.text(),
-                            said, 40)  # fmt: skip
+    second, _ = new_summary("Facts:\n- dog's name: Bruno\n\nSummary: Dogs.", first.text(), said, 40)
     assert second.facts == ("dog's name: Bruno",) and second.narrative == "Dogs."
 
 

@@ -47,12 +47,17 @@ def _pieces(stream: list[str], style: str, opens: bool = False) -> list[tuple[st
 @pytest.mark.parametrize(
     ("stream", "style", "opens", "answer", "thinking"),
     [
-        (QWEN3, "think", False, "The capital of France is Paris.",
-         "The user asks for the capital. Easy."),
+        (
+            QWEN3,
+            "think",
+            False,
+            "The capital of France is Paris.",
+            "The user asks for the capital. Easy.",
+        ),
         (R1, "think", True, "It is 4.", "Okay, two plus two."),
         (GPT_OSS, "harmony", False, "Hello there!", "User wants a greeting."),
     ],
-)  # fmt: skip
+)
 def test_recorded_streams_split_into_thinking_and_answer(stream, style, opens, answer, thinking):
     pieces = _pieces(stream, style, opens)
     kinds = [k for k, _ in pieces]
@@ -170,8 +175,12 @@ def test_the_window_folds_thinking_and_shows_how_long(qtbot):
     widget.thinking.header.click()
     assert not widget.thinking.body.isHidden() and widget.thinking.body.text() == "Let me think"
     assert "Let me think" not in widget.text
-    view.set_history([HistoryItem("assistant", "4", 1, thinking="2+2", thinking_s=3.0),
-                      HistoryItem("assistant", "plain", 2)])  # fmt: skip
+    view.set_history(
+        [
+            HistoryItem("assistant", "4", 1, thinking="2+2", thinking_s=3.0),
+            HistoryItem("assistant", "plain", 2),
+        ]
+    )
     stored, plain = view.messages()[-2:]
     assert stored.thinking.header.text() == "Thought for 3 s" and not stored.thinking.isHidden()
     assert plain.thinking.isHidden()

@@ -29,8 +29,9 @@ def _app(tmp_path: Path, demo_model: Path, manager: ToolServerManager) -> ChatAp
 
 
 def _load(app: ChatApp, demo_model: Path) -> Loaded:
-    settings = AppSettings.of(model_path=str(demo_model), n_threads=2, temperature=0.0,
-                              n_ctx=2048, max_tokens=32)  # fmt: skip
+    settings = AppSettings.of(
+        model_path=str(demo_model), n_threads=2, temperature=0.0, n_ctx=2048, max_tokens=32
+    )
     loaded = [e for e in app.load(settings) if isinstance(e, Loaded)]
     assert loaded
     return loaded[0]
@@ -86,8 +87,9 @@ def test_a_reopened_tool_conversation_prefills_only_the_new_question(
 def test_a_pick_refuses_unknown_names_and_a_new_conversation_starts_with_the_last_pick(
     tmp_path: Path, demo_model: Path, manager: ToolServerManager
 ) -> None:
-    app = ChatApp(ConversationStore(tmp_path / "c.sqlite3"), KVStateCache(tmp_path / "kv"),
-                  engine=_NoEngine())  # fmt: skip
+    app = ChatApp(
+        ConversationStore(tmp_path / "c.sqlite3"), KVStateCache(tmp_path / "kv"), engine=_NoEngine()
+    )
     try:
         first = app.store.create().id
         refused = app.tool_picks.switch(first, ["demo_add"], False)

@@ -21,15 +21,28 @@ MIB = 1 << 20
 
 def _result() -> TuneResult:
     fitting = [
-        TunePoint(TuneConfig(n, 8, 8, 512), True, prefill_tok_s=800 + 100 * n,
-                  decode_tok_s=8 + n, vram=(700 + 160 * n) * MIB,
-                  estimate_vram=(705 + 160 * n) * MIB, ram=(5000 - 150 * n) * MIB)
+        TunePoint(
+            TuneConfig(n, 8, 8, 512),
+            True,
+            prefill_tok_s=800 + 100 * n,
+            decode_tok_s=8 + n,
+            vram=(700 + 160 * n) * MIB,
+            estimate_vram=(705 + 160 * n) * MIB,
+            ram=(5000 - 150 * n) * MIB,
+        )
         for n in (0, 8, 16, 24, 27)
-    ]  # fmt: skip
+    ]
     failed = TunePoint(TuneConfig(29, 8, 8, 512), False, note="does not fit: out of memory")
     points = (*fitting, failed)
-    return TuneResult(points, TuneConfig(27, 16, 15, 512), "35.0 tok/s decode", 42.0,
-                      budget_s=60, memory_limit=4986 * MIB, device="GPU")  # fmt: skip
+    return TuneResult(
+        points,
+        TuneConfig(27, 16, 15, 512),
+        "35.0 tok/s decode",
+        42.0,
+        budget_s=60,
+        memory_limit=4986 * MIB,
+        device="GPU",
+    )
 
 
 def test_the_tuner_window_draws_lists_applies_and_exports(qtbot, tmp_path, monkeypatch):
@@ -154,8 +167,11 @@ def test_the_picker_compares_every_installed_quant_of_the_selected_model(qtbot, 
         def __init__(self, name: str, path: str) -> None:
             self.name, self.path = name, path
 
-    rows = [(Model("M", "/m/M-Q8_0.gguf"),), (Model("M", "/m/M-Q4_K_M.gguf"),),
-            (Model("N", "/m/N-Q4_K_M.gguf"),)]  # fmt: skip
+    rows = [
+        (Model("M", "/m/M-Q8_0.gguf"),),
+        (Model("M", "/m/M-Q4_K_M.gguf"),),
+        (Model("N", "/m/N-Q4_K_M.gguf"),),
+    ]
     picker.installed_rows = rows
     picker.installed.setRowCount(3)
     picker.installed.selectRow(0)
@@ -167,9 +183,16 @@ def test_on_a_cpu_the_chart_plots_what_was_varied_and_every_point(qtbot):
 
     chart = TuningChart()
     qtbot.addWidget(chart)
-    points = [TunePoint(TuneConfig(0, t, t, 512), True, prefill_tok_s=100.0 * t,
-                        decode_tok_s=speed, ram=300 * MIB)
-              for t, speed in ((1, 43.6), (2, 79.7))]  # fmt: skip
+    points = [
+        TunePoint(
+            TuneConfig(0, t, t, 512),
+            True,
+            prefill_tok_s=100.0 * t,
+            decode_tok_s=speed,
+            ram=300 * MIB,
+        )
+        for t, speed in ((1, 43.6), (2, 79.7))
+    ]
     chart.show_points(points, limit=23_000 * MIB)
     chart.mark_pick(TuneConfig(0, 2, 2, 512))
     assert chart.axis_label == "CPU threads"
@@ -180,8 +203,15 @@ def test_on_a_cpu_the_chart_plots_what_was_varied_and_every_point(qtbot):
     assert [line.value() for line in lines] == [2]  # the pick at 2 threads
     memory_lines = [i for i in chart.memory.getPlotItem().items if isinstance(i, pg.InfiniteLine)]
     assert memory_lines == [] or all(line.angle == 90 for line in memory_lines)  # no RAM line
-    moe = [TunePoint(TuneConfig(49, 16, 16, 512, k), True, decode_tok_s=50.0 - k / 2,
-                     vram=(9000 - 300 * k) * MIB) for k in (33, 35, 40)]  # fmt: skip
+    moe = [
+        TunePoint(
+            TuneConfig(49, 16, 16, 512, k),
+            True,
+            decode_tok_s=50.0 - k / 2,
+            vram=(9000 - 300 * k) * MIB,
+        )
+        for k in (33, 35, 40)
+    ]
     chart.show_points(moe, limit=8000 * MIB)
     assert chart.axis_label.startswith("experts of layers in RAM")
     assert list(chart.speed.getPlotItem().listDataItems()[-1].getData()[0]) == [33, 35, 40]

@@ -65,8 +65,9 @@ def test_threads_come_from_their_own_fastest_points():
 
 
 def test_results_round_trip_through_json():
-    result = TuneResult(points=(_point(3, 9.5),), pick=TuneConfig(3, 4, 4, 512), reason="r",
-                        seconds=1.0)  # fmt: skip
+    result = TuneResult(
+        points=(_point(3, 9.5),), pick=TuneConfig(3, 4, 4, 512), reason="r", seconds=1.0
+    )
     assert TuneResult.from_json(result.to_json()) == result
 
 
@@ -125,8 +126,9 @@ def test_stop_ends_the_sweep_within_a_point_and_restores(make_client, demo_setti
         return len(seen) >= 1
 
     result = None
-    for event in tune(client, _request(demo_settings, budget_s=60.0), CPU, None,
-                      should_stop=should_stop):  # fmt: skip
+    for event in tune(
+        client, _request(demo_settings, budget_s=60.0), CPU, None, should_stop=should_stop
+    ):
         if isinstance(event, PointMeasured):
             seen.append(event)
         if isinstance(event, TuneFinished):

@@ -210,11 +210,11 @@ def test_marks_under_the_margin_on_the_slider_and_the_chart(qtbot, desc):
     margin = 256 * MIB
     points = (
         TunePoint(AXIS.at(BASE, 9), True, decode_tok_s=60.0, free_after=900 * MIB, margin=margin),
-        TunePoint(AXIS.at(BASE, 10), True, decode_tok_s=64.0, free_after=100 * MIB,
-                  margin=margin),
-    )  # fmt: skip
-    result = TuneResult(points=points, pick=points[0].config, reason="r", seconds=1.0,
-                        margin=margin)  # fmt: skip
+        TunePoint(AXIS.at(BASE, 10), True, decode_tok_s=64.0, free_after=100 * MIB, margin=margin),
+    )
+    result = TuneResult(
+        points=points, pick=points[0].config, reason="r", seconds=1.0, margin=margin
+    )
     panel = OffloadPanel()
     qtbot.addWidget(panel)
     hw = HardwareInfo(64 << 30, 48 << 30, [GpuInfo("GPU", 8 << 30, 8 << 30)], True)
@@ -232,8 +232,14 @@ def test_marks_under_the_margin_on_the_slider_and_the_chart(qtbot, desc):
 
 
 def test_free_memory_margin_and_rounds_round_trip_and_old_results_still_load():
-    p = TunePoint(AXIS.at(BASE, 3), True, decode_tok_s=9.5, free_after=300 * MIB,
-                  margin=256 * MIB, final_round=2)  # fmt: skip
+    p = TunePoint(
+        AXIS.at(BASE, 3),
+        True,
+        decode_tok_s=9.5,
+        free_after=300 * MIB,
+        margin=256 * MIB,
+        final_round=2,
+    )
     result = TuneResult(points=(p,), pick=p.config, reason="r", seconds=1.0, margin=256 * MIB)
     assert TuneResult.from_json(result.to_json()) == result
     old = result.to_json()

@@ -58,8 +58,10 @@ def test_an_image_is_encoded_once_and_reused_from_the_kv_cache(make_client, visi
     assert stats.image_tokens == 16
     assert stats.prompt_tokens > 16
 
-    messages += [{"role": "assistant", "content": reply.text},
-                 {"role": "user", "content": "And its colours?"}]  # fmt: skip
+    messages += [
+        {"role": "assistant", "content": reply.text},
+        {"role": "user", "content": "And its colours?"},
+    ]
     _, follow = _turn(client, messages, [picture])
     assert follow.images_encoded == 0
     assert follow.image_tokens == 0
@@ -86,8 +88,10 @@ def test_the_saved_state_brings_images_back_after_a_restart(make_client, vision_
     fresh.load(vision_settings)
     assert fresh.import_state(str(tmp_path / "conv.kv")).tokens == saved.tokens
     fresh.remember_replies([(reply.text, reply.token_ids)])
-    messages += [{"role": "assistant", "content": reply.text},
-                 {"role": "user", "content": "Describe it again."}]  # fmt: skip
+    messages += [
+        {"role": "assistant", "content": reply.text},
+        {"role": "user", "content": "Describe it again."},
+    ]
     _, follow = _turn(fresh, messages, [picture.read_bytes()])
     assert follow.images_encoded == 0
     assert follow.tokens_reused >= stats.prompt_tokens
@@ -178,8 +182,13 @@ def test_the_projector_estimate_matches_what_llama_cpp_reserves(
 
     shape = VisionShape(n_embd=256, n_ff=1024, n_head=8, image_size=448)
     path = write_gemma3_mmproj(tmp_path / "mmproj-wide.gguf", 576, shape)
-    settings = LoadSettings(model_path=str(demo_model), mmproj_path=str(path), n_ctx=1024,
-                            n_threads=2, flash_attn=flash_attn)  # fmt: skip
+    settings = LoadSettings(
+        model_path=str(demo_model),
+        mmproj_path=str(path),
+        n_ctx=1024,
+        n_threads=2,
+        flash_attn=flash_attn,
+    )
     client = make_client()
     plain = client.load(settings.with_changes(mmproj_path="")).buffers_mib
     reported = client.load(settings).buffers_mib

@@ -38,11 +38,14 @@ def tiny_vision(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def test_the_picker_lists_projectors_and_downloads_the_matching_one(hub, tiny_vision, tmp_path):
-    hub.add(REPO, {
-        "Tiny-Q8_0.gguf": tiny_vision["model"],
-        "mmproj-Tiny-f32.gguf": tiny_vision["f32"],
-        "mmproj-Tiny-f16.gguf": tiny_vision["f16"],
-    })  # fmt: skip
+    hub.add(
+        REPO,
+        {
+            "Tiny-Q8_0.gguf": tiny_vision["model"],
+            "mmproj-Tiny-f32.gguf": tiny_vision["f32"],
+            "mmproj-Tiny-f16.gguf": tiny_vision["f16"],
+        },
+    )
     (quant,) = list_quants(REPO)  # the projectors are not quants of the model
     assert quant.projector is not None and quant.projector.filename == "mmproj-Tiny-f16.gguf"
     assert quant.download_size == quant.size + tiny_vision["f16"].stat().st_size
@@ -70,8 +73,13 @@ def test_the_picker_lists_projectors_and_downloads_the_matching_one(hub, tiny_vi
 
 
 def test_projector_names_and_the_matching_rule():
-    files = ["a/Model-Q4_K_M.gguf", "a/mmproj-Model-f32.gguf", "a/mmproj-Model-F16.gguf",
-             "b/mmproj-Model-bf16.gguf", "README.md"]  # fmt: skip
+    files = [
+        "a/Model-Q4_K_M.gguf",
+        "a/mmproj-Model-f32.gguf",
+        "a/mmproj-Model-F16.gguf",
+        "b/mmproj-Model-bf16.gguf",
+        "README.md",
+    ]
     assert [f for f in files if looks_like_projector(f)] == files[1:4]
     assert matching_projector("a/Model-Q4_K_M.gguf", files) == "a/mmproj-Model-F16.gguf"
     assert matching_projector("Model.gguf", ["Model.gguf"]) is None
@@ -90,8 +98,9 @@ def test_the_estimate_adds_the_projector_and_says_the_image_tokens(tiny_vision):
     desc = describe(read_header(tiny_vision["model"]))
     load = LoadSettings(model_path=str(tiny_vision["model"]))
     plain = estimate(desc, FitSettings.of(load, gpu=False))
-    seeing = estimate(desc, FitSettings.of(load.with_changes(mmproj_path=str(tiny_vision["f16"])),
-                                           gpu=False))  # fmt: skip
+    seeing = estimate(
+        desc, FitSettings.of(load.with_changes(mmproj_path=str(tiny_vision["f16"])), gpu=False)
+    )
     info = read_projector(tiny_vision["f16"])
     assert seeing.ram - plain.ram == info.weights_bytes + info.encode_bytes
     assert seeing.projector_cpu > info.weights_bytes > 0 and seeing.projector_gpu == 0
@@ -140,8 +149,9 @@ def test_the_picker_marks_and_filters_models_with_vision(qtbot, hub, tiny_vision
     for key in ("model", "f16"):
         (mine / tiny_vision[key].name).write_bytes(tiny_vision[key].read_bytes())
     (other / "Lone.gguf").write_bytes(tiny_vision["model"].read_bytes())
-    hub.add(REPO, {"Tiny-Q8_0.gguf": tiny_vision["model"],
-                   "mmproj-Tiny-f16.gguf": tiny_vision["f16"]})  # fmt: skip
+    hub.add(
+        REPO, {"Tiny-Q8_0.gguf": tiny_vision["model"], "mmproj-Tiny-f16.gguf": tiny_vision["f16"]}
+    )
     hw = HardwareInfo(16 << 30, 16 << 30, [], False, "CPU-only build")
     picker = ModelPicker(hw, FitSettings(n_ctx=512), folders=[str(mine), str(other)])
     qtbot.addWidget(picker)
@@ -167,8 +177,12 @@ def test_fit_in_the_terminal_counts_a_projector_and_refuses_one_for_another_mode
     import sys
 
     def fit(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "vllmchat", "fit", str(tiny_vision["model"]),
-                               *args], capture_output=True, text=True, timeout=60)  # fmt: skip
+        return subprocess.run(
+            [sys.executable, "-m", "vllmchat", "fit", str(tiny_vision["model"]), *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
     plain, seeing = fit(), fit("--mmproj", str(tiny_vision["f16"]))
     assert plain.returncode == seeing.returncode == 0, seeing.stderr

@@ -19,8 +19,10 @@ CODE = "Try this:\n\n```python\ndef add(a, b):\n    return a + b\n```\n\nThen ca
 
 
 def _items(n: int) -> list[HistoryItem]:
-    return [HistoryItem("user" if i % 2 == 0 else "assistant", f"message number {i}", i + 1)
-            for i in range(n)]  # fmt: skip
+    return [
+        HistoryItem("user" if i % 2 == 0 else "assistant", f"message number {i}", i + 1)
+        for i in range(n)
+    ]
 
 
 def test_a_long_conversation_gets_widgets_for_its_newest_page_only(qtbot):
@@ -121,9 +123,13 @@ def test_the_model_titles_the_conversation_after_its_first_reply(qtbot, demo_win
     title = store.conversation(w.conversation_id).title
     assert title == titles[0].title
     # ``titles.append`` runs in the worker's thread; the window's slot is queued to the GUI's.
-    qtbot.waitUntil(lambda: any(title in w.conversations.list.item(i).text()
-                                for i in range(w.conversations.list.count())),
-                    timeout=5000)  # fmt: skip
+    qtbot.waitUntil(
+        lambda: any(
+            title in w.conversations.list.item(i).text()
+            for i in range(w.conversations.list.count())
+        ),
+        timeout=5000,
+    )
 
 
 def test_the_window_comes_back_as_it_was_left(qtbot, demo_window, tmp_path):
@@ -191,8 +197,9 @@ def test_a_search_hit_opens_its_conversation_at_a_message_not_yet_loaded(qtbot, 
     parent = None
     for i in range(300):
         text = "the quokka smiles" if i == 7 else f"ordinary message {i}"
-        parent = store.add_message(long.id, "user" if i % 2 == 0 else "assistant", text,
-                                   parent_id=parent).id  # fmt: skip
+        parent = store.add_message(
+            long.id, "user" if i % 2 == 0 else "assistant", text, parent_id=parent
+        ).id
     target = store.path(long.id)[7].id
     store.create(title="Newer")  # opened first: the newest
     w = MainWindow(store, AppSettings(), KVStateCache(tmp_path / "kv"), save_settings=False)

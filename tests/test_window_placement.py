@@ -52,10 +52,17 @@ def make_window(qtbot, tmp_path: Path, demo_model: Path):
 
     def make(engine=None):
         store = ConversationStore(tmp_path / "c.sqlite3")
-        settings = AppSettings.of(model_path=str(demo_model), n_ctx=1024, n_threads=2,
-                                  max_tokens=12, temperature=0.0, speculation="off")  # fmt: skip
-        w = MainWindow(store, settings, KVStateCache(tmp_path / "kv"), save_settings=False,
-                       engine=engine)  # fmt: skip
+        settings = AppSettings.of(
+            model_path=str(demo_model),
+            n_ctx=1024,
+            n_threads=2,
+            max_tokens=12,
+            temperature=0.0,
+            speculation="off",
+        )
+        w = MainWindow(
+            store, settings, KVStateCache(tmp_path / "kv"), save_settings=False, engine=engine
+        )
         made.append((w, store))
         qtbot.addWidget(w)
         w.show()

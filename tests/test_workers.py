@@ -42,8 +42,13 @@ def test_a_worker_yields_in_order_on_the_gui_thread_then_returns(qtbot):
     worker.yielded.connect(lambda _v: on_gui.append(threading.current_thread() is gui))
     with qtbot.waitSignal(worker.finished):
         worker.start()
-    assert seen == [("yielded", 0), ("yielded", 1), ("yielded", 2), ("returned", "three"),
-                    ("finished",)]  # fmt: skip
+    assert seen == [
+        ("yielded", 0),
+        ("yielded", 1),
+        ("yielded", 2),
+        ("returned", "three"),
+        ("finished",),
+    ]
     assert ran_on and ran_on[0] is not gui and on_gui == [True, True, True]
     assert not errors and not worker.running
     with pytest.raises(RuntimeError, match="runs once"):

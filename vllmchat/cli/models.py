@@ -44,8 +44,15 @@ def register(sub: Any) -> None:
 def _fit_options(p: argparse.ArgumentParser, gpu_layers_note: str = "") -> None:
     """The memory-relevant load settings, generated from ``FitSettings``."""
     group = p.add_argument_group("settings", gpu_layers_note or None)
-    skip = ("gpu", "gpu_overhead", "gpu_free", "draft_vram", "draft_ram", "projector_bytes",
-            "image_tokens")  # fmt: skip
+    skip = (
+        "gpu",
+        "gpu_overhead",
+        "gpu_free",
+        "draft_vram",
+        "draft_ram",
+        "projector_bytes",
+        "image_tokens",
+    )
     p.set_defaults(fit_fields=add_options(group, FitSettings, skip=skip))  # type: ignore[arg-type]
 
 
@@ -101,8 +108,10 @@ def cmd_drafts(args: argparse.Namespace) -> int:
         except CatalogError as exc:
             print(f"The hub could not be searched: {exc}", file=sys.stderr)
     if not found:
-        print("No model here has this model's vocabulary and is smaller."
-              + ("" if args.hub else " `--hub` looks on the hub too."))  # fmt: skip
+        print(
+            "No model here has this model's vocabulary and is smaller."
+            + ("" if args.hub else " `--hub` looks on the hub too.")
+        )
     for c in found:
         use = f"--draft-model {c.path}" if c.path else f"vllmchat download {c.repo}"
         print(f"{_mib(c.size):>10}  {c.source:9} {c.name}\n            {use}")

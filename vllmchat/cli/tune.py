@@ -76,8 +76,14 @@ def cmd_tune(args: argparse.Namespace) -> int:
     stop = _stop_on_signals(engine)
     result = None
     try:
-        for event in run_tune(engine, settings, args.budget_s, fresh=args.fresh,
-                              should_stop=stop.is_set, margin_mib=margin_mib):  # fmt: skip
+        for event in run_tune(
+            engine,
+            settings,
+            args.budget_s,
+            fresh=args.fresh,
+            should_stop=stop.is_set,
+            margin_mib=margin_mib,
+        ):
             if isinstance(event, PointMeasured) and not args.json:
                 p = event.point
                 figures = (
@@ -90,8 +96,11 @@ def cmd_tune(args: argparse.Namespace) -> int:
                     if p.fits
                     else p.note
                 )
-                print(f"[{event.done}/{event.planned} eta {event.eta_s:4.0f}s] "
-                      f"{p.config.label():42} {figures}", flush=True)  # fmt: skip
+                print(
+                    f"[{event.done}/{event.planned} eta {event.eta_s:4.0f}s] "
+                    f"{p.config.label():42} {figures}",
+                    flush=True,
+                )
             elif isinstance(event, TuneFinished):
                 result = event.result
     finally:
@@ -119,8 +128,14 @@ def cmd_quants(args: argparse.Namespace) -> int:
     stop = _stop_on_signals(engine)
     done = None
     try:
-        for event in compare(engine, args.files, n_ctx=args.n_ctx, n_gpu_layers=args.n_gpu_layers,
-                             speed=not args.no_speed, should_stop=stop.is_set):  # fmt: skip
+        for event in compare(
+            engine,
+            args.files,
+            n_ctx=args.n_ctx,
+            n_gpu_layers=args.n_gpu_layers,
+            speed=not args.no_speed,
+            should_stop=stop.is_set,
+        ):
             if isinstance(event, QuantProgress) and not args.json:
                 print(f"[{event.done + 1}/{event.total}] {event.current}", flush=True)
             elif isinstance(event, QuantsCompared):
@@ -143,6 +158,8 @@ def cmd_quants(args: argparse.Namespace) -> int:
             print(f"{r.label:8} {r.size / MIB:7.0f}M  {r.error}")
             continue
         kld = "ref" if r.reference else f"{r.kld_mean:.4f}"
-        print(f"{r.label:8} {r.size / MIB:7.0f}M {kld:>8} {r.top1_agreement * 100:5.1f}% "
-              f"{r.perplexity:8.3f} {r.prefill_tok_s:8.1f} {r.decode_tok_s:7.1f}")  # fmt: skip
+        print(
+            f"{r.label:8} {r.size / MIB:7.0f}M {kld:>8} {r.top1_agreement * 100:5.1f}% "
+            f"{r.perplexity:8.3f} {r.prefill_tok_s:8.1f} {r.decode_tok_s:7.1f}"
+        )
     return 0 if all(not math.isnan(r.perplexity) for r in done.rows) else 1

@@ -116,28 +116,79 @@ PLANTED = [
         "When do I need chains on the pass?",
     ),
 ]
-_SUBJECTS = ["The committee", "Our team", "The council", "A visitor", "The report", "The manager",
-             "Each department", "The new policy", "The survey", "Most residents", "The author",
-             "An engineer", "The board", "Local farmers", "The study"]  # fmt: skip
-_VERBS = ["reviewed", "discussed", "described", "questioned", "summarised", "improved",
-          "postponed", "measured", "compared", "welcomed", "criticised", "planned"]  # fmt: skip
-_OBJECTS = ["the quarterly figures", "the schedule for next year", "the parking rules",
-            "the results of the pilot", "several open questions", "the budget for repairs",
-            "the training programme", "the state of the roads", "the weekly timetable",
-            "the list of suppliers", "the opening hours", "the safety guidelines",
-            "the annual meeting", "the shared calendar", "the heating costs"]  # fmt: skip
-_ENDS = ["before the holidays.", "in some detail.", "with mixed feelings.", "once again.",
-         "at the last meeting.", "without much debate.", "for the second time.",
-         "after a long delay.", "as expected.", "with care."]  # fmt: skip
+_SUBJECTS = [
+    "The committee",
+    "Our team",
+    "The council",
+    "A visitor",
+    "The report",
+    "The manager",
+    "Each department",
+    "The new policy",
+    "The survey",
+    "Most residents",
+    "The author",
+    "An engineer",
+    "The board",
+    "Local farmers",
+    "The study",
+]
+_VERBS = [
+    "reviewed",
+    "discussed",
+    "described",
+    "questioned",
+    "summarised",
+    "improved",
+    "postponed",
+    "measured",
+    "compared",
+    "welcomed",
+    "criticised",
+    "planned",
+]
+_OBJECTS = [
+    "the quarterly figures",
+    "the schedule for next year",
+    "the parking rules",
+    "the results of the pilot",
+    "several open questions",
+    "the budget for repairs",
+    "the training programme",
+    "the state of the roads",
+    "the weekly timetable",
+    "the list of suppliers",
+    "the opening hours",
+    "the safety guidelines",
+    "the annual meeting",
+    "the shared calendar",
+    "the heating costs",
+]
+_ENDS = [
+    "before the holidays.",
+    "in some detail.",
+    "with mixed feelings.",
+    "once again.",
+    "at the last meeting.",
+    "without much debate.",
+    "for the second time.",
+    "after a long delay.",
+    "as expected.",
+    "with care.",
+]
 
 
 def filler(rng: random.Random, sentences: int) -> list[str]:
     """Plausible, dull prose: paragraphs of five sentences."""
     out = []
     for _ in range(sentences // 5):
-        out.append(" ".join(f"{rng.choice(_SUBJECTS)} {rng.choice(_VERBS)} "
-                            f"{rng.choice(_OBJECTS)} {rng.choice(_ENDS)}"
-                            for _ in range(5)))  # fmt: skip
+        out.append(
+            " ".join(
+                f"{rng.choice(_SUBJECTS)} {rng.choice(_VERBS)} "
+                f"{rng.choice(_OBJECTS)} {rng.choice(_ENDS)}"
+                for _ in range(5)
+            )
+        )
     return out
 
 
@@ -180,8 +231,9 @@ def _open(folder: Path, model: str, conversation: int | None, **load: Any) -> tu
     app = ChatApp(store, KVStateCache(folder / "kv"))
     conv = conversation if conversation is not None else store.create().id
     app.open_conversation(conv)
-    settings = AppSettings.of(model_path=model, n_ctx=N_CTX, n_threads=2, temperature=0.0,
-                              max_tokens=8, **load)  # fmt: skip
+    settings = AppSettings.of(
+        model_path=model, n_ctx=N_CTX, n_threads=2, temperature=0.0, max_tokens=8, **load
+    )
     for event in app.load(settings):
         if type(event).__name__ == "LoadFailed":
             raise RuntimeError(str(event))
@@ -206,8 +258,12 @@ def _bad_files(folder: Path) -> list[Path]:
     huge = folder / "huge.txt"
     with huge.open("wb") as f:
         f.truncate(200 << 20)
-    return [write_pdf(folder / "scan.pdf", ["", ""], scanned=True),
-            write_pdf(folder / "locked.pdf", ["Secret."], password="pw"), binary, huge]  # fmt: skip
+    return [
+        write_pdf(folder / "scan.pdf", ["", ""], scanned=True),
+        write_pdf(folder / "locked.pdf", ["Secret."], password="pw"),
+        binary,
+        huge,
+    ]
 
 
 def _whole(folder: Path, model: str) -> dict[str, Any]:
@@ -318,8 +374,11 @@ def _images(folder: Path, model: str) -> dict[str, Any]:
     after a restart (null for a model the synthetic projector is not made for)."""
     from vllmchat.bench.synthetic.synth_mmproj import png_bytes, write_gemma3_mmproj
 
-    none = {"image_first_encodes": None, "image_followup_encodes": None,
-            "image_restart_encodes": None}  # fmt: skip
+    none = {
+        "image_first_encodes": None,
+        "image_followup_encodes": None,
+        "image_restart_encodes": None,
+    }
     if Path(model).resolve() != demo_model_path().resolve():
         return none
     folder.mkdir()
@@ -339,5 +398,8 @@ def _images(folder: Path, model: str) -> dict[str, Any]:
         restart = _encoded(app, "Is it a photo?")
     finally:
         _close(app)
-    return {"image_first_encodes": first, "image_followup_encodes": follow,
-            "image_restart_encodes": restart}  # fmt: skip
+    return {
+        "image_first_encodes": first,
+        "image_followup_encodes": follow,
+        "image_restart_encodes": restart,
+    }

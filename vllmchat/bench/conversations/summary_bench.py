@@ -101,9 +101,15 @@ class Run:
 def _app(folder: Path, model: str, n_ctx: int, server: str | None, name: str) -> ChatApp:
     store = ConversationStore(folder / f"{name}.sqlite3")
     app = ChatApp(store, KVStateCache(folder / f"kv-{name}"))
-    flat: dict[str, Any] = {"model_path": model, "n_ctx": n_ctx, "n_threads": 2,
-                            "temperature": 0.0, "max_tokens": REPLY_TOKENS,
-                            "keep_last_turns": 2, "summary_server": server or ""}  # fmt: skip
+    flat: dict[str, Any] = {
+        "model_path": model,
+        "n_ctx": n_ctx,
+        "n_threads": 2,
+        "temperature": 0.0,
+        "max_tokens": REPLY_TOKENS,
+        "keep_last_turns": 2,
+        "summary_server": server or "",
+    }
     app.open_conversation(store.create(system_prompt=SYSTEM).id)
     for event in app.load(AppSettings.of(**flat)):
         if hasattr(event, "fix"):

@@ -45,17 +45,30 @@ def largest_difference(llm: llama_cpp.Llama, prompt: list[int], tail: list[int])
     llm.n_tokens = len(prompt)
     llama_adapter.decode_all_logits(llm, tail)
     batch = [_logits(llm, i) for i in range(len(tail))]
-    return max(abs(a - b) for s, b_row in zip(singles, batch, strict=True)
-               for a, b in zip(s, b_row, strict=True))  # fmt: skip
+    return max(
+        abs(a - b)
+        for s, b_row in zip(singles, batch, strict=True)
+        for a, b in zip(s, b_row, strict=True)
+    )
 
 
 def measure(
-    model: str, *, n_gpu_layers: int = 0, flash_attn: bool = False, n_threads: int = 2,
+    model: str,
+    *,
+    n_gpu_layers: int = 0,
+    flash_attn: bool = False,
+    n_threads: int = 2,
     cases: tuple[tuple[int, int], ...] = CASES,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """The largest difference of each case in ``CASES``, on ``model`` at this placement."""
-    llm = llama_cpp.Llama(model_path=model, n_ctx=2048, n_gpu_layers=n_gpu_layers,
-                          n_threads=n_threads, flash_attn=flash_attn, verbose=False)  # fmt: skip
+    llm = llama_cpp.Llama(
+        model_path=model,
+        n_ctx=2048,
+        n_gpu_layers=n_gpu_layers,
+        n_threads=n_threads,
+        flash_attn=flash_attn,
+        verbose=False,
+    )
     try:
         vocab = llm.n_vocab()
         source = [(17 + 31 * i) % (vocab - 100) + 50 for i in range(1600)]
@@ -67,21 +80,32 @@ def measure(
     finally:
         llm.close()
     exact = all(v == 0.0 for v in found.values())
-    return {"n_gpu_layers": n_gpu_layers, "flash_attn": flash_attn,
-            "largest_difference": found, "exact": exact}  # fmt: skip
+    return {
+        "n_gpu_layers": n_gpu_layers,
+        "flash_attn": flash_attn,
+        "largest_difference": found,
+        "exact": exact,
+    }
 
 
 def main(argv: list[str]) -> int:
     """Print the figures for the model and placement named in ``argv``."""
     args = [a for a in argv if not a.startswith("--")]
     options = dict(a[2:].split("=", 1) for a in argv if a.startswith("--") and "=" in a)
-    cases = tuple(
-        (int(c), int(r)) for c, r in (x.split("+") for x in options["cases"].split(","))
-    ) if "cases" in options else CASES  # fmt: skip
+    cases = (
+        tuple((int(c), int(r)) for c, r in (x.split("+") for x in options["cases"].split(",")))
+        if "cases" in options
+        else CASES
+    )
     threads = int(options.get("threads", min(8, os.cpu_count() or 2)))
     layers = int(args[1]) if len(args) > 1 else 0
-    figures = measure(args[0], n_gpu_layers=layers, flash_attn="--flash-attn" in argv,
-                      cases=cases, n_threads=threads)  # fmt: skip
+    figures = measure(
+        args[0],
+        n_gpu_layers=layers,
+        flash_attn="--flash-attn" in argv,
+        cases=cases,
+        n_threads=threads,
+    )
     print(json.dumps(figures), flush=True)
     return 0
 

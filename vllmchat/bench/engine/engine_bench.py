@@ -17,14 +17,27 @@ from vllmchat.core.settings import LoadSettings, SamplingSettings, SpeculationMo
 DECODE_TOKENS = 128
 PROMPT = "Write a long story about a lighthouse keeper and the sea."
 QUESTIONS = [
-    "What is a good name for a cat?", "How do bees make honey?", "Why is the sky blue?",
-    "Give me a tip for learning to cook.", "What is the tallest mountain?",
-    "Describe a rainy day in one line.", "Which planets have rings?", "How do plants drink?",
-    "What makes bread rise?", "Name a famous painter.", "What is a prime number?",
-    "How far is the moon?", "Why do cats purr?", "What is a haiku?",
-    "How do rivers form?", "Suggest a weekend hobby.", "What is gravity?",
-    "How do compasses work?", "Tell me about octopuses.", "What is the speed of sound?",
-]  # fmt: skip
+    "What is a good name for a cat?",
+    "How do bees make honey?",
+    "Why is the sky blue?",
+    "Give me a tip for learning to cook.",
+    "What is the tallest mountain?",
+    "Describe a rainy day in one line.",
+    "Which planets have rings?",
+    "How do plants drink?",
+    "What makes bread rise?",
+    "Name a famous painter.",
+    "What is a prime number?",
+    "How far is the moon?",
+    "Why do cats purr?",
+    "What is a haiku?",
+    "How do rivers form?",
+    "Suggest a weekend hobby.",
+    "What is gravity?",
+    "How do compasses work?",
+    "Tell me about octopuses.",
+    "What is the speed of sound?",
+]
 
 
 def _raw_decode_tps(settings: LoadSettings, n: int) -> float:
@@ -144,11 +157,16 @@ def _raw_prefill_growth(settings: LoadSettings, early_kv: int, late_kv: int, n: 
     import llama_cpp
 
     llm = llama_cpp.Llama(
-        model_path=settings.model_path, n_ctx=settings.n_ctx, n_threads=settings.n_threads,
-        n_threads_batch=settings.n_threads, n_batch=settings.n_batch,
-        n_gpu_layers=settings.n_gpu_layers, flash_attn=settings.flash_attn,
-        swa_full=settings.swa_full, verbose=False,
-    )  # fmt: skip
+        model_path=settings.model_path,
+        n_ctx=settings.n_ctx,
+        n_threads=settings.n_threads,
+        n_threads_batch=settings.n_threads,
+        n_batch=settings.n_batch,
+        n_gpu_layers=settings.n_gpu_layers,
+        flash_attn=settings.flash_attn,
+        swa_full=settings.swa_full,
+        verbose=False,
+    )
     tokens = [(i * 7919) % 20000 + 300 for i in range(late_kv + n)]
     try:
         times = {}

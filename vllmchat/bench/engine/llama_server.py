@@ -59,9 +59,21 @@ class LlamaServer:
         if binary is None:
             raise FileNotFoundError("llama-server is not installed (scripts/setup.sh dev)")
         self.port = port or free_port()
-        self.args = [str(binary), "-m", str(model), "--host", "127.0.0.1",
-                     "--port", str(self.port), "-c", str(n_ctx), "-t", str(threads),
-                     "--no-webui", *extra]  # fmt: skip
+        self.args = [
+            str(binary),
+            "-m",
+            str(model),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "-c",
+            str(n_ctx),
+            "-t",
+            str(threads),
+            "--no-webui",
+            *extra,
+        ]
         self.proc: subprocess.Popen[bytes] | None = None
         self.log = Path(tempfile.mkstemp(prefix="llama-server-", suffix=".log")[1])
         self.started_s = 0.0

@@ -128,9 +128,17 @@ class Placement:
 
 def _client(model: str, at: Placement, *, flash_attn: bool, draft: str = "") -> EngineClient:
     client = open_local()
-    client.load(LoadSettings(model_path=model, n_ctx=4096, n_gpu_layers=at.n_gpu_layers,
-                             n_threads=at.n_threads, flash_attn=flash_attn,
-                             draft_model=draft, draft_n_gpu_layers=at.n_gpu_layers))  # fmt: skip
+    client.load(
+        LoadSettings(
+            model_path=model,
+            n_ctx=4096,
+            n_gpu_layers=at.n_gpu_layers,
+            n_threads=at.n_threads,
+            flash_attn=flash_attn,
+            draft_model=draft,
+            draft_n_gpu_layers=at.n_gpu_layers,
+        )
+    )
     return client
 
 
@@ -173,18 +181,20 @@ def _compare(
             pairs = enumerate(zip(off.token_ids, on.token_ids, strict=False))
             diff = next((i for i, (a, b) in pairs if a != b), None)
             same = off.token_ids == on.token_ids  # the first pair: the same cold history
-            rows.append({
-                "tokens": len(on.token_ids),
-                "off_tok_s": round(off_tok_s, 1),
-                "on_tok_s": round(on_tok_s, 1),
-                "speedup": round(on_tok_s / max(off_tok_s, 1e-9), 3),
-                "drafted": sum(r.stats.drafted for r in ons),
-                "accepted": sum(r.stats.accepted for r in ons),
-                "identical": same,
-                "exact_verify": bool(fast.info and fast.info.exact_verify),
-                "exact_verify_reason": fast.info.exact_verify_reason if fast.info else "",
-                "first_difference": None if same else diff,
-            })  # fmt: skip
+            rows.append(
+                {
+                    "tokens": len(on.token_ids),
+                    "off_tok_s": round(off_tok_s, 1),
+                    "on_tok_s": round(on_tok_s, 1),
+                    "speedup": round(on_tok_s / max(off_tok_s, 1e-9), 3),
+                    "drafted": sum(r.stats.drafted for r in ons),
+                    "accepted": sum(r.stats.accepted for r in ons),
+                    "identical": same,
+                    "exact_verify": bool(fast.info and fast.info.exact_verify),
+                    "exact_verify_reason": fast.info.exact_verify_reason if fast.info else "",
+                    "first_difference": None if same else diff,
+                }
+            )
     finally:
         plain.close()
         fast.close()
@@ -202,10 +212,12 @@ def _model_figures(model: str, at: Placement, quick: bool, flash_attn: bool) -> 
     repeats = 1 if quick else 3
     code = _compare(model, at, edits, max_tokens=700, repeats=repeats, flash_attn=flash_attn)
     chat = _compare(model, at, prose, max_tokens=200, repeats=repeats, flash_attn=flash_attn)
-    flash = code[:2] if flash_attn else _compare(model, at, edits[:2], flash_attn=True,
-                                                 max_tokens=700)  # fmt: skip
-    self_draft = _compare(model, at, edits[:1] + prose[:1], max_tokens=120, draft=model,
-                          flash_attn=flash_attn)  # fmt: skip
+    flash = (
+        code[:2] if flash_attn else _compare(model, at, edits[:2], flash_attn=True, max_tokens=700)
+    )
+    self_draft = _compare(
+        model, at, edits[:1] + prose[:1], max_tokens=120, draft=model, flash_attn=flash_attn
+    )
     return {
         "speedup_code_edit": statistics.median(r["speedup"] for r in code),
         "speedup_chat": statistics.median(r["speedup"] for r in chat),
@@ -244,6 +256,10 @@ def run(
     ``flash_attn`` every comparison uses flash attention (a GPU's exact path)."""
     path = model or str(demo_model_path())
     at = Placement(n_gpu_layers, n_threads)
-    return {"model": Path(path).name, "n_gpu_layers": n_gpu_layers, "n_threads": n_threads,
-            "flash_attn_in_every_run": flash_attn,
-            **_model_figures(path, at, quick, flash_attn)}  # fmt: skip
+    return {
+        "model": Path(path).name,
+        "n_gpu_layers": n_gpu_layers,
+        "n_threads": n_threads,
+        "flash_attn_in_every_run": flash_attn,
+        **_model_figures(path, at, quick, flash_attn),
+    }

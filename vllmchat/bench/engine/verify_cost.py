@@ -37,8 +37,15 @@ def measure(
 ) -> dict[str, Any]:
     """``cost[k]`` (verify of k drafts ÷ one step) and the speed-up bound
     ``(k + 1) / cost[k]`` at full acceptance, after ``context_tokens`` of context."""
-    llm = llama_cpp.Llama(model, n_ctx=4096, n_gpu_layers=n_gpu_layers, n_threads=n_threads,
-                          n_batch=512, flash_attn=True, verbose=False)  # fmt: skip
+    llm = llama_cpp.Llama(
+        model,
+        n_ctx=4096,
+        n_gpu_layers=n_gpu_layers,
+        n_threads=n_threads,
+        n_batch=512,
+        flash_attn=True,
+        verbose=False,
+    )
     try:
         prompt = [(17 + 31 * i) % (llm.n_vocab() - 100) + 50 for i in range(context_tokens)]
         llm.eval(prompt)
@@ -59,8 +66,12 @@ def measure_apart(model: str, *, n_gpu_layers: int, n_threads: int, repeats: int
     """``measure`` in a process of its own, where llama.cpp loads before numpy (a CUDA
     build crashes at load in a process that imported numpy first)."""
     args = [model, str(n_gpu_layers), str(n_threads), str(repeats)]
-    done = subprocess.run([sys.executable, "-m", "vllmchat.bench.engine.verify_cost", *args],
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "vllmchat.bench.engine.verify_cost", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if done.returncode != 0:
         return {"error": f"exit {done.returncode}: {done.stderr.strip()[-300:]}"}
     result: dict[str, Any] = json.loads(done.stdout)

@@ -121,8 +121,10 @@ def run_vision_bench(
             first_s = time.perf_counter() - t0
             if settings.n_gpu_layers:
                 vram = _vram_figures(client, settings)
-            messages += [{"role": "assistant", "content": first.text},
-                         {"role": "user", "content": "What colours does it have?"}]  # fmt: skip
+            messages += [
+                {"role": "assistant", "content": first.text},
+                {"role": "user", "content": "What colours does it have?"},
+            ]
             follow, follow_stats = _turn(client, messages, [picture])
             state = str(Path(tmp) / "conversation.kv")
             client.export_state(state)
@@ -130,10 +132,13 @@ def run_vision_bench(
             client = EngineClient()
             client.load(settings)
             client.import_state(state)
-            client.remember_replies([(first.text, first.token_ids),
-                                     (follow.text, follow.token_ids)])  # fmt: skip
-            messages += [{"role": "assistant", "content": follow.text},
-                         {"role": "user", "content": "Anything else?"}]  # fmt: skip
+            client.remember_replies(
+                [(first.text, first.token_ids), (follow.text, follow.token_ids)]
+            )
+            messages += [
+                {"role": "assistant", "content": follow.text},
+                {"role": "user", "content": "Anything else?"},
+            ]
             _, restart_stats = _turn(client, messages, [picture])
         finally:
             client.close()
@@ -173,9 +178,12 @@ def run_projector_buffers(
         try:
             gpu = client.probe().gpu_offload
             settings = LoadSettings(
-                model_path=model, mmproj_path=projector, n_ctx=1024, n_threads=n_threads,
+                model_path=model,
+                mmproj_path=projector,
+                n_ctx=1024,
+                n_threads=n_threads,
                 n_gpu_layers=999 if gpu else 0,
-            )  # fmt: skip
+            )
             reported = client.load(settings).buffers_mib
         finally:
             client.close()

@@ -154,8 +154,14 @@ class FakeGpuEngine:
         n = self.runs.get(c, 0)
         self.runs[c] = n + 1
         tok_s = self.speed(c, n)
-        return SpeedSample(prompt_tokens, prompt_tokens / (20 * tok_s), decode_tokens,
-                           decode_tokens / tok_s, c.n_threads, c.n_threads_batch)  # fmt: skip
+        return SpeedSample(
+            prompt_tokens,
+            prompt_tokens / (20 * tok_s),
+            decode_tokens,
+            decode_tokens / tok_s,
+            c.n_threads,
+            c.n_threads_batch,
+        )
 
     def measured_configs(self) -> list[TuneConfig]:
         """The configurations measured, in order."""

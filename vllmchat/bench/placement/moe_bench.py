@@ -105,8 +105,9 @@ def shape_model(shape: str, folder: Path | None = None) -> Path:
     if not path.exists():
         folder.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
-        write_moe_gguf(tmp, shape, quant="Q4_K_M" if shape not in ("tiny-moe", "small-moe")
-                       else "F32")  # fmt: skip
+        write_moe_gguf(
+            tmp, shape, quant="Q4_K_M" if shape not in ("tiny-moe", "small-moe") else "F32"
+        )
         os.replace(tmp, path)
     return path
 
@@ -143,8 +144,9 @@ def run(
                 with stages.stage("hold"):
                     held = stack.enter_context(hold_all_but(free_gib))
                 log(held=held)
-            result = _measure_all(path, desc, n_ctx, budget_s, flash_attn, quick, fit_args,
-                                  full, stages)  # fmt: skip
+            result = _measure_all(
+                path, desc, n_ctx, budget_s, flash_attn, quick, fit_args, full, stages
+            )
         if held:
             result["held"] = held["devices"]
             result["free_gib"] = free_gib
@@ -152,9 +154,17 @@ def run(
     return result
 
 
-def _measure_all(path: str, desc: ModelDescription, n_ctx: int | None, budget_s: float,
-                 flash_attn: bool, quick: bool, fit_args: str | None, full: bool,
-                 stages: Stages) -> dict[str, Any]:  # fmt: skip
+def _measure_all(
+    path: str,
+    desc: ModelDescription,
+    n_ctx: int | None,
+    budget_s: float,
+    flash_attn: bool,
+    quick: bool,
+    fit_args: str | None,
+    full: bool,
+    stages: Stages,
+) -> dict[str, Any]:
     engine = open_local()
     try:
         hw = engine.probe()
@@ -173,15 +183,19 @@ def _measure_all(path: str, desc: ModelDescription, n_ctx: int | None, budget_s:
             "cores": os.cpu_count(),
         }
         if gpu:
-            result.update(gpu_figures(engine, base, desc, budget_s, fit_args, quick=quick,
-                                      full=full, stages=stages))  # fmt: skip
+            result.update(
+                gpu_figures(
+                    engine, base, desc, budget_s, fit_args, quick=quick, full=full, stages=stages
+                )
+            )
         if gpu and not full:
             return result
         with stages.stage("placements"):
             rows = _estimate_rows(engine, base, desc, gpu)
         errors = [abs(r["error_pct"]) for r in rows if "error_pct" in r]
-        result.update(estimate_error_max_pct=round(max(errors), 2) if errors else None,
-                      placements=rows)  # fmt: skip
+        result.update(
+            estimate_error_max_pct=round(max(errors), 2) if errors else None, placements=rows
+        )
         with stages.stage("reload"):
             # A live reload from all experts in RAM to two layers' experts on the GPU.
             s = base.with_changes(n_gpu_layers=desc.n_layer + 1, n_cpu_moe=desc.n_layer)

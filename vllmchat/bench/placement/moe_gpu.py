@@ -140,8 +140,12 @@ def gpu_figures(
     with stages.stage("tune"):
         result = tuned(engine, base, budget_s, hw, desc)
     pick = result.pick
-    report(pick=pick.label() if pick else None, pick_reason=result.reason,
-           tune_s=round(result.seconds, 1), tune_points=len(result.points))  # fmt: skip
+    report(
+        pick=pick.label() if pick else None,
+        pick_reason=result.reason,
+        tune_s=round(result.seconds, 1),
+        tune_points=len(result.points),
+    )
     out["tuner_points"] = [row(p) for p in result.points]
     req = TuneRequest(base=base, budget_s=1e9, decode_tokens=DECODE_TOKENS)
     sweep = Sweep(engine, req, hw, desc, lambda: False, limits=limits)
@@ -162,13 +166,16 @@ def gpu_figures(
             log(point=row(p))
     if edge is not None:
         e = sweep.point(at(edge))
-        report(estimate_bound=f"experts of {n - (bound or 0)} layers in RAM",
-               edge=at(edge).placement_label(),
-               edge_free_mib=_mib(e.free_after if e else None))  # fmt: skip
+        report(
+            estimate_bound=f"experts of {n - (bound or 0)} layers in RAM",
+            edge=at(edge).placement_label(),
+            edge_free_mib=_mib(e.free_after if e else None),
+        )
         beyond = sweep.point(at(edge + 1))
         if beyond is not None:
-            report(beyond_edge=at(edge + 1).placement_label(),
-                   beyond_edge_result=beyond.note or "fits")  # fmt: skip
+            report(
+                beyond_edge=at(edge + 1).placement_label(), beyond_edge_result=beyond.note or "fits"
+            )
     ok = sorted(plan.usable(sweep.points, limits), key=lambda p: p.decode_tok_s, reverse=True)
     best = list(dict.fromkeys(p.config for p in ok))[:2]
     if pick is not None and best:
@@ -178,9 +185,12 @@ def gpu_figures(
         med = {c: statistics.median(v) for c, v in runs.items() if v}
         top = max((c for c in best if c in med), key=lambda c: med[c], default=None)
         if pick in med and top is not None:
-            report(pick_vs_best_ratio=round(med[pick] / max(med[top], 1e-9), 4),
-                   best=top.label(), pick_decode_tok_s=round(med[pick], 2),
-                   best_decode_tok_s=round(med[top], 2))  # fmt: skip
+            report(
+                pick_vs_best_ratio=round(med[pick] / max(med[top], 1e-9), 4),
+                best=top.label(),
+                pick_decode_tok_s=round(med[pick], 2),
+                best_decode_tok_s=round(med[top], 2),
+            )
         else:
             report(pick_vs_best_ratio=None, pick_failed="the pick did not run within the margin")
         report(pick_vs_best_runs={c.label(): v for c, v in runs.items()})
@@ -206,8 +216,15 @@ def gpu_figures(
     return out
 
 
-def _fit_figures(engine: EngineClient, base: LoadSettings, desc: ModelDescription, hw: Any,
-                 pick: TuneConfig, fit_args: str, report: Callable[..., None]) -> None:  # fmt: skip
+def _fit_figures(
+    engine: EngineClient,
+    base: LoadSettings,
+    desc: ModelDescription,
+    hw: Any,
+    pick: TuneConfig,
+    fit_args: str,
+    report: Callable[..., None],
+) -> None:
     """llama.cpp's own choice, its override rules loaded as they are, at the tuner's
     threads (the threads are not part of what --fit chooses)."""
     from vllmchat.bench.placement.moe_bench import fit_args_placement
@@ -225,17 +242,24 @@ def _fit_figures(engine: EngineClient, base: LoadSettings, desc: ModelDescriptio
     )
 
 
-def _layers_figures(engine: EngineClient, base: LoadSettings, desc: ModelDescription,
-                    sweep: Sweep, cores: int, report: Callable[..., None],
-                    out: dict[str, Any]) -> None:  # fmt: skip
+def _layers_figures(
+    engine: EngineClient,
+    base: LoadSettings,
+    desc: ModelDescription,
+    sweep: Sweep,
+    cores: int,
+    report: Callable[..., None],
+    out: dict[str, Any],
+) -> None:
     """The best placement of whole layers (no experts apart), against the walk's best."""
     now = engine.probe()
     fit = FitSettings.of(base, overhead=sweep.overhead)
     upper = max_gpu_layers(desc, with_free_vram(now, available(engine, now)[0]), fit)
     start = replace(TuneConfig.of(base), n_threads=cores, n_threads_batch=cores, n_cpu_moe=0)
     layers = []
-    for ngl in sorted({min(upper + 1, desc.n_layer + 1), *plan.layer_plan(upper, desc.n_layer)},
-                      reverse=True):  # fmt: skip
+    for ngl in sorted(
+        {min(upper + 1, desc.n_layer + 1), *plan.layer_plan(upper, desc.n_layer)}, reverse=True
+    ):
         sweep.points.append(p := sweep.measure(replace(start, n_gpu_layers=ngl)))
         log(point=row(p))
         layers.append(p)
@@ -245,7 +269,9 @@ def _layers_figures(engine: EngineClient, base: LoadSettings, desc: ModelDescrip
     best_moe = max(moe, key=lambda p: p.decode_tok_s, default=None)
     if best_layers is not None and best_moe is not None:
         ratio = best_moe.decode_tok_s / best_layers.decode_tok_s
-        report(best_layers_only=best_layers.config.label(),
-               best_layers_only_decode_tok_s=round(best_layers.decode_tok_s, 2),
-               moe_vs_layers_ratio=round(ratio, 3))  # fmt: skip
+        report(
+            best_layers_only=best_layers.config.label(),
+            best_layers_only_decode_tok_s=round(best_layers.decode_tok_s, 2),
+            moe_vs_layers_ratio=round(ratio, 3),
+        )
     out["whole_layers"] = [row(p) for p in layers]

@@ -39,8 +39,7 @@ def tuned(
 ) -> TuneResult:
     """The tuner's result for ``base`` (nothing restored afterwards)."""
     result = None
-    for event in tune(engine, TuneRequest(base=base, budget_s=budget_s), hw, desc,
-                      restore=False):  # fmt: skip
+    for event in tune(engine, TuneRequest(base=base, budget_s=budget_s), hw, desc, restore=False):
         if isinstance(event, TuneFinished):
             result = event.result
     assert result is not None
@@ -65,8 +64,9 @@ def run(
         result = tuned(engine, base, budget_s, hw, desc)
         pick = result.pick
         repeats = 1 if quick else 3
-        exhaustive = Sweep(engine, TuneRequest(base=base, budget_s=1e9), hw, desc, lambda: False,
-                           limits=limits)  # fmt: skip
+        exhaustive = Sweep(
+            engine, TuneRequest(base=base, budget_s=1e9), hw, desc, lambda: False, limits=limits
+        )
         start = config_of(base)
         n_layer = desc.n_layer if desc is not None else 0
         layers = list(range(n_layer + 2)) if hw.gpu_offload else [0]

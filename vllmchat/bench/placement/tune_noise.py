@@ -73,8 +73,9 @@ def _one(desc: ModelDescription, edge: int, noise: float, seed: int) -> tuple[fl
     assert isinstance(result, TuneFinished) and result.result.pick is not None
     best = true_speed(AXIS.at(TuneConfig.of(SETTINGS), edge))
     singles = [p for p in result.result.points if not p.final_round]
-    single, _ = plan.choose(singles, TuneConfig.of(SETTINGS),
-                            plan.MemoryLimits(margin=result.result.margin))  # fmt: skip
+    single, _ = plan.choose(
+        singles, TuneConfig.of(SETTINGS), plan.MemoryLimits(margin=result.result.margin)
+    )
     single_ratio = true_speed(single) / best if single is not None else 0.0
     return true_speed(result.result.pick) / best, single_ratio
 

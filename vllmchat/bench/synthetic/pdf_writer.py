@@ -87,8 +87,10 @@ def write_pdf(
             streams[content] = b"q 400 0 0 500 100 150 cm /Im1 Do Q\n"
             pixels = bytes((x * 7 + y * 13) % 256 for y in range(64) for x in range(64))
             streams[image] = pixels
-            objects[image] = (b"<< /Type /XObject /Subtype /Image /Width 64 /Height 64 "
-                              b"/ColorSpace /DeviceGray /BitsPerComponent 8")  # fmt: skip
+            objects[image] = (
+                b"<< /Type /XObject /Subtype /Image /Width 64 /Height 64 "
+                b"/ColorSpace /DeviceGray /BitsPerComponent 8"
+            )
         else:
             streams[content] = _content(text)
         objects[page_id] = (

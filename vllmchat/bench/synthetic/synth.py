@@ -15,10 +15,20 @@ from typing import Any
 import numpy as np
 
 CONTROL_TOKENS = (
-    "<start_of_turn>", "<end_of_turn>", "<|im_start|>", "<|im_end|>",
-    "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "[INST]", "[/INST]",
-    "<|system|>", "<|user|>", "<|assistant|>", "<|end|>",
-)  # fmt: skip
+    "<start_of_turn>",
+    "<end_of_turn>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|start_header_id|>",
+    "<|end_header_id|>",
+    "<|eot_id|>",
+    "[INST]",
+    "[/INST]",
+    "<|system|>",
+    "<|user|>",
+    "<|assistant|>",
+    "<|end|>",
+)
 
 
 @dataclass(frozen=True)

@@ -154,8 +154,13 @@ def write_moe_gguf(
     w.add_rope_dimension_count(sh.head_dim)
     w.add_layer_norm_rms_eps(1e-6)
     w.add_rope_freq_base(1000000.0)
-    w.add_file_type(gguf.LlamaFileType.ALL_F32 if quant == "F32" else gguf.LlamaFileType.MOSTLY_Q8_0
-                    if quant == "Q8_0" else gguf.LlamaFileType.MOSTLY_Q4_K_M)  # fmt: skip
+    w.add_file_type(
+        gguf.LlamaFileType.ALL_F32
+        if quant == "F32"
+        else gguf.LlamaFileType.MOSTLY_Q8_0
+        if quant == "Q8_0"
+        else gguf.LlamaFileType.MOSTLY_Q4_K_M
+    )
     add_vocab(w, tokens, scores, types)
     plan = []
     for name, shape_np, kind in _tensor_list(sh, n_vocab):
@@ -169,8 +174,13 @@ def write_moe_gguf(
             per, size, _ = _BLOCKS[qtype]
             nbytes = n_values // per * size
             byte_shape = (*shape_np[:-1], shape_np[-1] // per * size)
-            w.add_tensor_info(name, byte_shape, np.dtype(np.uint8), nbytes,
-                              raw_dtype=gguf.GGMLQuantizationType[qtype])  # fmt: skip
+            w.add_tensor_info(
+                name,
+                byte_shape,
+                np.dtype(np.uint8),
+                nbytes,
+                raw_dtype=gguf.GGMLQuantizationType[qtype],
+            )
         plan.append((kind, qtype, shape_np, n_values))
     w.write_header_to_file()
     w.write_kv_data_to_file()

@@ -53,8 +53,17 @@ def attach_file(
         _log.error("%s could not be stored: %s", name, exc, exc_info=exc)
         yield AttachmentRejected(name, "storage", f"{name} could not be stored: {exc}.")
         return
-    yield AttachmentAdded(session.conversation_id, att.id, att.name, att.kind, fit.mode,
-                          att.tokens, fit.share, att.pages, fit.message)  # fmt: skip
+    yield AttachmentAdded(
+        session.conversation_id,
+        att.id,
+        att.name,
+        att.kind,
+        fit.mode,
+        att.tokens,
+        fit.share,
+        att.pages,
+        fit.message,
+    )
 
 
 def _prompt_tokens(session: ChatSession) -> int:
@@ -75,10 +84,24 @@ def _attach_image(session: ChatSession, path: Path, mime: str) -> AttachmentAdde
     image = read_image(path, mime)
     meta = {"width": image.width, "height": image.height} if image.width else {}
     att = session.documents.attachments.add_image(
-        session.conversation_id, name=image.name, sha256=image.sha256, mime=mime,
-        data=image.data, meta=meta, tokens=info.image_tokens,
-    )  # fmt: skip
+        session.conversation_id,
+        name=image.name,
+        sha256=image.sha256,
+        mime=mime,
+        data=image.data,
+        meta=meta,
+        tokens=info.image_tokens,
+    )
     size = f"{image.width}×{image.height}, " if image.width else ""
     message = f"{image.name} ({size}{info.image_tokens} tokens) goes with your next message."
-    return AttachmentAdded(session.conversation_id, att.id, att.name, "image", "image",
-                           att.tokens, att.tokens / max(info.n_ctx, 1), 0, message)  # fmt: skip
+    return AttachmentAdded(
+        session.conversation_id,
+        att.id,
+        att.name,
+        "image",
+        "image",
+        att.tokens,
+        att.tokens / max(info.n_ctx, 1),
+        0,
+        message,
+    )

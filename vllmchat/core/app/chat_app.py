@@ -113,8 +113,16 @@ class ChatApp(AttachmentIntents, ReadingIntents, TuningIntents):
     def snapshot(self) -> AppSnapshot:
         """What a front end on another thread may read (call on the engine's thread)."""
         engine = self.engine
-        return AppSnapshot(self.settings, engine.capabilities, engine.alive, engine.pid,
-                           engine.info, self.hardware, self.room, self.description)  # fmt: skip
+        return AppSnapshot(
+            self.settings,
+            engine.capabilities,
+            engine.alive,
+            engine.pid,
+            engine.info,
+            self.hardware,
+            self.room,
+            self.description,
+        )
 
     # -- model ----------------------------------------------------------------------------
     def load(

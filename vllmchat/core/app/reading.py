@@ -72,8 +72,9 @@ class ReadingIntents:
     ) -> Iterator[TitleMade]:
         """The open conversation's title by the model (a waiting turn: its first words)."""
         if self.session is not None:
-            yield from title_made(self.session, self.engine, busy,
-                                  after_first_reply=after_first_reply)  # fmt: skip
+            yield from title_made(
+                self.session, self.engine, busy, after_first_reply=after_first_reply
+            )
 
     def prepare_next(self, *, busy: Callable[[], bool] = lambda: False) -> Iterator[AppEvent]:
         """While the user reads: the summary the next turn would need, and its prompt

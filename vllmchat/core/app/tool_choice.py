@@ -72,8 +72,9 @@ class ToolPicks:
             found = _resolve(name, servers, tools)
             if found is None:
                 known = ", ".join(sorted(servers | {t.model_name for t in tools}))
-                return EditRefused("tools", f"There is no server or tool named {name!r} "
-                                   f"(known: {known}).")  # fmt: skip
+                return EditRefused(
+                    "tools", f"There is no server or tool named {name!r} (known: {known})."
+                )
             server, tool = found
             if tool is None:
                 off -= {server, *(t.model_name for t in tools if t.server == server)}
@@ -134,9 +135,15 @@ class ToolOffer:
         """A turn of ``session`` with the tools it offers at that turn."""
         stop = lambda: session.stop_requested  # noqa: E731
         conversation = session.conversation_id
-        return tool_stream(engine, self.manager, self.policy, str(conversation), stop,
-                           tool_choice=self.tool_choice,
-                           offered=lambda: self.tools(conversation))  # fmt: skip
+        return tool_stream(
+            engine,
+            self.manager,
+            self.policy,
+            str(conversation),
+            stop,
+            tool_choice=self.tool_choice,
+            offered=lambda: self.tools(conversation),
+        )
 
     def serve(self, engine: Engine, session: ChatSession) -> None:
         """Offer the tools in ``session``'s turns, and count them in its prompt plans."""

@@ -79,9 +79,15 @@ def tune_loaded(
     before()
     took_points = False
     try:
-        for event in run_tune(local, settings.load, budget_s, fresh=fresh,
-                              should_stop=should_stop, restore=False,
-                              margin_mib=settings.gpu_margin_mib):  # fmt: skip
+        for event in run_tune(
+            local,
+            settings.load,
+            budget_s,
+            fresh=fresh,
+            should_stop=should_stop,
+            restore=False,
+            margin_mib=settings.gpu_margin_mib,
+        ):
             took_points = took_points or isinstance(event, PointMeasured)
             yield event
     except EngineError as exc:
@@ -114,9 +120,13 @@ class TuningIntents:
         """Sweep GPU layers and threads for the loaded model (the cached result when
         there is one); then the model is loaded back with the conversation's KV state."""
         load_back = yield from tune_loaded(
-            self.engine, self.settings, budget_s, fresh=fresh, should_stop=should_stop,
+            self.engine,
+            self.settings,
+            budget_s,
+            fresh=fresh,
+            should_stop=should_stop,
             before=self._save_state,
-        )  # fmt: skip
+        )
         if load_back:
             yield from self.load(self.settings)  # with the reply ids and the KV state
 

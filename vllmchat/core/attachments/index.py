@@ -106,9 +106,22 @@ def insert_document(
     cur = db.execute(
         "INSERT INTO attachments(conversation_id, message_id, kind, name, sha256, mime, size,"
         " text, sections, pages, tokens, mode, created) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-        (conversation_id, message_id, "document", doc.name, doc.sha256, doc.mime, doc.size,
-         doc.text, sections_to_json(doc.sections), doc.pages, tokens, mode, time.time()),
-    )  # fmt: skip
+        (
+            conversation_id,
+            message_id,
+            "document",
+            doc.name,
+            doc.sha256,
+            doc.mime,
+            doc.size,
+            doc.text,
+            sections_to_json(doc.sections),
+            doc.pages,
+            tokens,
+            mode,
+            time.time(),
+        ),
+    )
     assert cur.lastrowid is not None
     insert_chunks(db, cur.lastrowid, chunks)
     return cur.lastrowid
@@ -130,9 +143,21 @@ def insert_image(
     cur = db.execute(
         "INSERT INTO attachments(conversation_id, message_id, kind, name, sha256, mime, size,"
         " tokens, mode, data, meta, created) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-        (conversation_id, message_id, "image", name, sha256, mime, len(data), tokens, "image",
-         data, json.dumps(meta or {}), time.time()),
-    )  # fmt: skip
+        (
+            conversation_id,
+            message_id,
+            "image",
+            name,
+            sha256,
+            mime,
+            len(data),
+            tokens,
+            "image",
+            data,
+            json.dumps(meta or {}),
+            time.time(),
+        ),
+    )
     assert cur.lastrowid is not None
     return cur.lastrowid
 
@@ -141,18 +166,51 @@ def insert_chunks(db: sqlite3.Connection, attachment_id: int, chunks: Iterable[C
     db.executemany(
         "INSERT INTO chunks(attachment_id, seq, start, stop, text, page, section, first_line,"
         " last_line) VALUES (?,?,?,?,?,?,?,?,?)",
-        [(attachment_id, c.seq, c.start, c.end, c.text, c.page, c.section, *c.lines)
-         for c in chunks],
-    )  # fmt: skip
+        [
+            (attachment_id, c.seq, c.start, c.end, c.text, c.page, c.section, *c.lines)
+            for c in chunks
+        ],
+    )
 
 
 def attachment_from_row(row: Sequence[Any]) -> Attachment:
     """An ``Attachment`` from a row of ``_COLUMNS``."""
-    (id_, conv, message, kind, name, sha, mime, size, text, sections, pages, tokens, mode,
-     created, data, meta) = row  # fmt: skip
-    return Attachment(id_, conv, message, kind, name, sha, mime, size, text,
-                      sections_from_json(sections), pages, tokens, mode, created,
-                      None if data is None else bytes(data), json.loads(meta or "{}"))  # fmt: skip
+    (
+        id_,
+        conv,
+        message,
+        kind,
+        name,
+        sha,
+        mime,
+        size,
+        text,
+        sections,
+        pages,
+        tokens,
+        mode,
+        created,
+        data,
+        meta,
+    ) = row
+    return Attachment(
+        id_,
+        conv,
+        message,
+        kind,
+        name,
+        sha,
+        mime,
+        size,
+        text,
+        sections_from_json(sections),
+        pages,
+        tokens,
+        mode,
+        created,
+        None if data is None else bytes(data),
+        json.loads(meta or "{}"),
+    )
 
 
 def attachments_where(db: sqlite3.Connection, where: str, args: Sequence[Any]) -> list[Attachment]:
@@ -227,8 +285,9 @@ def search(
     if not query or not attachment_ids or k <= 0:
         return []
     marks = ",".join("?" * len(attachment_ids))
-    sql = _HIT.format(score="bm25(chunks_fts, 1.0, 0.4)", source="chunks_fts",
-                      key="chunks_fts.rowid")  # fmt: skip
+    sql = _HIT.format(
+        score="bm25(chunks_fts, 1.0, 0.4)", source="chunks_fts", key="chunks_fts.rowid"
+    )
     rows = db.execute(
         f"{sql} WHERE chunks_fts MATCH ? AND c.attachment_id IN ({marks}) ORDER BY 10 LIMIT ?",
         (query, *attachment_ids, k),

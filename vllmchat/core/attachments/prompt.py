@@ -42,8 +42,10 @@ def with_passages(text: str, hits: Sequence[ChunkHit]) -> str:
     """A question after the passages retrieved for it, numbered, each with its place."""
     if not hits:
         return text
-    passages = [f"[{n}] {h.name}, {h.label or 'part ' + str(h.seq + 1)}:\n{h.text}"
-                for n, h in enumerate(hits, 1)]  # fmt: skip
+    passages = [
+        f"[{n}] {h.name}, {h.label or 'part ' + str(h.seq + 1)}:\n{h.text}"
+        for n, h in enumerate(hits, 1)
+    ]
     return "\n\n".join([PASSAGES_HEADER, *passages, text])
 
 
@@ -73,14 +75,25 @@ def fit_document(
     trained for less than that (``n_ctx_train``), that it is too small for retrieval."""
     if prompt_tokens + tokens + QUESTION_ROOM <= budget:
         share = tokens / n_ctx
-        return Fit("whole", tokens, share, f"{name} ({tokens:,} tokens, {share:.0%} of the "
-                   "context) goes whole into your next message; follow-ups reuse it.")  # fmt: skip
+        return Fit(
+            "whole",
+            tokens,
+            share,
+            f"{name} ({tokens:,} tokens, {share:.0%} of the "
+            "context) goes whole into your next message; follow-ups reuse it.",
+        )
     need = MIN_PASSAGES * chunk_tokens + 2 * QUESTION_ROOM
     if budget >= need:
-        return Fit("retrieval", tokens, 0.0, (
-            f"{name} ({tokens:,} tokens) is more than the context leaves "
-            f"({max(0, budget - prompt_tokens):,}): each question gets the passages that match "
-            "it, with their page or section."))  # fmt: skip
+        return Fit(
+            "retrieval",
+            tokens,
+            0.0,
+            (
+                f"{name} ({tokens:,} tokens) is more than the context leaves "
+                f"({max(0, budget - prompt_tokens):,}): each question gets the passages that match "
+                "it, with their page or section."
+            ),
+        )
     said = (
         f"{name} is {tokens:,} tokens, more than the context holds ({n_ctx:,}), and the "
         f"context is too small to answer from parts of it ({MIN_PASSAGES} passages need "

@@ -74,8 +74,9 @@ def nearest(
         (model, len(query), *attachment_ids),
     ).fetchall()
     q = list(query)
-    scored = [(int(cid), sum(a * b for a, b in zip(q, unpack(blob), strict=True)))
-              for cid, blob in rows]  # fmt: skip
+    scored = [
+        (int(cid), sum(a * b for a, b in zip(q, unpack(blob), strict=True))) for cid, blob in rows
+    ]
     scored.sort(key=lambda s: -s[1])
     return scored[:k]
 

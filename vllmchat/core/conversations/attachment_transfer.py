@@ -82,9 +82,11 @@ def check_attachments(data: Mapping[str, Any], ids: set[Any], name: str) -> list
 
 
 def import_attachments(
-    store: ConversationStore, conversation_id: int, items: list[dict[str, Any]],
+    store: ConversationStore,
+    conversation_id: int,
+    items: list[dict[str, Any]],
     message_ids: Mapping[Any, int],
-) -> None:  # fmt: skip
+) -> None:
     """Add checked attachments to the imported conversation (``message_ids``: the
     export's message ids to the new ones)."""
     attachments = AttachmentList(store)
@@ -93,11 +95,15 @@ def import_attachments(
         try:
             if a["kind"] == "image":
                 attachments.add_image(
-                    conversation_id, name=a["name"], sha256=str(a.get("sha256", "")),
-                    mime=str(a.get("mime", "")), data=base64.b64decode(a["data"]),
-                    meta=dict(a.get("meta") or {}), tokens=int(a.get("tokens") or 0),
+                    conversation_id,
+                    name=a["name"],
+                    sha256=str(a.get("sha256", "")),
+                    mime=str(a.get("mime", "")),
+                    data=base64.b64decode(a["data"]),
+                    meta=dict(a.get("meta") or {}),
+                    tokens=int(a.get("tokens") or 0),
                     message_id=message,
-                )  # fmt: skip
+                )
                 continue
             text = a.get("text", "")
             sections = tuple(Section(int(s), int(e), p, str(h)) for s, e, p, h in a["sections"])
@@ -137,8 +143,12 @@ def _restore_used(
     store: ConversationStore, attachment_id: int, chunks: list[Any], message_ids: Mapping[Any, int]
 ) -> None:
     ids = _chunk_ids(store, attachment_id)
-    rows = [(message_ids[m], ids[seq], 0) for seq, c in enumerate(chunks) for m in c[6]
-            if m in message_ids and seq in ids]  # fmt: skip
+    rows = [
+        (message_ids[m], ids[seq], 0)
+        for seq, c in enumerate(chunks)
+        for m in c[6]
+        if m in message_ids and seq in ids
+    ]
     if rows:
         with store.transaction():
             store.db.executemany(

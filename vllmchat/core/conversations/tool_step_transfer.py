@@ -24,8 +24,12 @@ def steps_markdown(results: Sequence[ToolResult]) -> list[str]:
         text = r.text.strip()
         if len(text) > MARKDOWN_RESULT_CHARS:
             text = text[:MARKDOWN_RESULT_CHARS] + "…"
-        lines += [f"> 🔧 `{r.call.name}({arguments})` — {r.kind}", ">",
-                  "> " + text.replace("\n", "\n> "), ""]  # fmt: skip
+        lines += [
+            f"> 🔧 `{r.call.name}({arguments})` — {r.kind}",
+            ">",
+            "> " + text.replace("\n", "\n> "),
+            "",
+        ]
     return lines
 
 
@@ -71,8 +75,13 @@ def import_steps(
     by_message: dict[int, list[ToolResult]] = {}
     for s in steps:
         call = ToolCall(s["name"], s["arguments"], str(s.get("call_id", "")))
-        result = ToolResult(call, cast(OutcomeKind, s["kind"]), s["result"],
-                            bool(s.get("truncated")), float(s.get("elapsed_s") or 0.0))  # fmt: skip
+        result = ToolResult(
+            call,
+            cast(OutcomeKind, s["kind"]),
+            s["result"],
+            bool(s.get("truncated")),
+            float(s.get("elapsed_s") or 0.0),
+        )
         by_message.setdefault(ids[s["message_id"]], []).append(result)
     for message_id, results in by_message.items():
         ToolStepList(store).record(message_id, results)

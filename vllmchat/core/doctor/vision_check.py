@@ -19,10 +19,13 @@ def vision(model_path: str | None, mmproj_path: str | None = None) -> Finding:
     data: dict[str, object] = {"mtmd": str(lib) if lib and lib.exists() else None}
     if lib is None or not lib.exists():
         return Finding(
-            "vision", "Images", Status.WARN,
+            "vision",
+            "Images",
+            Status.WARN,
             "llama.cpp was built without its multimodal library (mtmd): no model can take images",
-            "rebuild llama.cpp with it: scripts/setup.sh llama", data,
-        )  # fmt: skip
+            "rebuild llama.cpp with it: scripts/setup.sh llama",
+            data,
+        )
     if not model_path:
         return Finding("vision", "Images", Status.OK, f"mtmd library: {lib.name}", data=data)
     projector = mmproj_path or projector_beside(model_path)
@@ -30,21 +33,29 @@ def vision(model_path: str | None, mmproj_path: str | None = None) -> Finding:
     name = Path(model_path).name
     if not projector:
         return Finding(
-            "vision", "Images", Status.OK,
+            "vision",
+            "Images",
+            Status.OK,
             f"mtmd library present; {name} has no projector (mmproj) beside it: text only",
             data=data,
-        )  # fmt: skip
+        )
     try:
         info = read_projector(projector)
     except (OSError, ValueError, KeyError) as exc:
         return Finding(
-            "vision", "Images", Status.WARN, f"the projector {projector} cannot be read: {exc}",
-            "download the model's mmproj file again", data,
-        )  # fmt: skip
+            "vision",
+            "Images",
+            Status.WARN,
+            f"the projector {projector} cannot be read: {exc}",
+            "download the model's mmproj file again",
+            data,
+        )
     data.update(projector_type=info.projector_type, image_tokens=info.image_tokens)
     return Finding(
-        "vision", "Images", Status.OK,
+        "vision",
+        "Images",
+        Status.OK,
         f"mtmd library present; {name} sees images through {Path(projector).name} "
         f"({info.projector_type}, {info.image_tokens} tokens an image)",
         data=data,
-    )  # fmt: skip
+    )

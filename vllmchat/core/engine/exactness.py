@@ -56,14 +56,21 @@ def exactness(build: BuildMarker, at: Placement) -> Exactness:
     if not at.compute or min(at.compute) < (7, 5) or (12, 1) in at.compute:
         # The patched kernel tables are Turing's and the generic one (Ampere and newer);
         # older GPUs and DGX Spark's GB10 choose others, and NVML may not tell.
-        return Exactness(False, "the patched CUDA kernels cover NVIDIA GPUs from Turing on",
-                         build.verify_rows_gpu)  # fmt: skip
+        return Exactness(
+            False,
+            "the patched CUDA kernels cover NVIDIA GPUs from Turing on",
+            build.verify_rows_gpu,
+        )
     if not at.flash_attn:
-        return Exactness(False, "on the GPU a verify is exact with flash attention only",
-                         build.verify_rows_gpu)  # fmt: skip
+        return Exactness(
+            False, "on the GPU a verify is exact with flash attention only", build.verify_rows_gpu
+        )
     if at.moe:
-        return Exactness(False, "the GPU's expert kernel for several tokens is another one",
-                         build.verify_rows_gpu)  # fmt: skip
+        return Exactness(
+            False,
+            "the GPU's expert kernel for several tokens is another one",
+            build.verify_rows_gpu,
+        )
     return Exactness(True, max_batch=build.verify_rows_exact)
 
 

@@ -104,8 +104,10 @@ def configure(
         logger.addHandler(_state.handler)
         if path is not None:
             reason = exc.strerror or str(exc)
-            stream.write(f"vllmchat: the log folder {path.parent} cannot be written ({reason}): "
-                         "errors go to stderr only.\n")  # fmt: skip
+            stream.write(
+                f"vllmchat: the log folder {path.parent} cannot be written ({reason}): "
+                "errors go to stderr only.\n"
+            )
         return None
     handler.setFormatter(logging.Formatter(FORMAT))
     if crash_tracebacks:

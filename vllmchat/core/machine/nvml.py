@@ -25,13 +25,20 @@ class NvmlDevice:
 
 
 class _Memory(ctypes.Structure):
-    _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong),
-                ("used", ctypes.c_ulonglong)]  # fmt: skip
+    _fields_ = [
+        ("total", ctypes.c_ulonglong),
+        ("free", ctypes.c_ulonglong),
+        ("used", ctypes.c_ulonglong),
+    ]
 
 
 class _ProcessInfo(ctypes.Structure):  # nvmlProcessInfo_t (v2 and v3 calls)
-    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong),
-                ("gpuInstanceId", ctypes.c_uint), ("computeInstanceId", ctypes.c_uint)]  # fmt: skip
+    _fields_ = [
+        ("pid", ctypes.c_uint),
+        ("usedGpuMemory", ctypes.c_ulonglong),
+        ("gpuInstanceId", ctypes.c_uint),
+        ("computeInstanceId", ctypes.c_uint),
+    ]
 
 
 def library_candidates(
@@ -121,8 +128,10 @@ def process_vram(pid: int) -> int | None:
         return None
     total, seen = 0, False
     for handle in _handles(lib):
-        for fn in ("nvmlDeviceGetComputeRunningProcesses_v3",
-                   "nvmlDeviceGetComputeRunningProcesses_v2"):  # fmt: skip
+        for fn in (
+            "nvmlDeviceGetComputeRunningProcesses_v3",
+            "nvmlDeviceGetComputeRunningProcesses_v2",
+        ):
             call = getattr(lib, fn, None)
             if call is None:
                 continue

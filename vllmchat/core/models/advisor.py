@@ -25,13 +25,40 @@ RAM_RESERVE = 512 * MIB
 
 # Bits per weight, roughly; also the quality order.
 QUANT_BITS = {
-    "F32": 32, "F16": 16, "BF16": 16, "Q8_0": 8.5, "Q6_K": 6.6, "Q5_K_M": 5.7, "Q5_K_S": 5.5,
-    "Q5_0": 5.5, "Q5_1": 6.0, "Q4_K_M": 4.85, "Q4_K_S": 4.6, "Q4_1": 5.0, "Q4_0": 4.5,
-    "IQ4_NL": 4.5, "IQ4_XS": 4.3, "Q3_K_L": 4.3, "Q3_K_M": 3.9, "Q3_K_S": 3.5, "IQ3_M": 3.7,
-    "IQ3_S": 3.4, "IQ3_XS": 3.3, "IQ3_XXS": 3.1, "Q2_K": 3.35, "Q2_K_S": 3.0, "IQ2_M": 2.7,
-    "IQ2_S": 2.5, "IQ2_XS": 2.3, "IQ2_XXS": 2.1, "IQ1_M": 1.75, "IQ1_S": 1.6, "TQ1_0": 1.7,
-    "TQ2_0": 2.1, "MXFP4": 4.25,
-}  # fmt: skip
+    "F32": 32,
+    "F16": 16,
+    "BF16": 16,
+    "Q8_0": 8.5,
+    "Q6_K": 6.6,
+    "Q5_K_M": 5.7,
+    "Q5_K_S": 5.5,
+    "Q5_0": 5.5,
+    "Q5_1": 6.0,
+    "Q4_K_M": 4.85,
+    "Q4_K_S": 4.6,
+    "Q4_1": 5.0,
+    "Q4_0": 4.5,
+    "IQ4_NL": 4.5,
+    "IQ4_XS": 4.3,
+    "Q3_K_L": 4.3,
+    "Q3_K_M": 3.9,
+    "Q3_K_S": 3.5,
+    "IQ3_M": 3.7,
+    "IQ3_S": 3.4,
+    "IQ3_XS": 3.3,
+    "IQ3_XXS": 3.1,
+    "Q2_K": 3.35,
+    "Q2_K_S": 3.0,
+    "IQ2_M": 2.7,
+    "IQ2_S": 2.5,
+    "IQ2_XS": 2.3,
+    "IQ2_XXS": 2.1,
+    "IQ1_M": 1.75,
+    "IQ1_S": 1.6,
+    "TQ1_0": 1.7,
+    "TQ2_0": 2.1,
+    "MXFP4": 4.25,
+}
 _QUANT_RE = re.compile(
     r"(?<![A-Za-z0-9])("
     + "|".join(sorted(map(re.escape, QUANT_BITS), key=len, reverse=True))
@@ -291,8 +318,9 @@ def advise(
 def _recommend_measured(rows: list[QuantAdvice]) -> int | None:
     """From high precision down, the lowest quant whose measured quality still holds
     (fully on the GPU when one is)."""
-    holds = [i for i, r in enumerate(rows) if r.fit.fits and r.kld is not None
-             and r.kld <= KLD_HOLDS]  # fmt: skip
+    holds = [
+        i for i, r in enumerate(rows) if r.fit.fits and r.kld is not None and r.kld <= KLD_HOLDS
+    ]
     if not holds:
         return None
     full = [i for i in holds if rows[i].fit.kind == GPU_FULL]

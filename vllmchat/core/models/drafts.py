@@ -47,8 +47,9 @@ class Vocabulary:
     @classmethod
     def of(cls, header: GGUFHeader) -> Vocabulary:
         model = header.metadata.get("tokenizer.ggml.model")
-        return cls(header.array_lengths.get(TOKENS_KEY, 0), str(model or "?"),
-                   vocab_fingerprint(header))  # fmt: skip
+        return cls(
+            header.array_lengths.get(TOKENS_KEY, 0), str(model or "?"), vocab_fingerprint(header)
+        )
 
 
 def draft_refusal(draft: Vocabulary, target: Vocabulary) -> str:
@@ -173,6 +174,13 @@ def hub_drafts(
             continue
         if theirs == mine:
             hub_found += source == "hub"
-            found.append(DraftCandidate(Path(small.filename).name, small.size, source,
-                                        repo=repo, filename=small.filename))  # fmt: skip
+            found.append(
+                DraftCandidate(
+                    Path(small.filename).name,
+                    small.size,
+                    source,
+                    repo=repo,
+                    filename=small.filename,
+                )
+            )
     return sorted(found, key=lambda c: c.size)

@@ -337,8 +337,15 @@ def draft_need(load: LoadSettings, *, gpu: bool = True) -> MemoryEstimate | None
         stat = os.stat(load.draft_model)
     except OSError:
         return None
-    return _draft_need(load.draft_model, stat.st_mtime_ns, stat.st_size,
-                       load.draft_n_gpu_layers, load.n_ctx, load.flash_attn, gpu)  # fmt: skip
+    return _draft_need(
+        load.draft_model,
+        stat.st_mtime_ns,
+        stat.st_size,
+        load.draft_n_gpu_layers,
+        load.n_ctx,
+        load.flash_attn,
+        gpu,
+    )
 
 
 @functools.lru_cache(maxsize=8)
@@ -351,6 +358,7 @@ def _draft_need(
         return None
     # The engine opens the draft's context without swa_full: llama.cpp's default keeps
     # every sliding-window cell (measured: Gemma 3 270M's KV 36 MiB at n_ctx 2048, not 21).
-    fit = FitSettings(n_gpu_layers=ngl, n_ctx=n_ctx, flash_attn=flash_attn, gpu=gpu,
-                      gpu_overhead=0, swa_full=True)  # fmt: skip
+    fit = FitSettings(
+        n_gpu_layers=ngl, n_ctx=n_ctx, flash_attn=flash_attn, gpu=gpu, gpu_overhead=0, swa_full=True
+    )
     return estimate(desc, fit)

@@ -17,8 +17,7 @@ from vllmchat.core.tuning.results import TuneConfig, TunePoint
 from vllmchat.core.tuning.sweep import Sweep
 
 
-def _steps_up(sweep: Sweep, at: Callable[[int], TuneConfig], v: int, top: int,
-              spare: int) -> int:  # fmt: skip
+def _steps_up(sweep: Sweep, at: Callable[[int], TuneConfig], v: int, top: int, spare: int) -> int:
     """How many steps above ``v`` the estimate says ``spare`` bytes pay for (at least 1)."""
     base = sweep.estimate_vram(at(v))
     k = 0
@@ -82,8 +81,9 @@ def find_edge(
             v = (good + bad) // 2
 
 
-def edge_of(points: list[TunePoint], value: Callable[[TuneConfig], int],
-            limits: plan.MemoryLimits) -> int | None:  # fmt: skip
+def edge_of(
+    points: list[TunePoint], value: Callable[[TuneConfig], int], limits: plan.MemoryLimits
+) -> int | None:
     """The most-on-GPU value among ``points`` that fits with the margin free."""
     ok = [value(p.config) for p in points if p.fits and limits.allows(p)]
     return max(ok) if ok else None

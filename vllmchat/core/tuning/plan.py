@@ -234,13 +234,17 @@ def choose(
         judged = line_speeds(points, finals, base)
         fastest_c = max(finals, key=lambda c: judged[c][0])
         fastest_speed = judged[fastest_c][0]
-        decode_c = min((c for c in finals if judged[c][0] >= SAME_SPEED * fastest_speed),
-                       key=lambda c: c.placement)  # fmt: skip
+        decode_c = min(
+            (c for c in finals if judged[c][0] >= SAME_SPEED * fastest_speed),
+            key=lambda c: c.placement,
+        )
         (speed, on_line), (median, rounds) = judged[decode_c], finals[decode_c]
         how = f" (median of {rounds} interleaved runs)"
         if on_line:
-            how = (f" (on the line through {on_line} readings of the experts' placements; "
-                   f"median of {rounds} interleaved runs {median:.1f})")  # fmt: skip
+            how = (
+                f" (on the line through {on_line} readings of the experts' placements; "
+                f"median of {rounds} interleaved runs {median:.1f})"
+            )
     else:
         baseline = [
             p
@@ -257,13 +261,18 @@ def choose(
         fastest_c, fastest_speed = fastest.config, fastest.decode_tok_s
     # Threads at that placement: by every reading there (the rounds are at the base
     # threads); the ubatch by the sweep's own, taken one after another on one load.
-    same = [p for p in fitting if (p.config.placement, p.config.tensor_split)
-            == (decode_c.placement, decode_c.tensor_split)]  # fmt: skip
+    same = [
+        p
+        for p in fitting
+        if (p.config.placement, p.config.tensor_split)
+        == (decode_c.placement, decode_c.tensor_split)
+    ]
     own = [p for p in same if not p.final_round] or same
     decode_c = _threads_there(same, base)
     prefill = max(own, key=lambda p: p.prefill_tok_s)
-    pick = replace(decode_c, n_threads_batch=prefill.config.n_threads_batch,
-                   n_ubatch=prefill.config.n_ubatch)  # fmt: skip
+    pick = replace(
+        decode_c, n_threads_batch=prefill.config.n_threads_batch, n_ubatch=prefill.config.n_ubatch
+    )
     why = f"{speed:.1f} tok/s decode{how} with {pick.placement_label()}"
     if fastest_c.placement != decode_c.placement:
         why += (

@@ -41,8 +41,9 @@ class TuneConfig:
     @classmethod
     def of(cls, s: LoadSettings) -> TuneConfig:
         """The configuration ``s`` loads."""
-        return cls(s.n_gpu_layers, s.n_threads, s.threads_batch, s.n_ubatch, s.n_cpu_moe,
-                   s.tensor_split)  # fmt: skip
+        return cls(
+            s.n_gpu_layers, s.n_threads, s.threads_batch, s.n_ubatch, s.n_cpu_moe, s.tensor_split
+        )
 
     def apply_to(self, base: LoadSettings) -> LoadSettings:
         """``base`` with this configuration (the one way a pick becomes settings)."""

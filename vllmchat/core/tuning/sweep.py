@@ -163,8 +163,10 @@ class Sweep:
             final_round=final_round,
         )
         if point.under_margin and free is not None:
-            point = replace(point, note=f"left {free / MIB:.0f} MiB free, under the "
-                                        f"{margin / MIB:.0f} MiB margin")  # fmt: skip
+            point = replace(
+                point,
+                note=f"left {free / MIB:.0f} MiB free, under the {margin / MIB:.0f} MiB margin",
+            )
         if self.on_gpu and mem.vram is not None and est is not None and c.n_gpu_layers > 0:
             learn_overhead(self.hw, mem.vram, est, self.overhead)
         return point
@@ -190,16 +192,25 @@ class Sweep:
         if self.stopped:
             note = "stopped"
         elif exc.kind in _OOM and loaded_free is not None:
-            note = (f"does not fit: it loaded with {loaded_free / MIB:.0f} MiB free, then "
-                    f"failed while measuring: {exc.message}")  # fmt: skip
+            note = (
+                f"does not fit: it loaded with {loaded_free / MIB:.0f} MiB free, then "
+                f"failed while measuring: {exc.message}"
+            )
         elif exc.kind in _OOM:
             note = f"does not fit: {exc.message}"
         else:
             note = f"failed: {exc.message}"
-        return TunePoint(c, False, estimate_vram=est, note=note,
-                         seconds=time.perf_counter() - start, free_after=loaded_free,
-                         margin=self.limits.margin, error_kind=exc.kind.value,
-                         final_round=final_round)  # fmt: skip
+        return TunePoint(
+            c,
+            False,
+            estimate_vram=est,
+            note=note,
+            seconds=time.perf_counter() - start,
+            free_after=loaded_free,
+            margin=self.limits.margin,
+            error_kind=exc.kind.value,
+            final_round=final_round,
+        )
 
     def run(self, c: TuneConfig, final_round: int = 0) -> TunePoint | None:
         """Measure ``c`` and keep the point (None: already measured, no time, or stopped)."""
@@ -231,8 +242,9 @@ def memory_limits(
     """What a configuration may use, and the device memory it must leave free."""
     vram, ram = available(engine, hw)
     margin = plan.margin_for(vram, margin_mib)
-    return plan.MemoryLimits(max(0, vram - margin) if vram else 0, int(ram * (1 - RAM_MARGIN)),
-                             margin)  # fmt: skip
+    return plan.MemoryLimits(
+        max(0, vram - margin) if vram else 0, int(ram * (1 - RAM_MARGIN)), margin
+    )
 
 
 def with_free_vram(hw: HardwareInfo, vram: int) -> HardwareInfo:

@@ -127,9 +127,12 @@ def tune(
         for v in values[3:]:  # 3. coarser steps down to CPU-only (or all experts in RAM)
             yield from measured(sweep.run(at(v)))
         while req.refine and sweep.has_time():  # 4. where the speed changes
-            curve = {axis.value(p.config): p.decode_tok_s for p in sweep.points
-                     if p.fits and (p.config.n_threads, p.config.n_ubatch)
-                     == (base.n_threads, base.n_ubatch)}  # fmt: skip
+            curve = {
+                axis.value(p.config): p.decode_tok_s
+                for p in sweep.points
+                if p.fits
+                and (p.config.n_threads, p.config.n_ubatch) == (base.n_threads, base.n_ubatch)
+            }
             mid = plan.refine_layer(curve)
             if mid is None or sweep.seen(at(mid)):
                 break

@@ -57,8 +57,9 @@ def thumbnail(data: bytes, side: int = THUMBNAIL_SIDE) -> QPixmap | None:
     pixmap = QPixmap()
     if not pixmap.loadFromData(data):
         return None
-    return pixmap.scaled(side, side, Qt.AspectRatioMode.KeepAspectRatio,
-                         Qt.TransformationMode.SmoothTransformation)  # fmt: skip
+    return pixmap.scaled(
+        side, side, Qt.AspectRatioMode.KeepAspectRatio, Qt.TransformationMode.SmoothTransformation
+    )
 
 
 class AttachmentChip(QToolButton):
@@ -69,9 +70,15 @@ class AttachmentChip(QToolButton):
     removed = Signal(int)
 
     def __init__(
-        self, key: int, name: str, detail: str = "", *, removable: bool = False,
-        image: bytes | None = None, parent: QWidget | None = None,
-    ) -> None:  # fmt: skip
+        self,
+        key: int,
+        name: str,
+        detail: str = "",
+        *,
+        removable: bool = False,
+        image: bytes | None = None,
+        parent: QWidget | None = None,
+    ) -> None:
         super().__init__(parent)
         self.key = key
         picture = thumbnail(image) if image else None
@@ -107,9 +114,14 @@ class ChipRow(QWidget):
         self.setVisible(False)
 
     def add(
-        self, key: int, name: str, detail: str = "", *, removable: bool = False,
+        self,
+        key: int,
+        name: str,
+        detail: str = "",
+        *,
+        removable: bool = False,
         image: bytes | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         chip = AttachmentChip(key, name, detail, removable=removable, image=image, parent=self)
         chip.opened.connect(self.opened)
         chip.removed.connect(self.removed)

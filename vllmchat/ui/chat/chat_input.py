@@ -34,8 +34,9 @@ class MessageEdit(QPlainTextEdit):
     """Files dropped on the box or pasted into it (their paths)."""
 
     def canInsertFromMimeData(self, source: QMimeData) -> bool:
-        return (bool(file_paths(source)) or source.hasImage()
-                or super().canInsertFromMimeData(source))  # fmt: skip
+        return (
+            bool(file_paths(source)) or source.hasImage() or super().canInsertFromMimeData(source)
+        )
 
     def insertFromMimeData(self, source: QMimeData) -> None:
         """A drop or a paste: files are attached, a picture too (as a PNG file), text is

@@ -135,8 +135,9 @@ class ChatView(QScrollArea):
         self.older.setVisible(bool(n))
 
     def _insert(self, item: HistoryItem, index: int) -> MessageWidget:
-        widget = MessageWidget(item.role, item.text, message_id=item.message_id,
-                               partial=item.partial, dark=self.dark)  # fmt: skip
+        widget = MessageWidget(
+            item.role, item.text, message_id=item.message_id, partial=item.partial, dark=self.dark
+        )
         widget.edit_requested.connect(self.edit_requested)
         widget.regenerate_requested.connect(self.regenerate_requested)
         widget.summary_edit_requested.connect(self.summary_edit_requested)
@@ -246,12 +247,14 @@ class ChatView(QScrollArea):
         anchor = next((w for w in shown if w.message_id == after_id), None)
         if anchor is not None and anchor is not shown[-1]:
             self.column.removeWidget(widget)
-            self.column.insertWidget(self.column.indexOf(anchor) + 1, widget, 0,
-                                     Qt.AlignmentFlag.AlignHCenter)  # fmt: skip
+            self.column.insertWidget(
+                self.column.indexOf(anchor) + 1, widget, 0, Qt.AlignmentFlag.AlignHCenter
+            )
         if self.streaming is not None:
             self.column.removeWidget(self.streaming)
-            self.column.insertWidget(self.column.count() - 1, self.streaming, 0,
-                                     Qt.AlignmentFlag.AlignHCenter)  # fmt: skip
+            self.column.insertWidget(
+                self.column.count() - 1, self.streaming, 0, Qt.AlignmentFlag.AlignHCenter
+            )
 
     def _remove(self, widget: MessageWidget) -> None:
         self.column.removeWidget(widget)

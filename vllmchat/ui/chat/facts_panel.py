@@ -40,9 +40,11 @@ class _OneLine(QStyledItemDelegate):
     """Rewording happens in a one-line editor capped at a fact's length."""
 
     def createEditor(
-        self, parent: QWidget, option: QStyleOptionViewItem,
+        self,
+        parent: QWidget,
+        option: QStyleOptionViewItem,
         index: QModelIndex | QPersistentModelIndex,
-    ) -> QWidget:  # fmt: skip
+    ) -> QWidget:
         editor = QLineEdit(parent)
         editor.setMaxLength(MAX_FACT_CHARS)
         return editor
@@ -76,8 +78,12 @@ class FactsPanel(QGroupBox):
         self.add_button.clicked.connect(self.add_entry)
         self.delete_button = QPushButton("Delete")
         self.delete_button.clicked.connect(self.delete_selected)
-        QShortcut(QKeySequence.StandardKey.Delete, self.list, self.delete_selected,
-                  context=Qt.ShortcutContext.WidgetShortcut)  # fmt: skip
+        QShortcut(
+            QKeySequence.StandardKey.Delete,
+            self.list,
+            self.delete_selected,
+            context=Qt.ShortcutContext.WidgetShortcut,
+        )
         self.note = QLabel(HINT)
         self.note.setWordWrap(True)
         under = QHBoxLayout()

@@ -79,8 +79,22 @@ def render(text: str, *, dark: bool = False) -> tuple[str, list[str]]:
     return out.replace("<table>", TABLE), env["blocks"]
 
 
-COMMON_LANGUAGES = ("python", "bash", "json", "javascript", "typescript", "c", "cpp", "rust",
-                    "go", "java", "sql", "yaml", "html", "text")  # fmt: skip
+COMMON_LANGUAGES = (
+    "python",
+    "bash",
+    "json",
+    "javascript",
+    "typescript",
+    "c",
+    "cpp",
+    "rust",
+    "go",
+    "java",
+    "sql",
+    "yaml",
+    "html",
+    "text",
+)
 
 
 def warm_up(parent: QObject) -> QTimer:

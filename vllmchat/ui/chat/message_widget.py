@@ -110,8 +110,9 @@ class MessageWidget(QFrame):
         if self.role == "user" and self.message_id is not None:
             self.enable_edit()
         if self.role == "summary" and self.message_id is not None:
-            self._button("Edit summary", "summary",
-                         lambda: self.summary_edit_requested.emit(self.message_id))  # fmt: skip
+            self._button(
+                "Edit summary", "summary", lambda: self.summary_edit_requested.emit(self.message_id)
+            )
         if self.role in ("user", "assistant"):
             self.pin_button = self._button("Pin", "pin", self._toggle_pin)
             self.pin_button.setCheckable(True)
@@ -146,12 +147,12 @@ class MessageWidget(QFrame):
 
     def enable_edit(self) -> None:
         """An Edit action (user messages, once they have their id in the store)."""
-        self._button("Edit", "edit", lambda: self.edit_requested.emit(self.message_id),
-                     first=True)  # fmt: skip
+        self._button("Edit", "edit", lambda: self.edit_requested.emit(self.message_id), first=True)
 
     def add_regenerate(self) -> None:
-        self.regenerate_button = self._button("Regenerate", "regenerate",
-                                              self.regenerate_requested.emit)  # fmt: skip
+        self.regenerate_button = self._button(
+            "Regenerate", "regenerate", self.regenerate_requested.emit
+        )
 
     def drop_regenerate(self) -> None:
         """Only the last reply can be regenerated."""

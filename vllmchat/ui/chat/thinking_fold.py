@@ -38,5 +38,6 @@ class ThinkingFold(Fold):
         if self.seconds is None:
             self.header.setText("Thinking…")
         else:
-            self.header.setText(f"Thought for {self.seconds:.0f} s" if self.seconds >= 1
-                                else "Thought for a moment")  # fmt: skip
+            self.header.setText(
+                f"Thought for {self.seconds:.0f} s" if self.seconds >= 1 else "Thought for a moment"
+            )

@@ -56,8 +56,9 @@ class DiagnosticsDialog(QDialog):
         """Run the checks (they load the demo model in a separate engine process)."""
         self.rerun.setEnabled(False)
         self.copy.setEnabled(False)
-        self.workers.run(lambda: run_doctor(open_local), self.show_report, self.show_error,
-                         name="The checks")  # fmt: skip
+        self.workers.run(
+            lambda: run_doctor(open_local), self.show_report, self.show_error, name="The checks"
+        )
 
     def show_report(self, report: Report) -> None:
         self.report = report

@@ -31,20 +31,32 @@ from vllmchat.core.settings import LoadSettings, SamplingSettings
 from vllmchat.ui.models.draft_field import DraftField
 
 # Load settings the offload panel and the model picker own (not edited here).
-PLACED_ELSEWHERE = ("model_path", "n_gpu_layers", "n_cpu_moe", "override_tensors",
-                    "tensor_split")  # fmt: skip
+PLACED_ELSEWHERE = ("model_path", "n_gpu_layers", "n_cpu_moe", "override_tensors", "tensor_split")
 NOT_SHOWN = ("ignore_eos",)  # benchmarks only
 FLOAT_STEPS = {"temperature": 0.05, "threshold": 0.05}
 LABELS = {
-    "top_p": "Top-p", "top_k": "Top-k", "min_p": "Min-p", "seed": "Seed (-1 random)",
-    "mode": "When full", "threshold": "Summarize at (share of context)",
-    "every_k_turns": "Also every K turns (0 off)", "keep_last_turns": "Keep last N turns",
-    "n_ctx": "Context size", "n_threads": "Threads", "n_threads_batch": "Prompt threads (0 same)",
-    "n_batch": "Batch", "n_ubatch": "Micro-batch", "flash_attn": "Flash attention",
-    "type_k": "K cache type", "type_v": "V cache type", "use_mmap": "Map the model file",
-    "swa_full": "Full sliding-window cache", "draft_model": "Draft model",
-    "draft_n_gpu_layers": "Draft model's GPU layers", "mmproj_path": "Projector (mmproj)",
-}  # fmt: skip
+    "top_p": "Top-p",
+    "top_k": "Top-k",
+    "min_p": "Min-p",
+    "seed": "Seed (-1 random)",
+    "mode": "When full",
+    "threshold": "Summarize at (share of context)",
+    "every_k_turns": "Also every K turns (0 off)",
+    "keep_last_turns": "Keep last N turns",
+    "n_ctx": "Context size",
+    "n_threads": "Threads",
+    "n_threads_batch": "Prompt threads (0 same)",
+    "n_batch": "Batch",
+    "n_ubatch": "Micro-batch",
+    "flash_attn": "Flash attention",
+    "type_k": "K cache type",
+    "type_v": "V cache type",
+    "use_mmap": "Map the model file",
+    "swa_full": "Full sliding-window cache",
+    "draft_model": "Draft model",
+    "draft_n_gpu_layers": "Draft model's GPU layers",
+    "mmproj_path": "Projector (mmproj)",
+}
 
 
 def _editor(kind: Any, value: Any) -> QWidget:
@@ -138,8 +150,10 @@ class SettingsDialog(QDialog):
         embedding = QLineEdit(settings.embedding_model)
         embedding.setAccessibleName("embedding_model")
         embedding.setPlaceholderText("none: passages by FTS5 alone")
-        embedding.setToolTip("An embedding GGUF: a large document's passages are ranked by "
-                             "FTS5 and by embeddings, fused (reciprocal rank).")  # fmt: skip
+        embedding.setToolTip(
+            "An embedding GGUF: a large document's passages are ranked by "
+            "FTS5 and by embeddings, fused (reciprocal rank)."
+        )
         embedding.textChanged.connect(self._update)
         boxes[1][1].addRow("Embedding model (GGUF)", embedding)
         self.editors["embedding_model"] = embedding

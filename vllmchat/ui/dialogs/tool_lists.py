@@ -53,8 +53,11 @@ class ToolPickList(QWidget):
             for server in servers:
                 self._add(server, server, server not in off)
                 for tool in (t for t in tools if t.server == server):
-                    item = self._add(f"    {tool.name}", tool.model_name,
-                                     server not in off and tool.model_name not in off)  # fmt: skip
+                    item = self._add(
+                        f"    {tool.name}",
+                        tool.model_name,
+                        server not in off and tool.model_name not in off,
+                    )
                     item.setToolTip(tool.description)
                     if server in off:
                         item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsEnabled)

@@ -96,9 +96,12 @@ class DraftField(QWidget):
         self.refusal = ""  # why the draft model set cannot draft for the model
         if os.path.isfile(model_path):
             self.found.setText("Looking for installed models with this vocabulary…")
-            self.workers.run(lambda: self._look(model_path, current, self.folders),
-                             self._show_installed,
-                             self._failed, name="Looking for installed draft models")  # fmt: skip
+            self.workers.run(
+                lambda: self._look(model_path, current, self.folders),
+                self._show_installed,
+                self._failed,
+                name="Looking for installed draft models",
+            )
         else:
             self.hub_button.setEnabled(False)
 
@@ -137,8 +140,11 @@ class DraftField(QWidget):
         self.combo.setCurrentText(current)
         for c in options:
             self._add_row(c)
-        text = (f"{len(found)} installed model(s) share this model's vocabulary."
-                if found else "No installed model shares this model's vocabulary.")  # fmt: skip
+        text = (
+            f"{len(found)} installed model(s) share this model's vocabulary."
+            if found
+            else "No installed model shares this model's vocabulary."
+        )
         self.refusal = refusal
         if refusal:
             name = os.path.basename(current)
@@ -149,20 +155,26 @@ class DraftField(QWidget):
         self.hub_button.setEnabled(False)
         self.found.setText("Reading the catalog's and the hub's headers…")
         path = self.model_path
-        self.workers.run(lambda: hub_drafts(path), self._show_hub, self._failed,
-                         name="Looking for draft models on the hub")  # fmt: skip
+        self.workers.run(
+            lambda: hub_drafts(path),
+            self._show_hub,
+            self._failed,
+            name="Looking for draft models on the hub",
+        )
 
     def _show_hub(self, found: list[DraftCandidate]) -> None:
         self.hub = found
         self.hub_button.setEnabled(True)
         if not found:
-            self.found.setText("Neither the catalog nor the hub has a smaller model "
-                               "with this vocabulary.")  # fmt: skip
+            self.found.setText(
+                "Neither the catalog nor the hub has a smaller model with this vocabulary."
+            )
             return
         for c in found:
             self._add_row(c)
-        self.found.setText(f"{len(found)} on the hub (↓): download one from Models, "
-                           "then pick it here.")  # fmt: skip
+        self.found.setText(
+            f"{len(found)} on the hub (↓): download one from Models, then pick it here."
+        )
 
     def _failed(self, exc: Exception) -> None:
         self.hub_button.setEnabled(True)
@@ -180,9 +192,12 @@ class DraftTab(QWidget):
     """The draft model's path ('' for none)."""
 
     def __init__(
-        self, model_path: str, current: str, folders: Sequence[str] = (),
+        self,
+        model_path: str,
+        current: str,
+        folders: Sequence[str] = (),
         parent: QWidget | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         super().__init__(parent)
         loaded = bool(model_path) and os.path.isfile(model_path)
         about = QLabel(

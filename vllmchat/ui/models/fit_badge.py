@@ -7,8 +7,7 @@ from PySide6.QtGui import QColor
 from vllmchat.core.models.advisor import GPU_FULL, GPU_PARTIAL, NO_FIT, RAM_ONLY, Fit
 from vllmchat.core.models.memory import MIB
 
-BADGE_COLORS = {GPU_FULL: "#2e7d32", GPU_PARTIAL: "#f9a825", RAM_ONLY: "#1565c0",
-                NO_FIT: "#c62828"}  # fmt: skip
+BADGE_COLORS = {GPU_FULL: "#2e7d32", GPU_PARTIAL: "#f9a825", RAM_ONLY: "#1565c0", NO_FIT: "#c62828"}
 
 
 def badge(fit: Fit) -> tuple[str, str]:

@@ -111,8 +111,12 @@ class HubTab(QWidget):
             self.repos.setCurrentRow(0)
             return
         self.told.emit("Searching…")
-        self.workers.run(lambda: search(text, token=os.environ.get("HF_TOKEN")), self._fill_repos,
-                         self._failed, name="The hub search")  # fmt: skip
+        self.workers.run(
+            lambda: search(text, token=os.environ.get("HF_TOKEN")),
+            self._fill_repos,
+            self._failed,
+            name="The hub search",
+        )
 
     def _fill_repos(self, hits: list[RepoHit]) -> None:
         self.repos.clear()
@@ -202,7 +206,9 @@ class HubTab(QWidget):
 
     def let_go_of_downloads(self) -> None:
         """Stop following the downloads panel (it goes on showing the download)."""
-        for signal, slot in ((self.downloads.progress, self._show_progress),
-                             (self.downloads.finished, self._downloaded),
-                             (self.downloads.failed, self._download_failed)):  # fmt: skip
+        for signal, slot in (
+            (self.downloads.progress, self._show_progress),
+            (self.downloads.finished, self._downloaded),
+            (self.downloads.failed, self._download_failed),
+        ):
             signal.disconnect(slot)

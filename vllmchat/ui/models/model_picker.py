@@ -158,8 +158,12 @@ class ModelPicker(QDialog):
 
     def refresh_installed(self) -> None:
         hw, s, folders = self.hw, self.fit_settings, self.folders
-        self.workers.run(lambda: _local_rows(discover(folders), hw, s), self._fill_installed,
-                         self._failed, name="Reading the installed models")  # fmt: skip
+        self.workers.run(
+            lambda: _local_rows(discover(folders), hw, s),
+            self._fill_installed,
+            self._failed,
+            name="Reading the installed models",
+        )
 
     def _fill_installed(self, rows: list[InstalledRow]) -> None:
         self.installed_rows = rows

@@ -22,8 +22,16 @@ from vllmchat.core.tuning.events import QuantEvent, QuantProgress, QuantsCompare
 from vllmchat.core.tuning.results import QuantRow
 from vllmchat.ui.common.workers import Worker
 
-HEADERS = ("quant", "size", "mean KLD", "top-1 agreement", "perplexity", "prefill tok/s",
-           "decode tok/s", "note")  # fmt: skip
+HEADERS = (
+    "quant",
+    "size",
+    "mean KLD",
+    "top-1 agreement",
+    "perplexity",
+    "prefill tok/s",
+    "decode tok/s",
+    "note",
+)
 
 
 def measure(files: Sequence[str], should_stop: Callable[[], bool]) -> Iterator[QuantEvent]:
@@ -71,8 +79,11 @@ class QuantLabDialog(QDialog):
         self.stop_button.setEnabled(True)
         self._stop.clear()
         files, stop = self.files, self._stop
-        worker = Worker(lambda: measure(files, lambda: stop.is_set() or worker.abort_requested),
-                        self._failed, name="The comparison of quants")  # fmt: skip
+        worker = Worker(
+            lambda: measure(files, lambda: stop.is_set() or worker.abort_requested),
+            self._failed,
+            name="The comparison of quants",
+        )
         worker.yielded.connect(self._on_event)
         worker.finished.connect(self._ended)
         self.worker = worker.start()
@@ -97,8 +108,9 @@ class QuantLabDialog(QDialog):
         self.start_button.setEnabled(True)
         self.stop_button.setEnabled(False)
         if self._stop.is_set():
-            self.status.setText(f"Stopped after {self.table.rowCount()} file(s). "
-                                + self.status.text())  # fmt: skip
+            self.status.setText(
+                f"Stopped after {self.table.rowCount()} file(s). " + self.status.text()
+            )
 
     def _on_progress(self, event: QuantProgress) -> None:
         self.status.setText(f"Measuring {event.current} ({event.done + 1} of {event.total})…")
@@ -110,22 +122,35 @@ class QuantLabDialog(QDialog):
         ok = [r for r in done.rows if not r.error]
         self.chart.clear()
         if ok:
-            self.chart.plot([r.size / MIB for r in ok], [r.kld_mean for r in ok], pen=None,
-                            symbol="o", symbolBrush="#1f77b4")  # fmt: skip
+            self.chart.plot(
+                [r.size / MIB for r in ok],
+                [r.kld_mean for r in ok],
+                pen=None,
+                symbol="o",
+                symbolBrush="#1f77b4",
+            )
             for r in ok:
                 label = pg.TextItem(r.label, anchor=(0, 1), color="k")
                 label.setPos(r.size / MIB, r.kld_mean)
                 self.chart.addItem(label)
-        self.status.setText(f"Reference: {done.reference}. Lower KLD and higher top-1 agreement "
-                            "mean closer to the reference's answers.")  # fmt: skip
+        self.status.setText(
+            f"Reference: {done.reference}. Lower KLD and higher top-1 agreement "
+            "mean closer to the reference's answers."
+        )
 
     def _add_row(self, r: QuantRow) -> None:
         n = self.table.rowCount()
         self.table.insertRow(n)
-        cells = (r.label, f"{r.size / MIB:,.0f} MiB",
-                 "reference" if r.reference else f"{r.kld_mean:.4f}",
-                 f"{r.top1_agreement * 100:.1f}%", f"{r.perplexity:.3f}",
-                 f"{r.prefill_tok_s:.0f}", f"{r.decode_tok_s:.1f}", r.error)  # fmt: skip
+        cells = (
+            r.label,
+            f"{r.size / MIB:,.0f} MiB",
+            "reference" if r.reference else f"{r.kld_mean:.4f}",
+            f"{r.top1_agreement * 100:.1f}%",
+            f"{r.perplexity:.3f}",
+            f"{r.prefill_tok_s:.0f}",
+            f"{r.decode_tok_s:.1f}",
+            r.error,
+        )
         for col, value in enumerate(cells):
             self.table.setItem(n, col, QTableWidgetItem(value))
 

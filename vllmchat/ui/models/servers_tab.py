@@ -86,8 +86,12 @@ class ServersTab(QWidget):
         self.models.clear()
         self.message.setText("Connecting…")
         self._notes = notes
-        self.workers.run(lambda: list_server_models(url, key), self._listed, self._failed,
-                         name=f"Listing the models of {url}")  # fmt: skip
+        self.workers.run(
+            lambda: list_server_models(url, key),
+            self._listed,
+            self._failed,
+            name=f"Listing the models of {url}",
+        )
 
     def _listed(self, names: list[str]) -> None:
         self.models.addItems(names)

@@ -70,9 +70,20 @@ class OffloadPanel(QGroupBox):
         self.expert_note.setWordWrap(True)
         self.tune_button = QPushButton("Tune…")
         self.tune_button.setToolTip("Measure GPU layers and threads on this machine")
-        widgets = (self.heading, self.slider, self.tick_marks, self.expert_heading,
-                   self.expert_slider, self.expert_marks, self.expert_note, self.marks,
-                   self.estimate, self.reason, self.measured, self.tune_button)  # fmt: skip
+        widgets = (
+            self.heading,
+            self.slider,
+            self.tick_marks,
+            self.expert_heading,
+            self.expert_slider,
+            self.expert_marks,
+            self.expert_note,
+            self.marks,
+            self.estimate,
+            self.reason,
+            self.measured,
+            self.tune_button,
+        )
         for w in widgets:
             layout.addWidget(w)
         self.desc: ModelDescription | None = None
@@ -256,14 +267,20 @@ class OffloadPanel(QGroupBox):
         pick_layers = pick.n_gpu_layers if pick and not pick.n_cpu_moe else None
         pick_experts = pick.expert_layers_on_gpu(n) if pick and pick.n_gpu_layers > n else None
         text = []
-        rows = (("layers", layers, pick_layers, under_layers),
-                ("expert layers on the GPU", experts, pick_experts, under_experts))  # fmt: skip
+        rows = (
+            ("layers", layers, pick_layers, under_layers),
+            ("expert layers on the GPU", experts, pick_experts, under_experts),
+        )
         for title, marks, chosen, under in rows:
             if marks and (title == "layers" or self.moe):
-                items = [f"<b>{k}: {v:.0f}</b>" if k == chosen
-                         else f"<span style='color:#c00'>{k}: {v:.0f} (under the margin)</span>"
-                         if k in under else f"{k}: {v:.0f}"
-                         for k, v in sorted(marks.items())]  # fmt: skip
+                items = [
+                    f"<b>{k}: {v:.0f}</b>"
+                    if k == chosen
+                    else f"<span style='color:#c00'>{k}: {v:.0f} (under the margin)</span>"
+                    if k in under
+                    else f"{k}: {v:.0f}"
+                    for k, v in sorted(marks.items())
+                ]
                 text.append(f"Measured tok/s by {title} — " + " · ".join(items))
         self.marks.setText("<br>".join(text))
         self.tick_marks.set_marks(layers, pick_layers, under_layers)

@@ -34,9 +34,12 @@ class SliderMarks(QWidget):
         self.update()
 
     def _tip(self) -> None:
-        lines = [f"{n} layers: {v:.1f} tok/s" + (" (pick)" if n == self.pick else "")
-                 + (" (under the margin)" if n in self.under else "")
-                 for n, v in sorted(self.marks.items())]  # fmt: skip
+        lines = [
+            f"{n} layers: {v:.1f} tok/s"
+            + (" (pick)" if n == self.pick else "")
+            + (" (under the margin)" if n in self.under else "")
+            for n, v in sorted(self.marks.items())
+        ]
         if self.bound is not None:
             lines.append(f"From {self.bound} on: past what the estimate says fits (asks first)")
         self.setToolTip("\n".join(lines))

@@ -22,8 +22,18 @@ from vllmchat.core.tuning.events import PointMeasured, TuneFinished, TuneStarted
 from vllmchat.core.tuning.results import TunePoint, TuneResult
 from vllmchat.ui.offload.tuning_chart import TuningChart, write_csv
 
-HEADERS = ("GPU layers", "threads", "prompt threads", "ubatch", "prefill tok/s", "decode tok/s",
-           "VRAM (measured)", "VRAM (estimate)", "RAM", "note")  # fmt: skip
+HEADERS = (
+    "GPU layers",
+    "threads",
+    "prompt threads",
+    "ubatch",
+    "prefill tok/s",
+    "decode tok/s",
+    "VRAM (measured)",
+    "VRAM (estimate)",
+    "RAM",
+    "note",
+)
 
 
 def _mib(value: int | None) -> str:
@@ -147,10 +157,18 @@ class TunerDialog(QDialog):
         row = self.table.rowCount()
         self.table.insertRow(row)
         c = p.config
-        cells = (c.n_gpu_layers, c.n_threads, c.n_threads_batch, c.n_ubatch,
-                 f"{p.prefill_tok_s:.1f}" if p.fits else "–",
-                 f"{p.decode_tok_s:.1f}" if p.fits else "–",
-                 _mib(p.vram), _mib(p.estimate_vram), _mib(p.ram), p.note)  # fmt: skip
+        cells = (
+            c.n_gpu_layers,
+            c.n_threads,
+            c.n_threads_batch,
+            c.n_ubatch,
+            f"{p.prefill_tok_s:.1f}" if p.fits else "–",
+            f"{p.decode_tok_s:.1f}" if p.fits else "–",
+            _mib(p.vram),
+            _mib(p.estimate_vram),
+            _mib(p.ram),
+            p.note,
+        )
         for col, value in enumerate(cells):
             self.table.setItem(row, col, QTableWidgetItem(str(value)))
 

@@ -11,9 +11,22 @@ from PySide6.QtWidgets import QVBoxLayout, QWidget
 from vllmchat.core.models.memory import MIB
 from vllmchat.core.tuning.results import TuneConfig, TunePoint
 
-CSV_FIELDS = ("n_gpu_layers", "n_cpu_moe", "tensor_split", "n_threads", "n_threads_batch",
-              "n_ubatch", "fits", "prefill_tok_s", "decode_tok_s", "vram_mib",
-              "vram_buffers_mib", "estimate_vram_mib", "ram_mib", "note")  # fmt: skip
+CSV_FIELDS = (
+    "n_gpu_layers",
+    "n_cpu_moe",
+    "tensor_split",
+    "n_threads",
+    "n_threads_batch",
+    "n_ubatch",
+    "fits",
+    "prefill_tok_s",
+    "decode_tok_s",
+    "vram_mib",
+    "vram_buffers_mib",
+    "estimate_vram_mib",
+    "ram_mib",
+    "note",
+)
 
 # What a sweep can vary, in the order a chart prefers it: (label, key of a config).
 AXES: tuple[tuple[str, Callable[[TuneConfig], int]], ...] = (
@@ -35,10 +48,24 @@ def write_csv(path: str, points: Sequence[TunePoint]) -> None:
         out.writerow(CSV_FIELDS)
         for p in points:
             c = p.config
-            out.writerow([c.n_gpu_layers, c.n_cpu_moe, c.tensor_split, c.n_threads,
-                          c.n_threads_batch, c.n_ubatch, p.fits, round(p.prefill_tok_s, 2),
-                          round(p.decode_tok_s, 2), _mib(p.vram), _mib(p.vram_buffers),
-                          _mib(p.estimate_vram), _mib(p.ram), p.note])  # fmt: skip
+            out.writerow(
+                [
+                    c.n_gpu_layers,
+                    c.n_cpu_moe,
+                    c.tensor_split,
+                    c.n_threads,
+                    c.n_threads_batch,
+                    c.n_ubatch,
+                    p.fits,
+                    round(p.prefill_tok_s, 2),
+                    round(p.decode_tok_s, 2),
+                    _mib(p.vram),
+                    _mib(p.vram_buffers),
+                    _mib(p.estimate_vram),
+                    _mib(p.ram),
+                    p.note,
+                ]
+            )
 
 
 def varied_axis(points: Sequence[TunePoint]) -> tuple[str, Callable[[TuneConfig], int]]:
@@ -101,40 +128,70 @@ class TuningChart(QWidget):
         def others(p: TunePoint) -> tuple[int, ...]:
             return tuple(k(p.config) for _, k in AXES if k is not key)
 
-        common = max({others(p) for p in fitting},
-                     key=lambda o: sum(others(p) == o for p in fitting))  # fmt: skip
+        common = max(
+            {others(p) for p in fitting}, key=lambda o: sum(others(p) == o for p in fitting)
+        )
         curve = sorted((p for p in fitting if others(p) == common), key=lambda p: key(p.config))
         xs = [key(p.config) for p in curve]
         all_x = [key(p.config) for p in fitting]
-        series = ((self.speed, "decode_tok_s", "#1f77b4", "o"),
-                  (self.prompt, "prefill_tok_s", "#ff7f0e", "t"))  # fmt: skip
+        series = (
+            (self.speed, "decode_tok_s", "#1f77b4", "o"),
+            (self.prompt, "prefill_tok_s", "#ff7f0e", "t"),
+        )
         for plot, attr, color, symbol in series:
-            plot.plot(all_x, [getattr(p, attr) for p in fitting], pen=None, symbol=symbol,
-                      symbolBrush=pg.mkColor(color).lighter(160), symbolSize=7)  # fmt: skip
-            plot.plot(xs, [getattr(p, attr) for p in curve], pen=pg.mkPen(color, width=2),
-                      symbol=symbol, symbolBrush=color)  # fmt: skip
+            plot.plot(
+                all_x,
+                [getattr(p, attr) for p in fitting],
+                pen=None,
+                symbol=symbol,
+                symbolBrush=pg.mkColor(color).lighter(160),
+                symbolSize=7,
+            )
+            plot.plot(
+                xs,
+                [getattr(p, attr) for p in curve],
+                pen=pg.mkPen(color, width=2),
+                symbol=symbol,
+                symbolBrush=color,
+            )
         on_gpu = any(p.vram is not None for p in fitting)
         self.memory.setTitle("Device memory" if on_gpu else "Engine RAM")
         used = [(key(p.config), v) for p in curve if (v := p.vram if on_gpu else p.ram)]
         if used:
-            self.memory.plot([x for x, _ in used], [v / MIB for _, v in used],
-                             pen=pg.mkPen("#2ca02c", width=2), symbol="o",
-                             symbolBrush="#2ca02c", name="measured")  # fmt: skip
+            self.memory.plot(
+                [x for x, _ in used],
+                [v / MIB for _, v in used],
+                pen=pg.mkPen("#2ca02c", width=2),
+                symbol="o",
+                symbolBrush="#2ca02c",
+                name="measured",
+            )
         est = [(key(p.config), p.estimate_vram) for p in curve if p.estimate_vram]
         if est:
-            self.memory.plot([x for x, _ in est], [v / MIB for _, v in est],
-                             pen=pg.mkPen("#7f7f7f", width=1, style=pg.QtCore.Qt.PenStyle.DashLine),
-                             name="estimate")  # fmt: skip
+            self.memory.plot(
+                [x for x, _ in est],
+                [v / MIB for _, v in est],
+                pen=pg.mkPen("#7f7f7f", width=1, style=pg.QtCore.Qt.PenStyle.DashLine),
+                name="estimate",
+            )
         if limit > 0 and on_gpu:
-            line = pg.InfiniteLine(pos=limit / MIB, angle=0, label="available",
-                                   pen=pg.mkPen("#d62728", width=1))  # fmt: skip
+            line = pg.InfiniteLine(
+                pos=limit / MIB, angle=0, label="available", pen=pg.mkPen("#d62728", width=1)
+            )
             self.memory.addItem(line)
         under = [p for p in fitting if p.under_margin]
         self.under_margin_x = sorted({key(p.config) for p in under})
         if under:  # measured, but under the margin: never picked
-            self.speed.plot([key(p.config) for p in under], [p.decode_tok_s for p in under],
-                            pen=None, symbol="x", symbolBrush="#d62728", symbolPen="#d62728",
-                            symbolSize=11, name="under the margin")  # fmt: skip
+            self.speed.plot(
+                [key(p.config) for p in under],
+                [p.decode_tok_s for p in under],
+                pen=None,
+                symbol="x",
+                symbolBrush="#d62728",
+                symbolPen="#d62728",
+                symbolSize=11,
+                name="under the margin",
+            )
         lo, hi = min(all_x), max(all_x)
         pad = max(1, (hi - lo) // 20)
         self.speed.setXRange(lo - pad, hi + pad, padding=0)

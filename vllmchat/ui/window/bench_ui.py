@@ -143,10 +143,11 @@ def _token_cost_ms(app: Any, n: int, tokens: int = 300) -> float:
     view.resize(900, 700)
     view.show()
     items = [
-        HistoryItem("user", f"Question {i}", i + 1) if i % 2 == 0
+        HistoryItem("user", f"Question {i}", i + 1)
+        if i % 2 == 0
         else HistoryItem("assistant", REPLY, i + 1)
         for i in range(n)
-    ]  # fmt: skip
+    ]
     view.set_history(items)
     for _ in range(20):
         app.processEvents()

@@ -78,19 +78,27 @@ class MainWindow(QMainWindow):
         self.workers = WorkerGroup(self)
         self._warm_up = warm_up(self)
         persist = save_app_settings if save_settings else None
-        self.bridge = EngineBridge(store, kv, self, settings=settings, persist=persist,
-                                   engine=engine)  # fmt: skip
+        self.bridge = EngineBridge(
+            store, kv, self, settings=settings, persist=persist, engine=engine
+        )
         self.theme = ThemeWatcher(self)
         self.closing = False
         self.conversation_id: int | None = None
         self.titles_ended = 0  # counted on the GUI thread when a title ends (tests, benchmarks)
         self._build()
-        self.models = ModelActions(self.bridge, self, self.offload, self.downloads,
-                                   self.show_notice)  # fmt: skip
+        self.models = ModelActions(
+            self.bridge, self, self.offload, self.downloads, self.show_notice
+        )
         self.tuning = TunerActions(self.bridge, self, self.offload)
-        self.talk = ConversationActions(self.bridge, store, self, (self.chat, self.conversations),
-                                        lambda: self.conversation_id, self._status,
-                                        self.render_conversation)  # fmt: skip
+        self.talk = ConversationActions(
+            self.bridge,
+            store,
+            self,
+            (self.chat, self.conversations),
+            lambda: self.conversation_id,
+            self._status,
+            self.render_conversation,
+        )
         self.readout = MemoryReadout(self.bridge, self.memory)
         self.attached = AttachActions(
             self.bridge,
@@ -101,15 +109,35 @@ class MainWindow(QMainWindow):
             lambda text: self.statusBar().showMessage(text, 10_000),
         )
         self.attached.pick_vision_model = lambda: self.models.choose_model(vision_only=True)
-        self.tool_actions = ToolActions(self.bridge, self, self.chat, self.approval, self._status,
-                                        store, conversation=lambda: self.conversation_id,
-                                        )  # fmt: skip
+        self.tool_actions = ToolActions(
+            self.bridge,
+            self,
+            self.chat,
+            self.approval,
+            self._status,
+            store,
+            conversation=lambda: self.conversation_id,
+        )
         self.window_state = WindowState(self, self.split, store)
-        self.loads = LoadView(self.bridge, self, self.input, (self.offload, self.memory),
-                              self.banner, self.status_line, self.busy_bar)  # fmt: skip
-        self.turns = TurnView(self.bridge, store, self, (self.chat, self.input, self.conversations),
-                              (self.readout, self.status_line, self.offload, self.memory),
-                              self.loads, self.statusBar(), self.ask_for_title)  # fmt: skip
+        self.loads = LoadView(
+            self.bridge,
+            self,
+            self.input,
+            (self.offload, self.memory),
+            self.banner,
+            self.status_line,
+            self.busy_bar,
+        )
+        self.turns = TurnView(
+            self.bridge,
+            store,
+            self,
+            (self.chat, self.input, self.conversations),
+            (self.readout, self.status_line, self.offload, self.memory),
+            self.loads,
+            self.statusBar(),
+            self.ask_for_title,
+        )
         self._connect()
         self._menus()
         existing = store.conversations()
@@ -290,8 +318,18 @@ class MainWindow(QMainWindow):
         items: list[HistoryItem] = []
         for m in path:
             last_reply = m is path[-1] and m.role == "assistant"
-            items.append(HistoryItem(m.role, m.content, m.id, m.partial, last_reply, m.pinned,
-                                     m.thinking, m.stats.get("thinking_s")))  # fmt: skip
+            items.append(
+                HistoryItem(
+                    m.role,
+                    m.content,
+                    m.id,
+                    m.partial,
+                    last_reply,
+                    m.pinned,
+                    m.thinking,
+                    m.stats.get("thinking_s"),
+                )
+            )
             if m.id in summaries:
                 items.append(HistoryItem("summary", summaries[m.id].content, summaries[m.id].id))
         self.chat.set_history(items)

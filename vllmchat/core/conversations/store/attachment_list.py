@@ -65,9 +65,17 @@ class AttachmentList:
     ) -> Attachment:
         """Keep an image's bytes (for the next message unless ``message_id``)."""
         with self.store.transaction():
-            new = index.insert_image(self.store.db, conversation_id, name=name, sha256=sha256,
-                                     mime=mime, data=data, meta=meta, tokens=tokens,
-                                     message_id=message_id)  # fmt: skip
+            new = index.insert_image(
+                self.store.db,
+                conversation_id,
+                name=name,
+                sha256=sha256,
+                mime=mime,
+                data=data,
+                meta=meta,
+                tokens=tokens,
+                message_id=message_id,
+            )
         return self.get(new)
 
     def get(self, attachment_id: int) -> Attachment:

@@ -281,11 +281,21 @@ class ConversationStore:
             "m.id, m.conversation_id, m.parent_id, m.role, m.content, m.created, m.partial, "
             "m.pinned, m.thinking, json_extract(m.stats, '$.thinking_s') AS thinking_s",
         )
-        return [Message(r["id"], r["conversation_id"], r["parent_id"], r["role"], r["content"],
-                        r["created"], partial=bool(r["partial"]), pinned=bool(r["pinned"]),
-                        thinking=r["thinking"],
-                        stats={} if r["thinking_s"] is None else {"thinking_s": r["thinking_s"]})
-                for r in rows]  # fmt: skip
+        return [
+            Message(
+                r["id"],
+                r["conversation_id"],
+                r["parent_id"],
+                r["role"],
+                r["content"],
+                r["created"],
+                partial=bool(r["partial"]),
+                pinned=bool(r["pinned"]),
+                thinking=r["thinking"],
+                stats={} if r["thinking_s"] is None else {"thinking_s": r["thinking_s"]},
+            )
+            for r in rows
+        ]
 
     def siblings(self, message_id: int) -> list[Message]:
         """Alternatives of a message: the branches that start at its parent."""

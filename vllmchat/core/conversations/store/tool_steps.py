@@ -25,10 +25,19 @@ class ToolStepList:
     def record(self, message_id: int, results: Sequence[ToolResult]) -> None:
         """Keep a reply's calls and results (replacing any it had: a reply is written once)."""
         rows = [
-            (message_id, n, r.call.name, json.dumps(dict(r.call.arguments), ensure_ascii=False),
-             r.call.call_id, r.kind, r.text, int(r.truncated), r.elapsed_s)
+            (
+                message_id,
+                n,
+                r.call.name,
+                json.dumps(dict(r.call.arguments), ensure_ascii=False),
+                r.call.call_id,
+                r.kind,
+                r.text,
+                int(r.truncated),
+                r.elapsed_s,
+            )
             for n, r in enumerate(results)
-        ]  # fmt: skip
+        ]
         with self.store.transaction():
             self.store.db.execute("DELETE FROM tool_steps WHERE message_id = ?", (message_id,))
             self.store.db.executemany(

@@ -49,8 +49,9 @@ class BranchDocuments:
         out = []
         for m in path:
             docs = self.whole(m)
-            out.append(replace(m, content=with_documents(m.content, docs), pinned=True)
-                       if docs else m)  # fmt: skip
+            out.append(
+                replace(m, content=with_documents(m.content, docs), pinned=True) if docs else m
+            )
         return out
 
     def keeps(self, message: Message) -> bool:
@@ -65,8 +66,12 @@ class BranchDocuments:
 
     def images(self, messages: Sequence[Message]) -> list[bytes]:
         """The bytes of the images of ``messages``, in the order their markers appear."""
-        return [a.data for m in messages for a in self.images_by_message.get(m.id, ())
-                if a.data is not None]  # fmt: skip
+        return [
+            a.data
+            for m in messages
+            for a in self.images_by_message.get(m.id, ())
+            if a.data is not None
+        ]
 
     def image_tokens(self, messages: Sequence[Message]) -> int:
         """Context tokens the images of ``messages`` take (beyond their markers' text)."""
@@ -74,13 +79,11 @@ class BranchDocuments:
 
     @property
     def retrieval_ids(self) -> list[int]:
-        return [a.id for atts in self.by_message.values() for a in atts
-                if a.mode == "retrieval"]  # fmt: skip
+        return [a.id for atts in self.by_message.values() for a in atts if a.mode == "retrieval"]
 
     @property
     def whole_tokens(self) -> int:
-        return sum(a.tokens for atts in self.by_message.values() for a in atts
-                   if a.mode == "whole")  # fmt: skip
+        return sum(a.tokens for atts in self.by_message.values() for a in atts if a.mode == "whole")
 
 
 def given_in_place(path: Sequence[Message], first_message_id: int | None) -> list[Message]:
@@ -108,10 +111,13 @@ class Documents:
         key = tuple(m.id for m in path if m.role == "user")
         if self._cached is None or self._cached[0] != key:
             found = self.attachments.of_messages(key) if key else {}
-            docs = {mid: tuple(a for a in atts if a.kind == "document")
-                    for mid, atts in found.items()}  # fmt: skip
-            images = {mid: tuple(a for a in atts if a.kind == "image" and a.data)
-                      for mid, atts in found.items()}  # fmt: skip
+            docs = {
+                mid: tuple(a for a in atts if a.kind == "document") for mid, atts in found.items()
+            }
+            images = {
+                mid: tuple(a for a in atts if a.kind == "image" and a.data)
+                for mid, atts in found.items()
+            }
             self._cached = (key, BranchDocuments(docs, {k: v for k, v in images.items() if v}))
         return self._cached[1]
 
@@ -129,20 +135,41 @@ class Documents:
         next message; raises ``NoRoom`` or ``NoModel`` (nothing is kept then)."""
         info = self.client.info
         if info is None:
-            raise NoModel(f"Load a model before attaching {doc.name}: its size in tokens "
-                          "decides how it reaches the model.")  # fmt: skip
-        probe = Attachment(0, self.conversation_id, None, "document", doc.name, doc.sha256,
-                           doc.mime, doc.size, doc.text, doc.sections, doc.pages)  # fmt: skip
+            raise NoModel(
+                f"Load a model before attaching {doc.name}: its size in tokens "
+                "decides how it reaches the model."
+            )
+        probe = Attachment(
+            0,
+            self.conversation_id,
+            None,
+            "document",
+            doc.name,
+            doc.sha256,
+            doc.mime,
+            doc.size,
+            doc.text,
+            doc.sections,
+            doc.pages,
+        )
         tokens = len(self.client.tokenize(document_block(probe)))
-        waiting = sum(a.tokens for a in self.attachments.pending(self.conversation_id)
-                      if a.mode == "whole")  # fmt: skip
-        fit = fit_document(doc.name, tokens, prompt_tokens=prompt_tokens + waiting,
-                           budget=budget, n_ctx=info.n_ctx, chunk_tokens=TARGET_TOKENS,
-                           n_ctx_train=info.n_ctx_train)  # fmt: skip
+        waiting = sum(
+            a.tokens for a in self.attachments.pending(self.conversation_id) if a.mode == "whole"
+        )
+        fit = fit_document(
+            doc.name,
+            tokens,
+            prompt_tokens=prompt_tokens + waiting,
+            budget=budget,
+            n_ctx=info.n_ctx,
+            chunk_tokens=TARGET_TOKENS,
+            n_ctx_train=info.n_ctx_train,
+        )
         ratio = len(doc.text) / tokens if tokens else CHARS_PER_TOKEN
         chunks = chunk_document(doc, chars_per_token=ratio)
-        att = self.attachments.add_document(self.conversation_id, doc, tokens=tokens,
-                                            mode=fit.mode, chunks=chunks)  # fmt: skip
+        att = self.attachments.add_document(
+            self.conversation_id, doc, tokens=tokens, mode=fit.mode, chunks=chunks
+        )
         return att, fit
 
     def passages(
@@ -168,7 +195,8 @@ class Documents:
         (FTS5's, or FTS5's and the embeddings' fused when an embedding model is set)."""
         k = passages_for(room, TARGET_TOKENS)
         if self.embedding_model:
-            hybrid = HybridSearch(self.attachments, self.client, self.embedding_model,
-                                  self.should_stop)  # fmt: skip
+            hybrid = HybridSearch(
+                self.attachments, self.client, self.embedding_model, self.should_stop
+            )
             return hybrid.search(ids, question, k)
         return self.attachments.search(ids, question, k)

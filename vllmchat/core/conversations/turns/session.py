@@ -129,9 +129,16 @@ class ChatSession(SessionSummaries):
         n = self._measure(prompt, path, start)
         first = path[start].id if start < len(path) else None
         pinned = self._pinned_tokens(path, start)
-        plan = PromptPlanEvent(n, self._n_ctx(), summary.id if summary else None, first, 0, pinned,
-                               self.documents.of(path).whole_tokens,
-                               tool_tokens=self.tool_tokens())  # fmt: skip
+        plan = PromptPlanEvent(
+            n,
+            self._n_ctx(),
+            summary.id if summary else None,
+            first,
+            0,
+            pinned,
+            self.documents.of(path).whole_tokens,
+            tool_tokens=self.tool_tokens(),
+        )
         return prompt, plan
 
     def _pinned_tokens(self, path: list[Message], start: int) -> int:
@@ -363,8 +370,9 @@ class ChatSession(SessionSummaries):
                     else:
                         self.store.set_leaf(self.conversation_id, reply.parent_id)
                 elif time.monotonic() - saved_at > SAVE_EVERY_S:
-                    self.store.update_message(reply.id, content=parts.answer,
-                                              thinking=parts.thinking)  # fmt: skip
+                    self.store.update_message(
+                        reply.id, content=parts.answer, thinking=parts.thinking
+                    )
                     saved_at = time.monotonic()
                 if isinstance(event, DoneEvent) and self.tool_stream is not None:
                     held = event  # one DoneEvent a turn, after its last step

@@ -91,8 +91,9 @@ class SessionSummaries:
         previous = self.store.summary_for(self.conversation_id, path)
         source = self._summary_input(old)
         if not source:
-            yield SummaryEvent("fallback", message="Only pinned messages are old enough; they "
-                               "stay word for word.")  # fmt: skip
+            yield SummaryEvent(
+                "fallback", message="Only pinned messages are old enough; they stay word for word."
+            )
             return
         yield SummaryEvent("started", message=f"Summarizing {len(source)} messages…")
         outcome, prefill = self._ask_for_summary(previous, source)

@@ -38,8 +38,13 @@ def detail(att: Attachment) -> str:
 def offer_vision_model(parent: QWidget, message: str, pick: Callable[[], None]) -> QMessageBox:
     """A box that says why the image was refused and offers the picker, filtered to the
     models that take images (not modal: the chat goes on meanwhile)."""
-    box = QMessageBox(QMessageBox.Icon.Information, "This model cannot see images", message,
-                      QMessageBox.StandardButton.Cancel, parent)  # fmt: skip
+    box = QMessageBox(
+        QMessageBox.Icon.Information,
+        "This model cannot see images",
+        message,
+        QMessageBox.StandardButton.Cancel,
+        parent,
+    )
     choose = box.addButton("Choose a model that sees images…", QMessageBox.ButtonRole.AcceptRole)
     choose.clicked.connect(pick)
     box.setModal(False)
@@ -51,9 +56,14 @@ class AttachActions(QObject):
     """Attach, take back, show and open attachments (a QObject of the GUI thread)."""
 
     def __init__(
-        self, bridge: EngineBridge, store: ConversationStore, chat: ChatView,
-        chat_input: ChatInput, parent: QWidget, say: Say,
-    ) -> None:  # fmt: skip
+        self,
+        bridge: EngineBridge,
+        store: ConversationStore,
+        chat: ChatView,
+        chat_input: ChatInput,
+        parent: QWidget,
+        say: Say,
+    ) -> None:
         super().__init__(parent)
         self.bridge, self.chat, self.input, self.say = bridge, chat, chat_input, say
         self.attachments = AttachmentList(store)
@@ -75,8 +85,7 @@ class AttachActions(QObject):
         """The chips of the files waiting for this conversation's next message."""
         self.input.pending.clear()
         for att in self.attachments.pending(conversation_id) if conversation_id else []:
-            self.input.pending.add(att.id, att.name, detail(att), removable=True,
-                                   image=att.data)  # fmt: skip
+            self.input.pending.add(att.id, att.name, detail(att), removable=True, image=att.data)
 
     def decorate(self, widget: MessageWidget) -> None:
         """A stored message's chips: its attachments, or the passages it was given."""
@@ -128,8 +137,9 @@ class AttachActions(QObject):
     def _rejected(self, event: AttachmentRejected) -> None:
         self.say(event.message)
         if event.reason == "image_needs_vision" and self.pick_vision_model is not None:
-            self.vision_offer = offer_vision_model(self.input.window(), event.message,
-                                                   self.pick_vision_model)  # fmt: skip
+            self.vision_offer = offer_vision_model(
+                self.input.window(), event.message, self.pick_vision_model
+            )
 
     def _removed(self, event: AttachmentRemoved) -> None:
         self.input.pending.remove(event.attachment_id)

@@ -46,8 +46,9 @@ class MemoryReadout(QObject):
             rss = psutil.Process(pid).memory_info().rss
         except psutil.Error:
             rss = None
-        per_token = _kv_per_token(snapshot.description, snapshot.settings.load.type_k,
-                                  snapshot.settings.load.type_v)  # fmt: skip
+        per_token = _kv_per_token(
+            snapshot.description, snapshot.settings.load.type_k, snapshot.settings.load.type_v
+        )
         if self.live_kv is not None:  # the turn's prompt and the tokens streamed so far
             kv_tokens, n_ctx = self.live_kv
         else:

@@ -110,9 +110,14 @@ class StatusLine(QWidget):
     _documents = ""  # the documents' share, as the label gives it
 
     def set_plan(
-        self, prompt_tokens: int, n_ctx: int, summary_tokens: int, pinned_tokens: int = 0,
-        document_tokens: int = 0, tool_tokens: int = 0,
-    ) -> None:  # fmt: skip
+        self,
+        prompt_tokens: int,
+        n_ctx: int,
+        summary_tokens: int,
+        pinned_tokens: int = 0,
+        document_tokens: int = 0,
+        tool_tokens: int = 0,
+    ) -> None:
         """The context bar: pins (whole documents among them) in violet; the label gives
         the documents' share and the offered tool schemas' share."""
         self.context.set_usage(prompt_tokens, n_ctx, summary_tokens, pinned_tokens)
@@ -120,8 +125,9 @@ class StatusLine(QWidget):
         self._documents += f" · 🔧 {tool_tokens:,}" if tool_tokens else ""
         self.context_label.setToolTip(
             f"The offered tools' schemas take {tool_tokens:,} tokens of the prompt."
-            if tool_tokens else ""
-        )  # fmt: skip
+            if tool_tokens
+            else ""
+        )
         self.context_label.setText(f"{prompt_tokens:,} / {n_ctx:,}{self._documents}")
 
     def follow(self, events: Any) -> None:
@@ -142,9 +148,12 @@ class StatusLine(QWidget):
         greedy sampling and this build and placement do not keep it token for token."""
         note = ""
         if info is not None:
-            note = identity_note(info.exact_verify, info.exact_verify_reason,
-                                 speculation=sampling.speculation,
-                                 temperature=sampling.temperature)  # fmt: skip
+            note = identity_note(
+                info.exact_verify,
+                info.exact_verify_reason,
+                speculation=sampling.speculation,
+                temperature=sampling.temperature,
+            )
         self.identity.setToolTip(f"<p>{html.escape(note)}</p>" if note else "")  # wrapped
         self.identity.setAccessibleDescription(note)
         self.identity.setVisible(bool(note))

@@ -135,8 +135,12 @@ class ToolActions(QObject):
         """A tool always allowed asks before each call again (``mcp-approved.json``)."""
         self.policy.revoke(name)
         failed = save_approved(self.config_file, self.policy.always)
-        self.notify(f"Revoked for this session only: {failed}" if failed
-                    else f"{name}: each call asks again.", 10_000)  # fmt: skip
+        self.notify(
+            f"Revoked for this session only: {failed}"
+            if failed
+            else f"{name}: each call asks again.",
+            10_000,
+        )
         if self.approved is not None:
             self.approved.set_names(self.policy.always)
 

@@ -111,9 +111,14 @@ class TurnView:
     def _on_plan(self, plan: PromptPlanEvent) -> None:
         self.readout.turn_planned(plan.prompt_tokens, plan.n_ctx)
         summary = self.store.summary(plan.summary_id) if plan.summary_id else None
-        self.status_line.set_plan(plan.prompt_tokens, plan.n_ctx, summary.tokens if summary else 0,
-                                  plan.pinned_tokens, plan.document_tokens,
-                                  plan.tool_tokens)  # fmt: skip
+        self.status_line.set_plan(
+            plan.prompt_tokens,
+            plan.n_ctx,
+            summary.tokens if summary else 0,
+            plan.pinned_tokens,
+            plan.document_tokens,
+            plan.tool_tokens,
+        )
         if plan.dropped_messages:
             self.status_bar.showMessage(
                 f"The {plan.dropped_messages} oldest messages are left out of this turn.", 8000

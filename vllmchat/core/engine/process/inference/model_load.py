@@ -83,7 +83,12 @@ def exactness_at(llm: llama_cpp.Llama, settings: LoadSettings, header: Any, gpu:
     """Whether this build and placement give a verify's rows single steps' logits."""
     ring = llama_cpp.llama_model_n_swa(llm.model) > 0 and not settings.swa_full
     compute = tuple(nvml.compute_capabilities()) if gpu else ()
-    at = Placement(gpu_layers=gpu, backends=tuple(b.name for b in ggml_backends()),
-                   flash_attn=settings.flash_attn, moe=describe(header).is_moe,
-                   swa_ring=ring, compute=compute)  # fmt: skip
+    at = Placement(
+        gpu_layers=gpu,
+        backends=tuple(b.name for b in ggml_backends()),
+        flash_attn=settings.flash_attn,
+        moe=describe(header).is_moe,
+        swa_ring=ring,
+        compute=compute,
+    )
     return exactness(llama_adapter.batch_invariant_build(), at)

@@ -124,8 +124,9 @@ class LlamaRuntime:
         if self.reasoning != "think":
             return False
         try:
-            segments = render_segments(self.template, [{"role": "user", "content": "?"}],
-                                       bos_token="", eos_token="")  # fmt: skip
+            segments = render_segments(
+                self.template, [{"role": "user", "content": "?"}], bos_token="", eos_token=""
+            )
         except TemplateError:
             return False
         return "".join(s.text for s in segments).rstrip().endswith(THINK_OPEN)

@@ -37,8 +37,11 @@ REQUIRED_ON_A_MODEL = ("_ctx", "_batch")  # set by ``Llama.__init__``
 def missing(llm: llama_cpp.Llama | None = None) -> list[str]:
     """The internals this module relies on that this llama-cpp-python lacks (those of
     a loaded model too, when one is given)."""
-    out = [f"{getattr(owner, '__name__', owner)}.{name}" for owner, name in REQUIRED
-           if not hasattr(owner, name)]  # fmt: skip
+    out = [
+        f"{getattr(owner, '__name__', owner)}.{name}"
+        for owner, name in REQUIRED
+        if not hasattr(owner, name)
+    ]
     if llm is not None:
         out += [f"Llama().{name}" for name in REQUIRED_ON_A_MODEL if not hasattr(llm, name)]
     return out
@@ -145,10 +148,16 @@ def mtmd_missing() -> list[str]:
 
 
 _MTMD_CALLS = (
-    "mtmd_default_marker", "mtmd_init_from_file", "mtmd_helper_bitmap_init_from_buf",
-    "mtmd_tokenize", "mtmd_encode_chunk", "mtmd_get_output_embd",
-    "mtmd_helper_decode_image_chunk", "mtmd_input_chunk_get_n_pos", "mtmd_helper_log_set",
-)  # fmt: skip
+    "mtmd_default_marker",
+    "mtmd_init_from_file",
+    "mtmd_helper_bitmap_init_from_buf",
+    "mtmd_tokenize",
+    "mtmd_encode_chunk",
+    "mtmd_get_output_embd",
+    "mtmd_helper_decode_image_chunk",
+    "mtmd_input_chunk_get_n_pos",
+    "mtmd_helper_log_set",
+)
 
 
 def media_marker() -> str:
@@ -303,7 +312,15 @@ def decode_image(
     embd = mtmd.mtmd_get_output_embd(ctx)
     new_n_past = llama_api.llama_pos(0)
     status = mtmd.mtmd_helper_decode_image_chunk(
-        ctx, llm.ctx, chunk, embd, n_past, 0, n_batch, ctypes.byref(new_n_past),
-        mtmd.mtmd_helper_post_decode_callback(), None,  # no callback: a NULL pointer
-    )  # fmt: skip
+        ctx,
+        llm.ctx,
+        chunk,
+        embd,
+        n_past,
+        0,
+        n_batch,
+        ctypes.byref(new_n_past),
+        mtmd.mtmd_helper_post_decode_callback(),
+        None,  # no callback: a NULL pointer
+    )
     return int(status), int(new_n_past.value)
