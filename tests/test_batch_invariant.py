@@ -17,7 +17,7 @@ import pytest
 from vllmchat.bench.engine import batch_invariance
 from vllmchat.core.engine.exactness import (
     BuildMarker,
-    Placement,
+    KernelSetup,
     exactness,
     identity_note,
 )
@@ -42,7 +42,7 @@ def test_a_batch_gives_its_rows_the_logits_of_single_steps(which, flash_attn, re
     assert figures["largest_difference"] == {"600+7": 0.0, "252+7": 0.0}
 
 
-def _at(**changes: object) -> Placement:
+def _at(**changes: object) -> KernelSetup:
     base = dict(
         gpu_layers=True,
         backends=("CUDA", "CPU"),
@@ -51,7 +51,7 @@ def _at(**changes: object) -> Placement:
         swa_ring=False,
         compute=((9, 0),),
     )
-    return Placement(**{**base, **changes})  # type: ignore[arg-type]
+    return KernelSetup(**{**base, **changes})  # type: ignore[arg-type]
 
 
 def test_exactness_names_what_breaks_it():

@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from vllmchat.core.engine.exactness import BuildMarker, Placement, exactness
+from vllmchat.core.engine.exactness import BuildMarker, KernelSetup, exactness
 from vllmchat.core.machine.backend import BackendChoice, choose_backend
 from vllmchat.core.machine.install_hints import install_hint
 from vllmchat.core.machine.llama_libs import library_names
@@ -60,7 +60,7 @@ class Plan:
             for major, _, minor in (c.partition(".") for c in self.target.facts.nvidia_compute_caps)
             if major.isdigit() and minor.isdigit()
         )
-        at = Placement(
+        at = KernelSetup(
             gpu_layers=backend != "cpu",
             backends=(_GGML_NAMES.get(backend, backend), "CPU"),
             flash_attn=True,

@@ -119,14 +119,14 @@ PROSE = [
 
 
 @dataclass(frozen=True)
-class Placement:
-    """Where the benchmark's models run."""
+class LayersAndThreads:
+    """Where the benchmark's models run: GPU layers and CPU threads."""
 
     n_gpu_layers: int = 0
     n_threads: int = 2
 
 
-def _client(model: str, at: Placement, *, flash_attn: bool, draft: str = "") -> EngineClient:
+def _client(model: str, at: LayersAndThreads, *, flash_attn: bool, draft: str = "") -> EngineClient:
     client = open_local()
     client.load(
         LoadSettings(
@@ -154,7 +154,7 @@ def _reply(client: EngineClient, prompt: str, mode: SpeculationMode, max_tokens:
 
 def _compare(
     model: str,
-    at: Placement,
+    at: LayersAndThreads,
     prompts: list[str],
     *,
     flash_attn: bool = False,
@@ -206,7 +206,9 @@ def _acceptance(rows: list[dict[str, Any]]) -> float:
     return round(sum(r["accepted"] for r in rows) / drafted, 3) if drafted else 0.0
 
 
-def _model_figures(model: str, at: Placement, quick: bool, flash_attn: bool) -> dict[str, Any]:
+def _model_figures(
+    model: str, at: LayersAndThreads, quick: bool, flash_attn: bool
+) -> dict[str, Any]:
     edits = EDITS[:2] if quick else EDITS
     prose = PROSE[:2] if quick else PROSE
     repeats = 1 if quick else 3
@@ -255,7 +257,7 @@ def run(
     """The figures for ``model`` (default: the demo model) at this placement; with
     ``flash_attn`` every comparison uses flash attention (a GPU's exact path)."""
     path = model or str(demo_model_path())
-    at = Placement(n_gpu_layers, n_threads)
+    at = LayersAndThreads(n_gpu_layers, n_threads)
     return {
         "model": Path(path).name,
         "n_gpu_layers": n_gpu_layers,

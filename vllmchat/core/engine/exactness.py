@@ -21,7 +21,7 @@ class BuildMarker:
 
 
 @dataclass(frozen=True)
-class Placement:
+class KernelSetup:
     """What of a loaded model decides whether its verifies are exact."""
 
     gpu_layers: bool  # any layer (or the output) on a GPU
@@ -41,8 +41,8 @@ class Exactness:
     max_batch: int = 0  # most rows a verify may have (0: no limit)
 
 
-def exactness(build: BuildMarker, at: Placement) -> Exactness:
-    """Exact verifies for this build at this placement, or why not."""
+def exactness(build: BuildMarker, at: KernelSetup) -> Exactness:
+    """Exact verifies for this build on this kernel setup, or why not."""
     covers = build.covers
     if "cpu" not in covers:
         return Exactness(False, "this llama.cpp build is not vllmchat's batch-invariant one")

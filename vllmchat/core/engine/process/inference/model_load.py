@@ -8,7 +8,7 @@ from typing import Any
 import llama_cpp  # before numpy: the CUDA build segfaults in the other order
 
 from vllmchat.core.engine.events import EngineError, ErrorKind
-from vllmchat.core.engine.exactness import Exactness, Placement, exactness
+from vllmchat.core.engine.exactness import Exactness, KernelSetup, exactness
 from vllmchat.core.engine.failures import classify_load_failure
 from vllmchat.core.engine.process.llama import llama_adapter, llama_log
 from vllmchat.core.engine.process.llama.llama_adapter import loader_overrides
@@ -83,7 +83,7 @@ def exactness_at(llm: llama_cpp.Llama, settings: LoadSettings, header: Any, gpu:
     """Whether this build and placement give a verify's rows single steps' logits."""
     ring = llama_cpp.llama_model_n_swa(llm.model) > 0 and not settings.swa_full
     compute = tuple(nvml.compute_capabilities()) if gpu else ()
-    at = Placement(
+    at = KernelSetup(
         gpu_layers=gpu,
         backends=tuple(b.name for b in ggml_backends()),
         flash_attn=settings.flash_attn,
