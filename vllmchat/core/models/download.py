@@ -15,10 +15,10 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from vllmchat.core.models.catalog import CatalogError, QuantFile, RemoteFile, _hub_error
+from vllmchat.core.models.events import DownloadProgress
 
 CHUNK = 1 << 20
 NET_CHUNK = 1 << 18
@@ -31,21 +31,6 @@ class DownloadError(RuntimeError):
 
 class DownloadCancelled(DownloadError):
     """Cancelled by the user; the partial file is kept for a later resume."""
-
-
-@dataclass(frozen=True)
-class DownloadProgress:
-    """Bytes so far for the whole quant, speed and time left."""
-
-    filename: str
-    done: int
-    total: int
-    bytes_per_s: float
-    eta_s: float
-
-    @property
-    def fraction(self) -> float:
-        return self.done / self.total if self.total else 0.0
 
 
 def local_path(models_dir: Path, repo: str, filename: str) -> Path:

@@ -10,7 +10,8 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
 
 from vllmchat.core.models.catalog import QuantFile
-from vllmchat.core.models.download import Downloader, DownloadProgress
+from vllmchat.core.models.download import Downloader
+from vllmchat.core.models.events import DownloadProgress
 from vllmchat.core.models.memory import MIB
 from vllmchat.ui.common.workers import WorkerGroup
 

@@ -23,7 +23,8 @@ from PySide6.QtWidgets import (
 
 from vllmchat.core.models.advisor import QuantAdvice
 from vllmchat.core.models.catalog import QuantFile, RepoHit
-from vllmchat.core.models.download import Downloader, DownloadProgress
+from vllmchat.core.models.download import Downloader
+from vllmchat.core.models.events import DownloadProgress
 from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.models.memory import MIB, FitSettings
 from vllmchat.core.paths import models_dir
