@@ -46,7 +46,14 @@ log = logging.getLogger(__name__)
 
 def register(sub: Any) -> None:
     p = sub.add_parser("chat", help="chat in the terminal (streams tokens)")
-    p.add_argument("--conversation", default="new", help="conversation id to continue, or new")
+    p.add_argument(
+        "--conversation",
+        type=conversation_number,
+        default=None,
+        metavar="ID",
+        help="the number of a conversation to continue (`vllmchat conversations` lists them); "
+        "default: a new one",
+    )
     p.add_argument("--system", default="", help="system prompt (default: the model's own)")
     p.add_argument("--stats", action="store_true", help="print statistics after every reply")
     p.add_argument(
@@ -92,6 +99,22 @@ def register(sub: Any) -> None:
     c = sub.add_parser("conversations", help="list or search stored conversations")
     c.add_argument("--search", help="full-text search")
     c.set_defaults(func=run_conversations)
+
+
+def conversation_number(text: str) -> int | None:
+    """``--conversation``'s value: a conversation's number, or None for "new"."""
+    if text.strip().lower() == "new":
+        return None
+    try:
+        number = int(text)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a conversation's number: give one that `vllmchat conversations` "
+            "lists, or leave it out for a new conversation"
+        )
+    return number
 
 
 def _say_lock(event: LockEvent) -> None:
@@ -162,13 +185,13 @@ def run(args: argparse.Namespace) -> int:
     app = ChatApp(store, KVStateCache(kv_cache_dir()), engine=_engine(args))
     try:
         settings = _app_settings(args)
-        if args.conversation == "new":
+        if args.conversation is None:
             made = app.edits.create(system_prompt=args.system)
             if isinstance(made, EditRefused):
                 raise StoreError(made.message)
             conv = store.conversation(made.conversation_id)
         else:
-            conv = store.conversation(int(args.conversation))
+            conv = store.conversation(args.conversation)
     except (StoreError, ValueError, EngineError) as exc:
         log.warning("The chat could not start: %s", exc, exc_info=exc)
         print(f"error: {exc}", file=sys.stderr)
