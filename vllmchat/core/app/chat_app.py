@@ -19,13 +19,16 @@ import contextlib
 import logging
 import sqlite3
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 from vllmchat.core.app.attachment_intents import AttachmentIntents
 from vllmchat.core.app.conversation_edits import ConversationEdits
+from vllmchat.core.app.conversations import Conversations
 from vllmchat.core.app.engines import EngineSpec, SummaryServer, open_engine, open_local
 from vllmchat.core.app.events import (
     AppEvent,
+    ConversationCreated,
     ConversationDeleted,
     ConversationOpened,
     EditRefused,
@@ -33,6 +36,7 @@ from vllmchat.core.app.events import (
     Loaded,
     LoadFailed,
     LoadStarted,
+    NewChatPending,
     PlacementFellBack,
     PlacementNeedsConfirmation,
     StorageWarning,
@@ -50,6 +54,7 @@ from vllmchat.core.app.settings_model import Persist, SettingsModel
 from vllmchat.core.app.snapshot import AppSnapshot
 from vllmchat.core.app.tool_choice import ToolOffer, ToolPicks
 from vllmchat.core.app.tool_turns import ToolChoice
+from vllmchat.core.app.tools_service import ToolsService
 from vllmchat.core.app.tuning import TuningIntents, describe_file
 from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.conversations.events import SessionEvent
@@ -63,8 +68,7 @@ from vllmchat.core.engine.protocol import Engine
 from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.placement import Placement
-from vllmchat.core.tools.approval import ApprovalPolicy
-from vllmchat.core.tools.manager import ToolServerManager
+from vllmchat.core.tools.events import ToolsConfigProblem
 
 _log = logging.getLogger(__name__)
 
@@ -100,6 +104,16 @@ class ChatApp(AttachmentIntents, ReadingIntents, TuningIntents):
         self._summary_server = SummaryServer()
         self.tool_picks = ToolPicks(store)  # each conversation's tools: front ends change them
         self._tools: ToolOffer | None = None
+        self.tools = ToolsService()  # MCP servers, approvals, calls: front ends subscribe
+        self.conversations = Conversations(
+            store,
+            facts=self.facts,
+            attachments=self.attachments,
+            tool_picks=self.tool_picks,
+            edits=self.edits,
+            on_delete=self._let_go,
+        )
+        self._pending: NewChatPending | None = None  # a new chat, stored at its first message
 
     @property
     def settings(self) -> AppSettings:
@@ -262,16 +276,19 @@ class ChatApp(AttachmentIntents, ReadingIntents, TuningIntents):
 
     def use_tools(
         self,
-        manager: ToolServerManager | None,
-        policy: ApprovalPolicy,
+        config_file: Path | None,
         *,
+        must_exist: bool = False,
         tool_choice: ToolChoice = "auto",
-    ) -> None:
-        """Offer ``manager``'s tools in every turn from now on (None: no tools);
-        ``tool_choice="required"`` makes each turn's first step a call."""
-        self.tool_picks.manager = manager
-        self._tools = ToolOffer(manager, policy, self.tool_picks, tool_choice) if manager else None
+    ) -> ToolsConfigProblem | None:
+        """Offer the MCP servers of ``config_file`` in every turn from now on (None: no
+        tools; ``must_exist``: the user named it); ``tool_choice="required"`` makes each
+        turn's first step a call. A config that cannot be used is the problem returned."""
+        problem = self.tools.use(config_file, must_exist=must_exist, tool_choice=tool_choice)
+        self.tool_picks.service = self.tools
+        self._tools = ToolOffer(self.tools, self.tool_picks) if self.tools.active else None
         self._configure()
+        return problem
 
     def _reprime(self) -> int:
         """Give the engine this conversation's reply ids and its saved KV state."""
@@ -281,8 +298,35 @@ class ChatApp(AttachmentIntents, ReadingIntents, TuningIntents):
         return self.kv.restore(self.engine, self.session.conversation_id)
 
     # -- conversations --------------------------------------------------------------------
+    def new_chat(self, *, system_prompt: str | None = None) -> NewChatPending:
+        """Start a new chat: nothing is stored until its first message is sent (``send``
+        then yields ``ConversationCreated`` and ``ConversationOpened`` first). The open
+        conversation's KV state is saved and it is let go of."""
+        self._save_state()
+        self.session = None
+        prompt = self.settings.system_prompt if system_prompt is None else system_prompt
+        self._pending = NewChatPending(prompt)
+        return self._pending
+
+    @property
+    def pending(self) -> NewChatPending | None:
+        """The new chat waiting for its first message (None: none is)."""
+        return self._pending
+
+    def _stored_pending(self) -> Iterator[AppEvent]:
+        """The pending new chat stored and opened (at its first message)."""
+        pending = self._pending
+        if pending is None or self.session is not None:
+            return
+        made = self.edits.create(system_prompt=pending.system_prompt)
+        yield made
+        if isinstance(made, ConversationCreated):
+            self._pending = None
+            yield self.open_conversation(made.conversation_id)
+
     def open_conversation(self, conversation_id: int) -> ConversationOpened:
         """Save the old conversation's KV state and restore the new one's."""
+        self._pending = None
         if self.session is not None and self.session.conversation_id == conversation_id:
             return ConversationOpened(conversation_id, 0)
         if self.session is not None and self.engine.alive:
@@ -302,16 +346,20 @@ class ChatApp(AttachmentIntents, ReadingIntents, TuningIntents):
 
     def delete_conversation(self, conversation_id: int) -> ConversationDeleted | EditRefused:
         """Delete a conversation with its saved KV state; the open one is let go of."""
-        event = self.edits.delete(conversation_id)
-        if isinstance(event, ConversationDeleted):
-            self.kv.forget(conversation_id)
-            if self.conversation_id == conversation_id:
-                self.session = None
-        return event
+        return self.conversations.delete(conversation_id)
+
+    def _let_go(self, conversation_id: int) -> None:
+        """Before ``conversation_id`` is deleted: its KV state forgotten, the session
+        let go of when it is the open one."""
+        self.kv.forget(conversation_id)
+        if self.conversation_id == conversation_id:
+            self.session = None
 
     # -- turns ----------------------------------------------------------------------------
     def send(self, text: str) -> Iterator[AppEvent]:
-        return self._turn(lambda s: s.send(text))
+        """A user message and its reply; a pending new chat is stored first."""
+        yield from self._stored_pending()
+        yield from self._turn(lambda s: s.send(text))
 
     def regenerate(self) -> Iterator[AppEvent]:
         return self._turn(lambda s: s.regenerate())

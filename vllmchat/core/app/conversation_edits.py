@@ -38,7 +38,7 @@ class ConversationEdits:
     def __init__(self, store: ConversationStore) -> None:
         self.store = store
 
-    def _attempt(self, action: str, change: Callable[[], Made]) -> Made | EditRefused:
+    def attempt(self, action: str, change: Callable[[], Made]) -> Made | EditRefused:
         """``change()``'s event, or why it was refused (a store that cannot be written)."""
         try:
             return change()
@@ -50,7 +50,7 @@ class ConversationEdits:
 
     def create(self, *, system_prompt: str = "") -> ConversationCreated | EditRefused:
         """A new, empty conversation."""
-        return self._attempt(
+        return self.attempt(
             "new",
             lambda: ConversationCreated(self.store.create(system_prompt=system_prompt).id),
         )
@@ -67,7 +67,7 @@ class ConversationEdits:
             self.store.rename(conversation_id, title)
             return ConversationRenamed(conversation_id, title)
 
-        return self._attempt("rename", rename)
+        return self.attempt("rename", rename)
 
     def pin(self, message_id: int, pinned: bool) -> MessagePinned | EditRefused:
         """Pin a message (word for word in every prompt, never summarized) or unpin it."""
@@ -76,7 +76,7 @@ class ConversationEdits:
             message = self.store.set_pinned(message_id, pinned)
             return MessagePinned(message.conversation_id, message_id, message.pinned)
 
-        return self._attempt("pin", pin)
+        return self.attempt("pin", pin)
 
     def edit_summary(self, summary_id: int, text: str) -> SummaryEdited | EditRefused:
         """Rewrite a summary by hand; later summaries keep what it says."""
@@ -89,7 +89,7 @@ class ConversationEdits:
             self.store.edit_summary(summary_id, text)
             return SummaryEdited(conversation_id, summary_id, text)
 
-        return self._attempt("summary", edit)
+        return self.attempt("summary", edit)
 
     def import_file(self, path: str | Path) -> ConversationImported | EditRefused:
         """A JSON export stored as a new conversation (a bad file: nothing stored)."""
@@ -98,7 +98,7 @@ class ConversationEdits:
             conversation = import_file(self.store, path)
             return ConversationImported(conversation.id, conversation.title)
 
-        return self._attempt("import", imported)
+        return self.attempt("import", imported)
 
     def delete(self, conversation_id: int) -> ConversationDeleted | EditRefused:
         """Delete a conversation with its messages and summaries (``ChatApp.delete``
@@ -108,4 +108,4 @@ class ConversationEdits:
             self.store.delete(conversation_id)
             return ConversationDeleted(conversation_id)
 
-        return self._attempt("delete", delete)
+        return self.attempt("delete", delete)

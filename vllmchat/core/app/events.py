@@ -126,6 +126,14 @@ class ConversationCreated:
 
 
 @dataclass(frozen=True)
+class NewChatPending:
+    """A new chat was started: it is stored (``ConversationCreated``) when its first
+    message is sent; until then no conversation is open."""
+
+    system_prompt: str
+
+
+@dataclass(frozen=True)
 class ConversationRenamed:
     """A conversation's title, as the user gave it."""
 
@@ -243,6 +251,7 @@ AppEvent = (
     | PlacementNeedsConfirmation
     | PlacementFellBack
     | ConversationEdit
+    | NewChatPending
     | AttachmentAdded
     | AttachmentRejected
     | AttachmentRemoved

@@ -76,6 +76,26 @@ class PassagesUsed:
     passages: tuple[ChunkHit, ...]
 
 
+@dataclass(frozen=True)
+class Fact:
+    """One fact; ``message_id`` is the user message it was taken from (None: the
+    user wrote it), ``edited`` whether the user wrote or changed it."""
+
+    id: int
+    conversation_id: int
+    text: str
+    message_id: int | None = None
+    edited: bool = False
+
+
+@dataclass(frozen=True)
+class FactsChanged:
+    """A conversation's facts changed: ``facts`` are those of its current branch."""
+
+    conversation_id: int
+    facts: tuple[Fact, ...]
+
+
 ReplyEvent = Event | ThinkingEvent | ThoughtFor | ToolEvent
 """A reply as the front ends see it: the engine's events, the thinking told apart, and
 the tool steps of a turn with tools (servers' states, approvals, results)."""

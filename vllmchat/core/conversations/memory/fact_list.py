@@ -19,35 +19,16 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from vllmchat.core.conversations.events import Fact, FactsChanged
 from vllmchat.core.conversations.memory.facts import MAX_FACT_CHARS, bounded
 from vllmchat.core.conversations.memory.stated import same_subject, statements, superseded
 from vllmchat.core.conversations.store.store import ConversationStore, Message, StoreError
 
+__all__ = ["Fact", "FactList", "FactsChanged", "checked_text"]  # the values live in events
 _log = logging.getLogger(__name__)
 PROMPT_HEADER = "Facts the user gave, word for word:"
-
-
-@dataclass(frozen=True)
-class Fact:
-    """One fact; ``message_id`` is the user message it was taken from (None: the
-    user wrote it), ``edited`` whether the user wrote or changed it."""
-
-    id: int
-    conversation_id: int
-    text: str
-    message_id: int | None = None
-    edited: bool = False
-
-
-@dataclass(frozen=True)
-class FactsChanged:
-    """A conversation's facts changed: ``facts`` are those of its current branch."""
-
-    conversation_id: int
-    facts: tuple[Fact, ...]
 
 
 Listener = Callable[[FactsChanged], None]
