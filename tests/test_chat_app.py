@@ -10,9 +10,12 @@ import time
 
 import pytest
 
-from vllmchat.core.app.events import EngineDied, Loaded, LoadFailed, TurnStarted
+from vllmchat.core.app.chat_app import ChatApp
+from vllmchat.core.app.events import EngineDied, Loaded, LoadFailed, SettingsChanged, TurnStarted
+from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.conversations.events import MessageStored
 from vllmchat.core.conversations.store.store import ConversationStore
+from vllmchat.core.conversations.turns.kv_cache import KVStateCache
 from vllmchat.core.engine.events import DoneEvent, ErrorKind
 
 QUESTION = (
@@ -121,3 +124,25 @@ def test_sigterm_during_a_reply_keeps_it_and_saves_the_kv_state(tmp_path, demo_m
     finally:
         store.close()
     assert list((tmp_path / "kv").glob("conversation-*.kv"))
+
+
+def test_load_settings_changed_with_no_model_loaded_are_written_only_once_a_load_takes_them(
+    tmp_path, demo_model
+):
+    """With no model loaded, a change to the load settings is taken (the next load uses
+    it) but not written: a start that then fails must not leave them on disk."""
+    store = ConversationStore(tmp_path / "c.sqlite3")
+    first = AppSettings.of(model_path=str(demo_model), n_threads=2, n_ctx=1024)
+    written: list[AppSettings] = []
+    app = ChatApp(store, KVStateCache(tmp_path / "kv"), first, persist=written.append)
+    try:
+        events = list(app.configure(n_ctx=2048, max_tokens=7))
+        assert [type(e) for e in events] == [SettingsChanged]
+        assert app.settings.load.n_ctx == 2048  # the next load uses it
+        assert [(s.load.n_ctx, s.sampler.max_tokens) for s in written] == [(1024, 7)]
+        assert list(app.start())[-1].__class__ is Loaded
+        assert (written[-1].load.n_ctx, written[-1].sampler.max_tokens) == (2048, 7)
+        assert app.engine.info is not None and app.engine.info.n_ctx == 2048
+    finally:
+        app.shutdown()
+        store.close()

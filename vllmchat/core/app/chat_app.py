@@ -170,7 +170,7 @@ class ChatApp(AttachmentIntents, ReadingIntents, TuningIntents):
         moved = settings.load.placement != before.load.placement
         self._untried = before.load.placement if fall_back and self._ran and moved else None
         self._ran = True
-        yield from self._settings.adopt(settings)
+        yield from self._settings.adopt(settings, loaded=True)
         self._configure()
         self._death_reported = False
         description = describe_file(info.path)
@@ -201,11 +201,15 @@ class ChatApp(AttachmentIntents, ReadingIntents, TuningIntents):
         yield from self.load(settings, live=True)
 
     def configure(self, **changes: Any) -> Iterator[AppEvent]:
-        """Change settings by field name; a change to the load settings reloads live."""
+        """Change settings by field name; a change to the load settings reloads live
+        (with no model loaded, it waits for the next load, which writes it)."""
         settings = self.settings.with_changes(**changes)
-        if settings.needs_reload(self.settings) and self.engine.info is not None:
+        reload = settings.needs_reload(self.settings)
+        if reload and self.engine.info is not None:
             yield from self.load(settings, live=True)
             return
+        # No model holds the load settings yet: the next load uses them, and only a load
+        # that succeeds writes them.
         yield from self._settings.adopt(settings)
         self._configure()
 
@@ -232,7 +236,7 @@ class ChatApp(AttachmentIntents, ReadingIntents, TuningIntents):
         """A fresh engine with the last settings (a quarter fewer GPU layers if asked);
         the conversation's last checkpoint is restored."""
         settings = self.settings
-        n = settings.load.n_gpu_layers
+        n = settings.load.placement.n_gpu_layers
         if fewer_layers and n > 0:
             settings = settings.with_changes(n_gpu_layers=max(0, n - max(1, n // 4)))
         self.engine.close()
