@@ -26,6 +26,8 @@ import heapq
 import re
 from collections.abc import Iterable, Sequence
 
+from vllmchat.core.conversations.memory.steering import steers
+
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|\n+")
 _CLAUSE = re.compile(r"\s*[,;:–—]\s+")
 _WORD = re.compile(r"[\w][\w'’,.:-]*\w|\w")
@@ -74,6 +76,7 @@ _ASKING = _words(
 # Discourse markers that may precede a statement ("By the way, my flight ...").
 _MARKERS = re.compile(
     r"^(?:(?:just so you know|for the record|for context|fyi|by the way|btw|oh|ok|okay|"
+    r"yeah|yes|yep|haha|ha|lol|ah|wow|hmm|"
     r"so|also|and|but|well|actually|anyway|now|then|plus|hi|hello|hey|please|"
     r"(?:please )?(?:remember|note|keep in mind|don'?t forget)(?: that)?|übrigens|außerdem|"
     r"au fait|d'ailleurs|alors|por cierto|además|pues|comunque|forresten|förresten)\b[\s,:!.-]*)+",
@@ -103,7 +106,7 @@ _REACTION = re.compile(
 _REQUEST = re.compile(
     r"^(?:(?:i|we)(?:'d|’d| would)(?: really)? (?:like|love|prefer)|"
     r"(?:i|we)(?: really| just| also)? (?:want|need|wish|wanted|needed)|"
-    r"(?:i|we) (?:'m|’m|am|are) (?:looking for|wondering|interested in)|"
+    r"(?:i|we)(?:'m|’m| am| are| 're) (?:wondering|curious)|"
     r"(?:i|we) (?:have|got) (?:a|another|one more|some) (?:question|request|favou?r)|"
     r"i was wondering|ich möchte|ich hätte gern|je voudrais|j'aimerais|quiero|quisiera|"
     r"me gustaría|vorrei|gostaria|jeg vil ha|jag vill ha|я хочу)"
@@ -145,16 +148,20 @@ def _states(clause: str) -> bool:
     first = words[0].lower().replace("’", "'")
     if _first_person(first):
         flat = " ".join(w.replace("’", "'") for w in words)
-        return not (_REACTION.match(flat) or _is_request(flat))
+        return not (_REACTION.match(flat) or _is_request(flat) or steers(flat))
     lowered = {w.lower() for w in words}
     if first in _SECOND_PERSON or first in _ASKING:
         return False
-    described = (
-        first in _DETERMINERS
-        or bool(_NUMBER.search(first))
-        or (words[0][:1].isupper() and words[1].lower() in _COPULAS)
-    )
-    return described and bool(lowered & _POSSESSIVES or _specifics(clause))
+    described = first in _DETERMINERS or bool(_NUMBER.search(first)) or _named_subject(words)
+    return described and bool(lowered & _POSSESSIVES or _specifics(clause)) and not steers(clause)
+
+
+def _named_subject(words: list[str]) -> bool:
+    """A name (capitalised words, "President Nelson") before a copula."""
+    names = 0
+    while names < len(words) - 1 and words[names][:1].isupper():
+        names += 1
+    return 0 < names <= 3 and words[names].lower() in _COPULAS
 
 
 def _is_request(flat: str) -> bool:
