@@ -225,3 +225,30 @@ def test_export_and_import_carry_the_facts_and_refuse_malformed_ones(store, tmp_
     (tmp_path / "older.json").write_text(json.dumps(data))
     older = import_file(store, tmp_path / "older.json")
     assert [f.text for f in facts.facts(older.id)] == ["I'm vegetarian", "We have two kids"]
+
+
+def test_a_request_that_steers_the_conversation_is_not_a_fact_however_it_is_phrased():
+    steering = [
+        "My question is about taxes.",  # the topic
+        "The topic is renewable energy.",
+        "Today we're going to talk about gardening.",
+        "I'm interested in the history of Rome.",
+        "Next I want to discuss the budget.",  # what comes next
+        "We will talk about dogs next.",
+        "I'll ask about taxes next.",
+        "I was hoping we could discuss my resume.",
+        "I prefer short answers.",  # the kind of answer
+        "I'd rather have a list.",
+        "I'm looking for a short summary.",
+        "The answer should be in bullet points.",
+        "I would rather you keep it short.",
+    ]
+    assert [s for s in steering if kept(s)] == []
+    plans = [
+        "I want to move to Spain.",
+        "I need to finish the report by Friday.",
+        "I like to write poems.",
+        "We're moving to Oslo in May.",
+        "I prefer trains to planes.",
+    ]
+    assert [s for s in plans if not kept(s)] == []
