@@ -89,3 +89,60 @@ def test_a_listing_piped_into_head_ends_quietly(tmp_path):
     assert proc.returncode == 0
     assert len(proc.stdout.splitlines()) == 5
     assert "Traceback" not in proc.stderr and "BrokenPipeError" not in proc.stderr, proc.stderr
+
+
+def _conversations(data) -> list:
+    from vllmchat.core.conversations.store.store import ConversationStore
+
+    store = ConversationStore(data / "conversations.sqlite3")
+    try:
+        return store.conversations()
+    finally:
+        store.close()
+
+
+def test_a_missing_model_is_said_in_the_terminals_words_and_leaves_no_conversation(tmp_path):
+    data = tmp_path / "data"
+    env = {**os.environ, "VLLMCHAT_DATA_DIR": str(data)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "vllmchat", "chat", "--model", str(tmp_path / "nonexistent.gguf")],
+        input="",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert "Pick the model again" not in proc.stderr  # the window's words
+    assert "--model PATH" in proc.stderr and "vllmchat models" in proc.stderr
+    assert _conversations(data) == []
+
+
+def test_a_chat_is_stored_at_its_first_message(demo_model, tmp_path):
+    data = tmp_path / "data"
+    env = {**os.environ, "VLLMCHAT_DATA_DIR": str(data)}
+    command = [sys.executable, "-m", "vllmchat", "chat", "--n-ctx", "1024", "--max-tokens", "4"]
+    left = subprocess.run(
+        command, input="/history\n/quit\n", env=env, capture_output=True, text=True, timeout=120
+    )
+    assert left.returncode == 0, left.stderr
+    assert "a new conversation" in left.stdout
+    assert "the conversation starts with your first message" in left.stdout
+    assert _conversations(data) == []  # started and left without a word: nothing stored
+    said = subprocess.run(
+        command, input="Hello\n/quit\n", env=env, capture_output=True, text=True, timeout=120
+    )
+    assert said.returncode == 0, said.stderr
+    assert "ai> " in said.stdout
+    [stored] = _conversations(data)
+    missing = subprocess.run(
+        [*command, "--conversation", str(stored.id + 1)],
+        input="",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert missing.returncode == 2
+    assert f"There is no conversation {stored.id + 1}" in missing.stderr
+    assert len(_conversations(data)) == 1

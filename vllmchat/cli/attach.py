@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from vllmchat.core.app.chat_app import ChatApp
-from vllmchat.core.app.events import AttachmentAdded, AttachmentRejected
+from vllmchat.core.app.events import AttachmentAdded, AttachmentRejected, ConversationCreated
 from vllmchat.core.conversations.events import PassagesUsed
 
 HELP = """  /attach PATH    attach a document (text, Markdown, code, PDF, .docx) or an image
@@ -26,10 +26,21 @@ def attach(app: ChatApp, path: str, out: Any) -> bool:
     if not path:
         out.write("error: /attach takes a file, e.g. /attach ~/report.pdf\n")
         return False
+    _start_new_chat(app)
     taken = False
     for event in app.attach(path):
         taken = show(event, out) or taken
     return taken
+
+
+def _start_new_chat(app: ChatApp) -> None:
+    """A file attached to a new chat stores the chat: the file goes with its first message."""
+    pending = app.pending
+    if app.session is not None or pending is None:
+        return
+    made = app.edits.create(system_prompt=pending.system_prompt)
+    if isinstance(made, ConversationCreated):
+        app.open_conversation(made.conversation_id)
 
 
 def show(event: Any, out: Any) -> bool:

@@ -1,7 +1,8 @@
 """``vllmchat chat``: streaming chat in the terminal, stored like the app's conversations.
 
-Here: the options, opening the store, the loop that reads lines; the slash commands
-are in ``chat_commands``, what is printed of the events in ``chat_output``."""
+Here: the options, starting the application layer, the loop that reads lines; the
+slash commands are in ``chat_commands``, what is printed of the events in
+``chat_output``. A new chat is stored at its first message."""
 
 from __future__ import annotations
 
@@ -21,14 +22,10 @@ from vllmchat.cli.chat_tools import open_tools
 from vllmchat.cli.options import add_options, given
 from vllmchat.core.app.chat_app import ChatApp
 from vllmchat.core.app.engines import open_server
-from vllmchat.core.app.events import EditRefused
+from vllmchat.core.app.errors import LockEvent, StoreError
+from vllmchat.core.app.start import CannotStart, Started, open_app
 from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.conversations.memory.policy import ContextPolicy
-from vllmchat.core.conversations.store.faults import LockEvent
-from vllmchat.core.conversations.store.recovery import open_default_store
-from vllmchat.core.conversations.store.schema import NewerStoreError
-from vllmchat.core.conversations.store.store import StoreError
-from vllmchat.core.conversations.turns.kv_cache import KVStateCache
 from vllmchat.core.demo_model import demo_model_path
 from vllmchat.core.engine.events import (
     EngineError,
@@ -38,7 +35,6 @@ from vllmchat.core.engine.events import (
 from vllmchat.core.engine.exactness import identity_note
 from vllmchat.core.engine.protocol import Engine
 from vllmchat.core.engine.remote.servers import url_warning
-from vllmchat.core.paths import kv_cache_dir
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 
 log = logging.getLogger(__name__)
@@ -122,35 +118,37 @@ def _say_lock(event: LockEvent) -> None:
     print(f"note: {event.message}", file=sys.stderr, flush=True)
 
 
-def _open_store() -> Any:
-    """The user's conversations; a damaged database is recovered and said so, once;
-    another process's lock is waited out, then a one-line error."""
-    try:
-        store, recovery = open_default_store(on_lock=_say_lock)
-    except (NewerStoreError, StoreError, OSError) as exc:
-        log.error("The conversations could not be opened: %s", exc, exc_info=exc)
-        print(f"error: {exc}", file=sys.stderr)
-        raise SystemExit(2) from exc
-    if recovery is not None:
-        print(f"note: {recovery.message()}", file=sys.stderr)
-    return store
+def _start(engine: Engine | None = None) -> Started | None:
+    """The application on the user's conversations; a damaged database is recovered and
+    said so, once; another process's lock is waited out, then a one-line error (None)."""
+    started = open_app(engine=engine, on_lock=_say_lock)
+    if isinstance(started, CannotStart):
+        print(f"error: {started.message}", file=sys.stderr)
+        return None
+    if started.recovered:
+        print(f"note: {started.recovered}", file=sys.stderr)
+    return started
 
 
 def run_conversations(args: argparse.Namespace) -> int:
-    store = _open_store()
+    started = _start()
+    if started is None:
+        return 2
+    conversations = started.app.conversations
     try:
         if args.search:
-            for conv, msg, snippet in store.search(args.search):
-                print(f"{conv.id:5}  {conv.title[:40]:40}  {msg.role:9} {snippet}")
+            for hit in conversations.search(args.search):
+                conv, role = hit.conversation, hit.message.role
+                print(f"{conv.id:5}  {conv.title[:40]:40}  {role:9} {hit.snippet}")
         else:
-            for conv in store.conversations():
-                n = len(store.path(conv.id))
+            for conv in conversations.list():
+                n = len(conversations.branch(conv.id))
                 print(f"{conv.id:5}  {conv.title[:50]:50}  {n} messages")
     except StoreError as exc:  # damage met while reading
         print(f"error: {exc}", file=sys.stderr)
         return 2
     finally:
-        store.close()
+        started.close()
     return 0
 
 
@@ -179,46 +177,56 @@ class _Quit(Exception):
     """SIGTERM (a logout, ``kill``) while waiting for input: leave like /quit."""
 
 
+def _open(app: ChatApp, args: argparse.Namespace) -> str:
+    """Open ``--conversation``, or start a new chat (stored at its first message);
+    why not, when it cannot be."""
+    if args.conversation is None:
+        app.new_chat(system_prompt=args.system)
+        return ""
+    if app.conversations.conversation(args.conversation) is None:
+        return (
+            f"There is no conversation {args.conversation} "
+            "(`vllmchat conversations` lists them; leave out --conversation for a new one)."
+        )
+    app.open_conversation(args.conversation)
+    return ""
+
+
 def run(args: argparse.Namespace) -> int:
     out = sys.stdout
-    store = _open_store()
-    app = ChatApp(store, KVStateCache(kv_cache_dir()), engine=_engine(args))
     try:
         settings = _app_settings(args)
-        if args.conversation is None:
-            made = app.edits.create(system_prompt=args.system)
-            if isinstance(made, EditRefused):
-                raise StoreError(made.message)
-            conv = store.conversation(made.conversation_id)
-        else:
-            conv = store.conversation(args.conversation)
-    except (StoreError, ValueError, EngineError) as exc:
+        engine = _engine(args)
+    except (ValueError, EngineError) as exc:
         log.warning("The chat could not start: %s", exc, exc_info=exc)
         print(f"error: {exc}", file=sys.stderr)
-        store.close()
         return 2
+    opened = _start(engine)
+    if opened is None:
+        return 2
+    app = opened.app
     state: dict[str, Any] = {"last": None, "streaming": False, "quit": False, "tools": None}
     if args.mcp:
-        tools = open_tools(args.mcp)
+        tools = open_tools(app, args.mcp, args.tool_choice, out)
         if tools is None:
-            app.shutdown()
-            store.close()
+            opened.close()
             return 2
         state["tools"] = tools
-        app.use_tools(tools.manager, tools.policy, tool_choice=args.tool_choice)
-    app.open_conversation(conv.id)
-    started = loaded(app.load(settings))
+    why_not = _open(app, args)
+    started = None if why_not else loaded(app.load(settings))
     if started is None:
-        app.shutdown()
-        store.close()
+        if why_not:
+            print(f"error: {why_not}", file=sys.stderr)
+        opened.close()
         if state["tools"] is not None:
-            state["tools"].manager.close()
+            state["tools"].close()
         return 2
     info = started.info
     restored = started.restored_tokens
+    which = f"conversation {app.conversation_id}" if app.conversation_id else "a new conversation"
     out.write(
         f"{info.name} · {info.architecture} · {info.chat_template} template · "
-        f"n_ctx {info.n_ctx} · loaded in {info.load_s:.2f}s · conversation {conv.id}"
+        f"n_ctx {info.n_ctx} · loaded in {info.load_s:.2f}s · {which}"
         + (f" ({restored} tokens of KV cache restored)" if restored else "")
         + ". /help for commands.\n"
     )
@@ -272,10 +280,9 @@ def run(args: argparse.Namespace) -> int:
     finally:
         ahead.finish()
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        app.shutdown()
-        store.close()
+        opened.close()
         if state["tools"] is not None:
-            state["tools"].manager.close()
+            state["tools"].close()
 
 
 class WhileReading:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TextIO, cast
 
 from vllmchat.cli import attach as attaching
 from vllmchat.cli.chat_tools import show_tool_event
@@ -132,7 +132,7 @@ def _show(
         if isinstance(event, ApprovalNeeded | ToolCallFinished) and started:
             out.write("\n")  # the model's call ends its line
             started = False
-        if show_tool_event(event, out, sys.stdin.readline):
+        if show_tool_event(event, cast(TextIO, out), sys.stdin.readline):
             started = False  # the model's next step starts a new line
             tools = state.get("tools") if isinstance(event, ApprovalNeeded) else None
             failed = tools.remember(event) if tools is not None else ""
