@@ -3,6 +3,7 @@ ones refused with a clear reason, chunks by page and heading, FTS5 retrieval."""
 
 from __future__ import annotations
 
+import random
 import sqlite3
 from pathlib import Path
 
@@ -52,10 +53,57 @@ def test_text_markdown_and_code_keep_their_sections_and_hash(tmp_path: Path) -> 
 def test_legacy_and_utf16_text_are_read(tmp_path: Path) -> None:
     cp = tmp_path / "old.txt"
     cp.write_bytes("Caf\xe9 cr\xe8me".encode("cp1252"))
-    assert extract(cp).text == "Café crème"
+    legacy = extract(cp)
+    assert legacy.text == "Café crème"
+    assert legacy.notice == (
+        "old.txt is not UTF-8 (byte 4 is not valid UTF-8), so it was read as Windows-1252 "
+        "(Western European); if letters look wrong, save it as UTF-8 and attach it again."
+    )
     wide = tmp_path / "wide.txt"
     wide.write_bytes("\ufeffHello wide".encode("utf-16-le"))
-    assert extract(wide).text == "Hello wide"
+    assert extract(wide).text == "Hello wide" and extract(wide).notice == ""
+    plain = tmp_path / "plain.txt"
+    plain.write_bytes("Café crème".encode())
+    assert extract(plain).notice == "", "nothing is said of a file read as it is written"
+
+
+def test_the_encoding_assumed_is_said_where_the_user_reads_of_the_attachment() -> None:
+    said = "old.txt is not UTF-8 (byte 4 is not valid UTF-8), so it was read as Windows-1252."
+    fit = fit_document(
+        "old.txt", 100, prompt_tokens=0, budget=7680, n_ctx=8192, chunk_tokens=300, notice=said
+    )
+    assert fit.message.startswith("old.txt (100 tokens") and fit.message.endswith(said)
+    fit = fit_document("new.txt", 100, prompt_tokens=0, budget=7680, n_ctx=8192, chunk_tokens=300)
+    assert "UTF-8" not in fit.message
+
+
+def test_a_file_named_pdf_that_is_not_one_and_a_pdf_without_pages(tmp_path: Path) -> None:
+    import pypdfium2 as pdfium
+
+    noise = _write(tmp_path / "x.pdf", random.Random(7).randbytes(4096))
+    with pytest.raises(errors.AttachmentError) as caught:
+        extract(noise)
+    assert caught.value.reason == "unreadable"
+    assert caught.value.message == (
+        "x.pdf is not a readable PDF: it is damaged, or not a PDF at all (it does not start "
+        "as a PDF does)."
+    )
+    empty = pdfium.PdfDocument.new()
+    empty.save(str(tmp_path / "empty.pdf"))
+    empty.close()
+    with pytest.raises(errors.AttachmentError) as caught:
+        extract(tmp_path / "empty.pdf")
+    assert caught.value.reason == "empty"
+    assert caught.value.message == (
+        "empty.pdf is a PDF with no pages: there is nothing in it to read."
+    )
+    assert "PDFium" not in caught.value.message
+    broken = _write(tmp_path / "broken.pdf", b"%PDF-1.4\n1 0 obj <</Type/Catalog>> endobj\n")
+    with pytest.raises(errors.AttachmentError, match="damaged, or not a PDF at all"):
+        extract(broken)
+    text = _write(tmp_path / "notes.docx", b"Just some text, not a Word file.\n")
+    with pytest.raises(errors.AttachmentError, match="not a readable Word document"):
+        extract(text)
 
 
 def test_pdf_pages_and_bookmarks(tmp_path: Path) -> None:

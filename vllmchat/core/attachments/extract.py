@@ -83,6 +83,16 @@ def extract(path: str | Path, *, max_bytes: int = MAX_BYTES) -> ExtractedDocumen
     digest = hashlib.sha256(raw).hexdigest()
     kind = sniff(raw[:2048])
     suffix = p.suffix.lower()
+    notice = ""
+    if suffix == ".pdf" and kind != "pdf":
+        raise Unreadable(
+            f"{p.name} is not a readable PDF: it is damaged, or not a PDF at all (it does "
+            "not start as a PDF does)."
+        )
+    if suffix == ".docx" and kind not in ("zip", "ole"):
+        raise Unreadable(
+            f"{p.name} is not a readable Word document: it is damaged, or not a .docx file at all."
+        )
     if kind == "pdf":
         from vllmchat.core.attachments.pdf import read_pdf
 
@@ -103,7 +113,7 @@ def extract(path: str | Path, *, max_bytes: int = MAX_BYTES) -> ExtractedDocumen
             "a multimodal projector)."
         )
     elif kind == "text":
-        text = decode_text(raw, p.name)
+        text, notice = read_text(raw, p.name)
         sections, pages = text_sections(text, markdown=suffix in MARKDOWN), 0
         mime = "text/markdown" if suffix in MARKDOWN else "text/plain"
     else:
@@ -118,15 +128,23 @@ def extract(path: str | Path, *, max_bytes: int = MAX_BYTES) -> ExtractedDocumen
         )
     if not text.strip():
         raise EmptyDocument(f"{p.name} holds no text.")
-    return ExtractedDocument(p.name, digest, mime, len(raw), text, tuple(sections), pages)
+    return ExtractedDocument(
+        p.name, digest, mime, len(raw), text, tuple(sections), pages, notice=notice
+    )
 
 
 def decode_text(raw: bytes, name: str) -> str:
-    """Text in UTF-8 (with or without a BOM), UTF-16 with a BOM, or a legacy 8-bit
-    encoding; binary data (NUL bytes, many control bytes) is refused as ``NotText``."""
+    """The text of ``raw`` (see ``read_text``)."""
+    return read_text(raw, name)[0]
+
+
+def read_text(raw: bytes, name: str) -> tuple[str, str]:
+    """Text in UTF-8 (with or without a BOM), UTF-16 with a BOM, or else Windows' legacy
+    Western encoding, and a notice saying so when that encoding was assumed (""
+    otherwise); binary data (NUL bytes, many control bytes) is refused as ``NotText``."""
     if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         try:
-            return _lines(raw.decode("utf-16"))
+            return _lines(raw.decode("utf-16")), ""
         except UnicodeDecodeError as exc:
             raise NotText(
                 f"{name} starts like UTF-16 text but is not (at byte {exc.start:,})."
@@ -138,16 +156,22 @@ def decode_text(raw: bytes, name: str) -> str:
             "a program or an archive under a text name."
         )
     try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        text = raw.decode("cp1252", errors="replace")  # Windows' legacy text, the usual one
+        text, notice = raw.decode("utf-8-sig"), ""
+    except UnicodeDecodeError as exc:
+        # Windows' legacy text, the usual one; said, since it is a guess.
+        text = raw.decode("cp1252", errors="replace")
+        notice = (
+            f"{name} is not UTF-8 (byte {exc.start + 1:,} is not valid UTF-8), so it was "
+            "read as Windows-1252 (Western European); if letters look wrong, save it as "
+            "UTF-8 and attach it again."
+        )
     controls = len(_CONTROL.findall(text[:200_000]))
     if controls > max(8, len(text[:200_000]) // 200):
         raise NotText(
             f"{name} holds binary data ({controls:,} control bytes), not text: it may be a "
             "program or an archive under a text name."
         )
-    return _lines(text)
+    return _lines(text), notice
 
 
 def _lines(text: str) -> str:

@@ -45,6 +45,7 @@ class ExtractedDocument:
     text: str
     sections: tuple[Section, ...]
     pages: int = 0  # of a paged format (0: it has none)
+    notice: str = ""  # what the user should know of how it was read (an encoding assumed)
 
     def section_at(self, offset: int) -> Section | None:
         """The section holding the character at ``offset``."""

@@ -7,21 +7,37 @@ better than a pure-Python parser.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
-from vllmchat.core.attachments.errors import PasswordProtected, ScannedPdf, Unreadable
+from vllmchat.core.attachments.errors import (
+    EmptyDocument,
+    PasswordProtected,
+    ScannedPdf,
+    Unreadable,
+)
 from vllmchat.core.attachments.model import Section
 
 MIN_CHARS_PER_PAGE = 3  # fewer, on average, and the pages are pictures (a scan)
+_WHY = {  # PDFium's load errors, in words (its "Success" and "Unknown error" say nothing)
+    pdfium_c.FPDF_ERR_FILE: "the file could not be opened",
+    pdfium_c.FPDF_ERR_FORMAT: "its structure is broken",
+    pdfium_c.FPDF_ERR_PAGE: "a page is broken",
+}
+_PAGE_TREE = re.compile(rb"/Type\s*/Pages\b")
+_PAGE_COUNT = re.compile(rb"/Count\s+[1-9]")
 
 
 def read_pdf(raw: bytes, name: str) -> tuple[str, list[Section], int]:
     """The text, one section per page (headed by the bookmark it falls under), and the
     number of pages."""
     pdf = _open(raw, name)
+    if len(pdf) == 0:
+        pdf.close()
+        raise _no_pages(name)
     try:
         headings = _bookmarks(pdf)
         pages: list[str] = []
@@ -63,7 +79,17 @@ def _open(raw: bytes, name: str) -> Any:
                 f"{name} is protected by a password, so its text cannot be read. Save a "
                 "copy without the password (print it to PDF) and attach that."
             ) from exc
-        raise Unreadable(f"{name} is not a readable PDF ({exc}).") from exc
+        if _PAGE_TREE.search(raw) and not _PAGE_COUNT.search(raw):
+            raise _no_pages(name) from exc
+        why = _WHY.get(exc.err_code)
+        raise Unreadable(
+            f"{name} is not a readable PDF: it is damaged, or not a PDF at all"
+            + (f" ({why})." if why else ".")
+        ) from exc
+
+
+def _no_pages(name: str) -> EmptyDocument:
+    return EmptyDocument(f"{name} is a PDF with no pages: there is nothing in it to read.")
 
 
 def _bookmarks(pdf: Any) -> dict[int, str]:

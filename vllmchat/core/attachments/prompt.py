@@ -68,11 +68,28 @@ def fit_document(
     n_ctx: int,
     chunk_tokens: int,
     n_ctx_train: int = 0,
+    notice: str = "",
 ) -> Fit:
     """``whole`` when the document fits the prompt budget beside the conversation so far
     (``prompt_tokens``) and a question; else ``retrieval`` when the budget holds a few
     passages; else ``NoRoom`` saying what context would do, or, when the model was
-    trained for less than that (``n_ctx_train``), that it is too small for retrieval."""
+    trained for less than that (``n_ctx_train``), that it is too small for retrieval.
+    A ``notice`` on how the document was read (an encoding assumed) ends the message."""
+    fit = _fit(name, tokens, prompt_tokens, budget, n_ctx, chunk_tokens, n_ctx_train)
+    if not notice:
+        return fit
+    return Fit(fit.mode, fit.tokens, fit.share, f"{fit.message} {notice}")
+
+
+def _fit(
+    name: str,
+    tokens: int,
+    prompt_tokens: int,
+    budget: int,
+    n_ctx: int,
+    chunk_tokens: int,
+    n_ctx_train: int,
+) -> Fit:
     if prompt_tokens + tokens + QUESTION_ROOM <= budget:
         share = tokens / n_ctx
         return Fit(
