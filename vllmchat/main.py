@@ -13,6 +13,13 @@ import multiprocessing
 import sys
 from collections.abc import Sequence
 
+# What ``vllmchat --help`` says above the commands, in plain words.
+DESCRIPTION = (
+    "Chat with GGUF models on this machine (llama.cpp). With no command the window "
+    "opens, or the terminal chat where there is no display; the commands below run "
+    "in the terminal."
+)
+
 
 def _wants_window(argv: list[str]) -> bool:
     return not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"))
@@ -24,11 +31,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     if _wants_window(args):
         return _window(args)
+    if args[:1] in (["-h"], ["--help"]):
+        return _help()
     if args[:2] == ["bench", "ui"] and "-h" not in args and "--help" not in args:
         return _bench_window(args[2:])
     from vllmchat.cli import main as cli_main
 
     return cli_main(args)
+
+
+def _help() -> int:
+    """The commands, under a plain description of the program."""
+    from vllmchat.cli import build_parser
+
+    parser = build_parser()
+    parser.description = DESCRIPTION
+    parser.print_help()
+    return 0
 
 
 def _start_log() -> None:

@@ -6,27 +6,37 @@ import argparse
 import json
 from typing import Any
 
+# Each benchmark, with what it measures in one line (``vllmchat bench --help`` lists them).
+BENCHMARKS = {
+    "engine": "the engine path against raw llama-cpp-python",
+    "estimate": "the memory estimate against what llama.cpp allocates",
+    "conversation": "a 200-turn soak, and reopening with a saved KV state",
+    "ui": "the window: GUI-thread stalls while streaming and reloading; startup time",
+    "tune": "the tuner's pick against an exhaustive sweep of the same placements",
+    "tune-noise": "the tuner's pick under noisy speed readings (a simulated card)",
+    "remote": "the app on llama.cpp's own server, on loopback",
+    "moe": "expert placement for a mixture-of-experts model",
+    "summary": "whether planted facts survive summaries, and whether a turn waits for one",
+    "speculative": "decode speed with speculative decoding against without",
+    "store": "opening a 200 MB conversation store against a 1 MB one",
+    "vision": "images kept in the KV cache: what a follow-up and a restart encode",
+    "attach": "a document prefilled once; a large one answered from passages",
+    "tools": "a tool round trip through the demo model and a loopback MCP server",
+}
+
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("bench", help="benchmarks (prints JSON)")
+    width = max(map(len, BENCHMARKS))
+    listed = "\n".join(f"  {name:{width}}  {line}" for name, line in BENCHMARKS.items())
+    p = sub.add_parser(
+        "bench",
+        help="benchmarks (prints JSON)",
+        description="Run one benchmark; it prints the ratios it measured in one run.",
+        epilog=f"benchmarks:\n{listed}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument(
-        "name",
-        choices=[
-            "engine",
-            "estimate",
-            "conversation",
-            "ui",
-            "tune",
-            "tune-noise",
-            "remote",
-            "moe",
-            "summary",
-            "speculative",
-            "store",
-            "vision",
-            "attach",
-            "tools",
-        ],
+        "name", choices=list(BENCHMARKS), metavar="NAME", help="the benchmark (listed below)"
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--model", help="GGUF to use (default: the demo model)")

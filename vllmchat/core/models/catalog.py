@@ -14,6 +14,7 @@ from vllmchat.core.gguf_header import GGUFHeader, NeedMoreBytes, parse_header
 from vllmchat.core.models.advisor import quant_label
 from vllmchat.core.models.projector import looks_like_projector, matching_projector
 
+SEARCH_TIMEOUT_S = 15.0
 SPLIT_RE = re.compile(r"^(?P<stem>.*)-(?P<part>\d{5})-of-(?P<total>\d{5})\.gguf$")
 
 
@@ -90,7 +91,26 @@ def _hub_error(exc: Exception, repo: str) -> CatalogError:
         return CatalogError(f"{repo} has no such revision.")
     if isinstance(exc, HfHubHTTPError):
         return CatalogError(f"The hub refused the request for {repo}: {exc}".split("\n")[0])
-    return CatalogError(f"Cannot reach the hub ({type(exc).__name__}: {exc}).")
+    if _unreachable(exc):
+        from huggingface_hub import constants
+
+        return CatalogError(
+            f"Cannot reach the hub at {constants.ENDPOINT} ({_first_line(exc)}): check the "
+            "network connection, or set HF_ENDPOINT to a mirror."
+        )
+    return CatalogError(f"The hub's answer could not be read ({type(exc).__name__}: {exc}).")
+
+
+def _unreachable(exc: Exception) -> bool:
+    """Whether the hub could not be reached: an OS error, or the HTTP client's
+    ``TransportError`` (httpx's, or that of the fork huggingface_hub brings)."""
+    return isinstance(exc, OSError) or any(
+        c.__name__ == "TransportError" for c in type(exc).__mro__
+    )
+
+
+def _first_line(exc: Exception) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def projectors(files: list[RemoteFile]) -> list[RemoteFile]:
@@ -145,14 +165,33 @@ def list_quants(repo: str, *, revision: str = "main", token: str | None = None) 
 
 
 def search(text: str, *, limit: int = 20, token: str | None = None) -> list[RepoHit]:
-    """GGUF repositories matching ``text``, most downloaded first."""
-    from huggingface_hub import HfApi
+    """GGUF repositories matching ``text``, most downloaded first.
 
+    One request, not retried: someone is waiting for the answer, and a hub that cannot
+    be reached is said at once (``HfApi.list_models`` retries five times over half a
+    minute, printing each retry)."""
+    from huggingface_hub import constants
+    from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+
+    params: dict[str, str | int] = {
+        "search": text,
+        "filter": "gguf",
+        "sort": "downloads",
+        "limit": limit,
+    }
     try:
-        models = HfApi(token=token).list_models(
-            search=text, filter="gguf", sort="downloads", limit=limit
+        response = get_session().get(
+            f"{constants.ENDPOINT}/api/models",
+            params=params,
+            headers=build_hf_headers(token=token),
+            timeout=SEARCH_TIMEOUT_S,
         )
-        return [RepoHit(m.id, m.downloads or 0, m.likes or 0) for m in models]
+        hf_raise_for_status(response)
+        models = response.json()
+        return [
+            RepoHit(str(m["id"]), int(m.get("downloads") or 0), int(m.get("likes") or 0))
+            for m in models[:limit]
+        ]
     except Exception as exc:
         raise _hub_error(exc, f"search {text!r}") from exc
 
