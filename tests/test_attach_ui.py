@@ -87,7 +87,7 @@ def test_a_document_chip_waits_by_the_input_then_opens_from_its_message(qtbot, t
     assert "notes.md" in chip.text() and w.input.pending.isVisible()
     _send(qtbot, w, "What is the boat called?")
     assert not w.input.pending.chips
-    assert "📎" in w.status_line.context_label.text()  # the document's share of the context
+    assert "document.svg" in w.status_line.context_label.text()  # the documents' share, its icon
     user = next(m for m in w.chat.messages() if m.role == "user")
     assert user.chips is not None and "notes.md" in user.chips.chips[0].text()
     qtbot.mouseClick(user.chips.chips[0], Qt.MouseButton.LeftButton)

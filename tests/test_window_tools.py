@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from vllmchat.core.conversations.store.tool_steps import ToolStepList
+from vllmchat.core.tools.events import ToolCallFinished, ToolResult
 from vllmchat.ui.chat.tool_call_fold import ToolCallFold
 
 SERVER = str(Path(__file__).parent / "mcp_servers" / "tool_server.py")
@@ -32,11 +33,24 @@ def folds(window) -> list[ToolCallFold]:
     return window.chat.messages()[-1].findChildren(ToolCallFold)
 
 
+def calls(window) -> list[ToolResult]:
+    """The window's calls in order, as the application layer's tools service tells them."""
+    results: list[ToolResult] = []
+
+    def heard(event: object) -> None:
+        if isinstance(event, ToolCallFinished):
+            results.append(event.result)
+
+    window.bridge.app.tools.subscribe(heard)
+    return results
+
+
 def test_a_call_waits_for_the_prompt_and_shows_folded_in_its_reply(
     demo_window, qtbot, tmp_path: Path
 ) -> None:
     w, store, _ = demo_window
     config = use_weather(w, tmp_path)
+    results = calls(w)
     w.send(QUESTION)
     qtbot.waitUntil(lambda: not w.approval.isHidden(), timeout=300_000)
     assert "weather" in w.approval.title.text() and "Lisbon" in w.approval.arguments.toPlainText()
@@ -44,10 +58,10 @@ def test_a_call_waits_for_the_prompt_and_shows_folded_in_its_reply(
     w.approval.always.click()
     qtbot.waitUntil(lambda: w.turns_ended == 1, timeout=300_000)
     assert w.approval.isHidden()
-    [result] = w.tool_actions.results
+    [result] = results
     assert result.kind == "ok" and "Sunny and 21 degrees in Lisbon" in result.text
     [fold] = folds(w)
-    assert fold.header.text().startswith("🔧 w_weather — done")
+    assert fold.header.text().startswith("w_weather — done") and not fold.mark.pixmap().isNull()
     assert "Sunny" in fold.header.toolTip() and fold.body.isHidden()
     fold.header.click()
     assert not fold.body.isHidden()
@@ -60,11 +74,13 @@ def test_a_call_waits_for_the_prompt_and_shows_folded_in_its_reply(
     w.render_conversation()  # as when the conversation is opened again
     assert [f.result for f in folds(w)] == [result]
 
-    assert "w_weather" in w.tool_actions.policy.always  # the next call runs without asking
+    assert "w_weather" in w.bridge.app.tools.policy.always  # the next call runs without asking
 
     config.write_text('{"mcpServers": {"w": }')
     w.tool_actions.start()
-    assert "MCP servers not used" in w.statusBar().currentMessage()
+    qtbot.waitUntil(
+        lambda: "MCP servers not used" in w.statusBar().currentMessage(), timeout=30_000
+    )
     assert "line 1" in w.statusBar().currentMessage()
 
 
@@ -73,20 +89,21 @@ def test_a_denied_call_tells_the_model_why_and_a_new_config_is_used_next_turn(
 ) -> None:
     w, _, _ = demo_window
     use_weather(w, tmp_path)
+    results = calls(w)
     w.send(QUESTION)
     qtbot.waitUntil(lambda: not w.approval.isHidden(), timeout=300_000)
     w.approval.reason.setText("not now")
     w.approval.deny.click()
     qtbot.waitUntil(lambda: w.turns_ended == 1, timeout=300_000)
-    [result] = w.tool_actions.results
+    [result] = results
     assert result.kind == "denied" and "not now" in result.text
-    assert folds(w)[0].header.text().startswith("🔧 w_weather — denied")
+    assert folds(w)[0].header.text().startswith("w_weather — denied")
 
     (tmp_path / "mcp.json").write_text('{"mcpServers": {}}')
     w.tool_actions.start()  # as the Tools dialog does when it closes
     w.send(QUESTION)
     qtbot.waitUntil(lambda: w.turns_ended == 2, timeout=300_000)
-    assert len(w.tool_actions.results) == 1 and not folds(w)  # no tools offered now
+    assert len(results) == 1 and not folds(w)  # no tools offered now
 
 
 def test_the_conversation_offers_the_checked_tools_and_an_always_approval_is_revoked(
@@ -106,7 +123,8 @@ def test_the_conversation_offers_the_checked_tools_and_an_always_approval_is_rev
     actions = w.tool_actions
     actions.config_file, actions.tool_choice = config, "required"
     actions.start()
-    qtbot.waitUntil(lambda: actions.manager is not None, timeout=30_000)
+    qtbot.waitUntil(lambda: w.bridge.app.tools.active, timeout=30_000)
+    results = calls(w)
     actions.open_pick()  # the servers start to list their tools
     qtbot.waitUntil(lambda: actions.pick.item_named("w_weather") is not None, timeout=60_000)
     qtbot.waitUntil(lambda: actions.pick.item_named("demo_add") is not None, timeout=60_000)
@@ -123,8 +141,8 @@ def test_the_conversation_offers_the_checked_tools_and_an_always_approval_is_rev
     assert "weather" in w.approval.title.text()  # the one tool offered
     w.approval.always.click()
     qtbot.waitUntil(lambda: w.turns_ended == 1, timeout=300_000)
-    assert [r.call.name for r in actions.results] == ["w_weather"]
-    assert "🔧" in w.status_line.context_label.text()  # the tool schemas' share
+    assert [r.call.name for r in results] == ["w_weather"]
+    assert "tool.svg" in w.status_line.context_label.text()  # the tool schemas' share, its icon
     assert json.loads((tmp_path / "mcp-approved.json").read_text()) == ["w_weather"]
 
     actions.open_servers()
@@ -133,6 +151,6 @@ def test_the_conversation_offers_the_checked_tools_and_an_always_approval_is_rev
     assert actions.approved.revoke.isEnabled()
     actions.approved.revoke.click()
     assert json.loads((tmp_path / "mcp-approved.json").read_text()) == []
-    assert "w_weather" not in actions.policy.always and actions.approved.names() == []
+    assert "w_weather" not in w.bridge.app.tools.policy.always and actions.approved.names() == []
     assert not actions.approved.revoke.isEnabled()
     actions.dialog.close()

@@ -22,6 +22,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from vllmchat.ui.common.icons import INLINE_SIDE, icon
+
 
 def file_paths(mime: QMimeData) -> list[str]:
     """The local files a drop or a paste carries (none: it is text)."""
@@ -63,8 +65,8 @@ def thumbnail(data: bytes, side: int = THUMBNAIL_SIDE) -> QPixmap | None:
 
 
 class AttachmentChip(QToolButton):
-    """A name with its detail (and an image's thumbnail); a click opens it, a right-click
-    (when removable) takes it back."""
+    """A name with its detail beside an image's thumbnail or the document's icon; a
+    click opens it, a right-click (when removable) takes it back."""
 
     opened = Signal(int)
     removed = Signal(int)
@@ -86,9 +88,11 @@ class AttachmentChip(QToolButton):
         if picture is not None:
             self.setIcon(QIcon(picture))
             self.setIconSize(QSize(THUMBNAIL_SIDE, THUMBNAIL_SIDE))
-            self.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
-        mark = "" if picture is not None else "🖼 " if image else "📎 "
-        self.setText(f"{mark}{name}" + (f" · {detail}" if detail else ""))
+        else:  # an image Qt cannot draw, or a document: their icons
+            self.setIcon(icon("image" if image else "document"))
+            self.setIconSize(QSize(INLINE_SIDE, INLINE_SIDE))
+        self.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.setText(name + (f" · {detail}" if detail else ""))
         self.setToolTip(f"Open {name}" + (" (right-click to remove)" if removable else ""))
         self.setObjectName("attachment-chip")
         self.removable = removable

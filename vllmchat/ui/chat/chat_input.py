@@ -1,10 +1,10 @@
 """The message box: Enter sends, Shift+Enter breaks the line, Esc stops; files are
-attached by the 📎 button, by dropping them on it or by pasting them (a pasted picture
-is attached as a PNG file)."""
+attached by the paper-clip button, by dropping them on it or by pasting them (a pasted
+picture is attached as a PNG file)."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QMimeData, Qt, Signal
+from PySide6.QtCore import QMimeData, QSize, Qt, Signal
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (
     QFileDialog,
@@ -17,6 +17,8 @@ from PySide6.QtWidgets import (
 )
 
 from vllmchat.ui.chat.attachments import ChipRow, file_paths, pasted_image
+from vllmchat.ui.common.icons import icon
+from vllmchat.ui.common.theme import ThemeWatcher
 
 DOCUMENT_FILTER = (
     "Documents and images (*.pdf *.docx *.txt *.md *.png *.jpg *.jpeg *.webp *.gif);;"
@@ -81,7 +83,8 @@ class ChatInput(QWidget):
         layout = QHBoxLayout()
         column.addLayout(layout)
         self.attach = QToolButton()
-        self.attach.setText("📎")
+        self.attach.setIcon(icon("attach"))
+        self.attach.setIconSize(QSize(18, 18))
         self.attach.setToolTip(
             "Attach a document or an image (or drop or paste a file or a picture on the box)"
         )
@@ -103,6 +106,11 @@ class ChatInput(QWidget):
         self.edit.stop_requested.connect(self.stop_requested)
         self.stop.clicked.connect(self.stop_requested)
         self.generating = False
+        self.theme = ThemeWatcher(self)
+        self.theme.changed.connect(self._on_scheme)
+
+    def _on_scheme(self, dark: bool) -> None:
+        self.attach.setIcon(icon("attach", dark))
 
     def _choose_file(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Attach a file", "", DOCUMENT_FILTER)

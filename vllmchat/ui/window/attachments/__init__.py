@@ -1,1 +1,1 @@
-"""Attachments in the window: the 📎 button, drops, pastes, and the chips of waiting files."""
+"""Attachments in the window: the attach button, drops, pastes, and the chips of waiting files."""

@@ -14,6 +14,7 @@ from vllmchat.core.engine.events import TurnStats
 from vllmchat.core.engine.exactness import identity_note
 from vllmchat.core.engine.info import ModelInfo
 from vllmchat.core.settings import SamplingSettings
+from vllmchat.ui.common.icons import inline_html
 
 
 class ContextBar(QWidget):
@@ -74,6 +75,7 @@ class StatusLine(QWidget):
         self.tokens = QLabel("")
         self.context = ContextBar()
         self.context_label = QLabel("")
+        self.context_label.setTextFormat(Qt.TextFormat.RichText)  # the shares' icons
         self.identity = QLabel("speculation: greedy replies may differ")  # where it is not exact
         self.identity.setStyleSheet("color: #a60;")
         self.identity.hide()
@@ -121,13 +123,16 @@ class StatusLine(QWidget):
         """The context bar: pins (whole documents among them) in violet; the label gives
         the documents' share and the offered tool schemas' share."""
         self.context.set_usage(prompt_tokens, n_ctx, summary_tokens, pinned_tokens)
-        self._documents = f" · 📎 {document_tokens:,}" if document_tokens else ""
-        self._documents += f" · 🔧 {tool_tokens:,}" if tool_tokens else ""
-        self.context_label.setToolTip(
-            f"The offered tools' schemas take {tool_tokens:,} tokens of the prompt."
-            if tool_tokens
-            else ""
+        shares = [("document", document_tokens), ("tool", tool_tokens)]
+        self._documents = "".join(
+            f" · {inline_html(name)} {tokens:,}" for name, tokens in shares if tokens
         )
+        tips = []
+        if document_tokens:
+            tips.append(f"The documents take {document_tokens:,} tokens of the prompt.")
+        if tool_tokens:
+            tips.append(f"The offered tools' schemas take {tool_tokens:,} tokens of the prompt.")
+        self.context_label.setToolTip("\n".join(tips))
         self.context_label.setText(f"{prompt_tokens:,} / {n_ctx:,}{self._documents}")
 
     def follow(self, events: Any) -> None:
