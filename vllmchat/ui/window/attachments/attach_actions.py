@@ -1,4 +1,4 @@
-"""The window's attachments: the 📎 button, a drop or a paste send the file to the
+"""The window's attachments: the paper-clip button, a drop or a paste send the file to the
 application layer; a file waiting for the next message shows as a chip by the input
 (right-click takes it back), a sent one as a chip in its message that opens its text
 (an image's chip shows its thumbnail and opens the picture), and a reply answered from
