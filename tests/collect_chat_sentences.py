@@ -24,6 +24,9 @@ The procedure, fixed before any sentence was read:
 4. The development part is labelled and read while the rule is written; the held-out
    part is written to its own file, labelled only once the rule is committed, and
    measured once.
+5. That measure taken, the held-out part joins the development part, and a second
+   held-out part is drawn as in 3 from the held-out conversations (less the sentences
+   of the first), to be labelled and measured once, after the rule's next commit.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import json
 import random
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 SEED = 36_2026
@@ -85,22 +88,25 @@ def split(conversations: Iterator[tuple[str, list[str]]]) -> dict[str, list[str]
     return parts
 
 
-def draw(sentences: list[str], seed: str) -> list[str]:
+def draw(sentences: list[str], seed: str, drawn: Iterable[str] = ()) -> list[str]:
     rng = random.Random(f"{SEED}:{seed}")
-    pool = sorted(set(sentences))
+    pool = sorted(set(sentences) - set(drawn))
     uniform = rng.sample(pool, PER_STRATUM)
     shaped = [s for s in pool if _STATEMENT_OPENING.match(s) and s not in uniform]
     return uniform + rng.sample(shaped, PER_STRATUM)
 
 
 def main(sharegpt_json: str, chitchat_json: str, out: str) -> None:
-    drawn: dict[str, dict[str, list[str]]] = {"dev": {}, "held_out": {}}
+    drawn: dict[str, dict[str, list[str]]] = {"dev": {}, "held_out": {}, "held_out_2": {}}
     for name, source in (
         ("sharegpt", sharegpt(Path(sharegpt_json))),
         ("chitchat", chitchat(Path(chitchat_json))),
     ):
-        for part, sentences in split(source).items():
+        parts = split(source)
+        for part, sentences in parts.items():
             drawn[part][name] = draw(sentences, f"{name}:{part}")
+        first = drawn["held_out"][name]
+        drawn["held_out_2"][name] = draw(parts["held_out"], f"{name}:held_out_2", first)
     for part, sources in drawn.items():
         Path(out, f"{part}.json").write_text(json.dumps(sources, indent=1, ensure_ascii=False))
 

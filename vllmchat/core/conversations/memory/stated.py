@@ -29,7 +29,10 @@ from collections.abc import Iterable, Sequence
 from vllmchat.core.conversations.memory.steering import steers
 
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|\n+")
-_CLAUSE = re.compile(r"\s*[,;:–—]\s+")
+_CLAUSES = re.compile(
+    r"\s*[,;:–—]\s+|\s+-\s+|\s+(?:but|so|because|though|although)\s+", re.IGNORECASE
+)
+MAX_CLAUSES = 4
 _WORD = re.compile(r"[\w][\w'’,.:-]*\w|\w")
 _NUMBER = re.compile(r"\d")
 MAX_WORDS, MIN_WORDS = 30, 2
@@ -76,7 +79,7 @@ _ASKING = _words(
 # Discourse markers that may precede a statement ("By the way, my flight ...").
 _MARKERS = re.compile(
     r"^(?:(?:just so you know|for the record|for context|fyi|by the way|btw|oh|ok|okay|"
-    r"yeah|yes|yep|haha|ha|lol|ah|wow|hmm|"
+    r"yeah|yes|yep|haha|ha|hehe|lol|ah|wow|hmm|exactly|maybe|honestly|personally|"
     r"so|also|and|but|well|actually|anyway|now|then|plus|hi|hello|hey|please|"
     r"(?:please )?(?:remember|note|keep in mind|don'?t forget)(?: that)?|übrigens|außerdem|"
     r"au fait|d'ailleurs|alors|por cierto|además|pues|comunque|forresten|förresten)\b[\s,:!.-]*)+",
@@ -117,11 +120,25 @@ _REQUEST = re.compile(
 _LEADING_REQUEST = re.compile(r"^(?:i|we)(?:'d|’d| would) |^(?:ich|je|j'|vorrei|quiero)", re.I)
 
 
+_NOT_NAMES = _words("I I'm I’m OK Ok")
+# Contractions typed without their apostrophe, as chats have them.
+_UNSPELT = {
+    "im": "I'm",
+    "ive": "I've",
+    "dont": "don't",
+    "didnt": "didn't",
+    "cant": "can't",
+    "wont": "won't",
+    "doesnt": "doesn't",
+    "isnt": "isn't",
+}
+
+
 def _specifics(sentence: str) -> list[str]:
     """Numbers and names: words with a digit, and capitalised words after the first."""
     words = _WORD.findall(sentence)
     found = [w for w in words if _NUMBER.search(w)]
-    found += [w for w in words[1:] if w[:1].isupper() and w not in ("I", "I'm", "I’m")]
+    found += [w for w in words[1:] if w[:1].isupper() and w not in _NOT_NAMES]
     return found
 
 
@@ -142,7 +159,7 @@ def _plain(sentence: str) -> str:
 
 def _states(clause: str) -> bool:
     """Whether a clause (its markers removed) states a fact about the user."""
-    words = _WORD.findall(clause)
+    words = [_UNSPELT.get(w.lower(), w) for w in _WORD.findall(clause)]
     if not MIN_WORDS <= len(words) <= MAX_WORDS:
         return False
     first = words[0].lower().replace("’", "'")
@@ -182,16 +199,29 @@ def is_statement(sentence: str) -> bool:
 
 
 def _kept_part(sentence: str) -> str:
-    """What of a sentence is kept: a statement less the markers before it; of a
-    question or request, the statement before its first comma ("Since we have a dog,
-    which flat ..."); else ""."""
+    """What of a sentence is kept: a statement less the markers before it; else its
+    first clause that states ("Since we have a dog, which flat ...", "It was good but
+    I don't eat fries"), less a question's last clause; else ""."""
     if is_statement(sentence):
         return _capital(_MARKERS.sub("", sentence))  # "By the way, my flight ..." less the marker
-    head = _CLAUSE.split(sentence, maxsplit=1)
-    if len(head) < 2:
+    clauses = _CLAUSES.split(sentence)
+    if len(clauses) < 2:
         return ""
-    clause = _SUBORDINATE.sub("", _plain(head[0]))
-    return _capital(clause) if _states(clause) else ""
+    if sentence.rstrip().endswith("?"):
+        clauses = clauses[:-1]
+    for part in clauses[:MAX_CLAUSES]:
+        clause = _SUBORDINATE.sub("", _plain(part))
+        if _states(clause):
+            return _capital(clause)
+        if _asks(clause):
+            break  # what follows a request is part of it ("I want X but not Y")
+    return ""
+
+
+def _asks(clause: str) -> bool:
+    """Whether a first-person clause asks for something ("I want to embed ...")."""
+    flat = " ".join(w.replace("’", "'") for w in _WORD.findall(clause))
+    return _first_person(flat.split(" ", 1)[0]) and (_is_request(flat) or steers(flat))
 
 
 def _capital(text: str) -> str:
