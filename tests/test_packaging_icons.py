@@ -41,3 +41,30 @@ def test_ico_and_icns_hold_every_size_and_read_back(qapp, tmp_path):
     assert icns[:4] == b"icns" and struct.unpack(">I", icns[4:8])[0] == len(icns)
     assert sorted(set(_sizes(written["icns"]))) == [16, 32, 64, 128, 256, 512, 1024]
     assert written["png"].read_bytes().startswith(icons.PNG_MAGIC)
+
+
+def test_the_window_s_icons_are_bundled_light_and_dark_and_qt_reads_them(qapp):
+    import re
+
+    from PySide6.QtGui import QImageReader
+
+    from vllmchat.ui.common.icons import ICON_NAMES
+
+    used = {
+        name
+        for path in (ROOT / "vllmchat" / "ui").rglob("*.py")
+        for name in re.findall(
+            r"\b(?:icon|pixmap|inline_html)\(\s*\"(\w+)\"", path.read_text(encoding="utf-8")
+        )
+    }
+    assert used and used <= set(ICON_NAMES), used - set(ICON_NAMES)
+    for name in ICON_NAMES:
+        for path in (
+            ROOT / "resources" / "icons" / f"{name}.svg",
+            ROOT / "resources" / "icons" / "dark" / f"{name}.svg",
+        ):
+            image = QImageReader(str(path)).read()
+            assert not image.isNull() and image.width() == 16, path
+    # the bundle takes resources/ whole, the dark folder with it
+    spec = (ROOT / "packaging" / "vllmchat.spec").read_text(encoding="utf-8")
+    assert 'datas = [(str(ROOT / "resources"), "resources")]' in spec
