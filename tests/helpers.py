@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import signal
+
 from vllmchat.core.engine.events import DoneEvent, ErrorEvent, Event, StatsEvent, TokenEvent
 from vllmchat.core.settings import SamplingSettings
+
+SIGNALS = {"segfault": signal.SIGSEGV, "abort": signal.SIGABRT, "kill": signal.SIGKILL}
 
 # Speculation off: in auto mode whether a token is drafted depends on measured timings,
 # and a verified batch can flip a near-tie (llama.cpp's kernels are not batch-invariant),
@@ -37,3 +42,13 @@ def error(events: list[Event]) -> ErrorEvent:
     last = events[-1]
     assert isinstance(last, ErrorEvent), f"expected an error, got {last}"
     return last
+
+
+def crash_engine(client, how: str = "segfault") -> None:
+    """End a running engine process with a real signal, as a crash in llama.cpp would:
+    ``segfault`` (SIGSEGV), ``abort`` (SIGABRT) or ``kill`` (SIGKILL); returns once it
+    has ended. An engine that is not running is left alone."""
+    if not client.alive:
+        return
+    os.kill(client.pid, SIGNALS[how])
+    client.process.join(timeout=10)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import done, error, run_turn
+from tests.helpers import crash_engine, done, error, run_turn
 from vllmchat.core.engine.events import EngineError, ErrorKind, TokenEvent
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 
@@ -39,7 +39,7 @@ def test_sigkill_mid_stream_becomes_an_error_and_restart_recovers(gemma_client):
 
 @pytest.mark.parametrize(("how", "words"), [("segfault", "segmentation"), ("abort", "abort")])
 def test_crash_and_abort_are_reported(gemma_client, how, words):
-    gemma_client.crash(how)
+    crash_engine(gemma_client, how)
     with pytest.raises(EngineError) as info:
         gemma_client.kv()
     assert info.value.kind == ErrorKind.ENGINE_DIED

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import crash_engine
 from vllmchat.core.app.chat_app import ChatApp
 from vllmchat.core.app.events import LoadFailed
 from vllmchat.core.app_settings import AppSettings
@@ -22,12 +23,18 @@ from vllmchat.core.machine import logs
 
 
 @pytest.fixture
-def log_folder(tmp_path: Path):
-    """This process logs to a fresh folder for one test (and its engine processes too)."""
-    logs.reset()
-    folder = tmp_path / "log"
-    yield folder
-    logs.reset()
+def log_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """This process logs to a fresh folder for one test (and its engine processes too):
+    the test starts unconfigured, and what it configured is taken off after it (the
+    configuration before it comes back)."""
+    fresh = logs._State()
+    monkeypatch.setattr(logs, "_state", fresh)
+    monkeypatch.delenv(logs.FILE_ENV, raising=False)
+    yield tmp_path / "log"
+    os.environ.pop(logs.FILE_ENV, None)
+    if fresh.handler is not None:
+        logging.getLogger(logs.LOGGER).removeHandler(fresh.handler)
+        fresh.handler.close()
 
 
 def _wait_for(path: Path, text: str, timeout: float = 10.0) -> str:
@@ -70,12 +77,13 @@ def test_an_engine_crash_leaves_its_python_traceback_in_the_log(log_folder):
     client = EngineClient()
     client.start()
     try:
-        client.crash("segfault")
+        client.memory()  # the engine is up and waiting for requests
+        crash_engine(client, "segfault")
     finally:
         client.close()
     text = _wait_for(path, "Segmentation fault")
     assert "Fatal Python error: Segmentation fault" in text
-    assert "handlers.py" in text and "in crash" in text  # where the engine was
+    assert "worker.py" in text and "in serve" in text  # where the engine was
 
 
 def test_an_unwritable_log_folder_falls_back_to_stderr_with_one_warning(log_folder, tmp_path):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import crash_engine
 from vllmchat.core.app.chat_app import ChatApp
 from vllmchat.core.app.events import (
     Loaded,
@@ -206,7 +207,7 @@ class AbortsOnFirstTurnAt(EngineClient):
 
     def chat(self, messages, sampling=None):
         if self.held is not None and self.held.n_gpu_layers == self.layers:
-            self.crash("abort")
+            crash_engine(self, "abort")
         return super().chat(messages, sampling)
 
 

@@ -12,6 +12,7 @@ pytest.importorskip("PySide6")
 
 from PySide6.QtWidgets import QMessageBox
 
+from tests.helpers import crash_engine
 from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.conversations.store.store import ConversationStore
 from vllmchat.core.conversations.turns.kv_cache import KVStateCache
@@ -34,12 +35,12 @@ class AbortsAt(EngineClient):
 
     def load(self, settings):
         if settings.n_gpu_layers == self.layers:
-            self.crash("abort")
+            crash_engine(self, "abort")
         return super().load(settings)
 
     def reload(self, settings):
         if settings.n_gpu_layers == self.layers:
-            self.crash("abort")
+            crash_engine(self, "abort")
         return super().reload(settings)
 
 

@@ -129,20 +129,6 @@ def log_file() -> Path | None:
     return _state.file
 
 
-def reset() -> None:
-    """Undo ``configure`` (tests): the handler removed and closed, the file forgotten."""
-    handler, _state.handler, _state.file = _state.handler, None, None
-    if _state.hooks is not None:
-        sys.excepthook, threading.excepthook = _state.hooks
-        _state.hooks = None
-    if handler is not None:
-        logging.getLogger(LOGGER).removeHandler(handler)
-        if getattr(handler, "crash_file", False):
-            faulthandler.disable()
-        handler.close()
-    os.environ.pop(FILE_ENV, None)
-
-
 @contextlib.contextmanager
 def failure_logged(what: str) -> Iterator[None]:
     """Log an exception that leaves the block, with its traceback, and let it go on

@@ -225,11 +225,6 @@ class EngineClient:
     def tokenize(self, text: str) -> list[int]:
         return self.call(rq.Tokenize(text))
 
-    def crash(self, how: str = "segfault") -> None:
-        """Make the engine die (for tests)."""
-        with contextlib.suppress(EngineError):
-            self.call(rq.Crash(how))
-
     def stop(self) -> None:
         """Stop the turn in progress (any thread); it ends within one token."""
         rid = self._current

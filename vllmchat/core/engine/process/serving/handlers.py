@@ -214,18 +214,6 @@ def quantize_file(ctx: Context, r: rq.Quantize) -> int:
     return quantize(r.source, r.target, r.ftype, r.n_threads)
 
 
-@handles(rq.Crash)
-def crash(ctx: Context, r: rq.Crash) -> None:
-    """Die on purpose (tests of the client's crash handling)."""
-    import ctypes
-    import os
-    import signal
-
-    if r.how == "segfault":
-        ctypes.string_at(0)
-    os.kill(os.getpid(), signal.SIGABRT if r.how == "abort" else signal.SIGKILL)
-
-
 def _not_written(exc: OSError) -> EngineError:
     reason = exc.strerror or str(exc)
     return EngineError(
