@@ -11,9 +11,14 @@ copulas, discourse markers, in a few languages), never through the topic's words
   carries a first-person possessive, a number or a name;
 - an imperative starts with its verb ("Now write about Oslo", "Use React ..."), a
   question ends with "?" or starts with an auxiliary: neither is kept, but a
-  statement before the comma of one is ("Since we have a dog, which ...");
+  statement in another clause of one is ("Since we have a dog, which ...", "It was
+  good but I don't eat fries");
 - first-person reactions and requests are not facts ("I see", "I like this
-  version", "I need you to ...", "I'd like a recipe").
+  version", "I need you to ...", "I'd like a recipe"), nor is a sentence that
+  steers the conversation, however it is phrased (``steering``: "My question is
+  about taxes", "Next I want to discuss the budget", "I prefer short answers").
+
+``tests/chat_sentences.py`` measures it on labelled sentences from real chats.
 
 A later statement on the same subject ("My budget is now 5,200 euros" after "My
 budget is 4,500 euros") supersedes the earlier one.

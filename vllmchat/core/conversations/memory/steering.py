@@ -7,12 +7,13 @@ a request, not a fact about the user. It is told by closed word classes again:
 
 - its subject is a word for the conversation itself ("the topic", "my next
   question", "this conversation", "the answer");
-- a first-person wish, plan or duty is followed by a verb of talking ("I want to
+- a first person and its auxiliaries are followed by a verb of talking ("I want to
   talk about", "we need to discuss", "I'll give you", "I was hoping we could go
-  over"), or a wish or plan by a verb of making ("I want to write", "I'd like to
-  create"), which asks the listener to do it;
+  over"), or a wish aimed at the listener by a verb of making ("I want to write",
+  "I'd like to create", "I'll explain"), which asks the listener to take part;
 - a preference or a wish names a kind of answer ("I prefer short answers", "I'd
-  rather have a list", "I'm looking for a summary");
+  rather have a list", "I'm looking for a summary"), or an interest sets the topic
+  ("I'm interested in the history of Rome");
 - "should" or "shall" makes it a specification ("The table should be broken down
   by month", "It should rhyme").
 """
@@ -37,8 +38,9 @@ _KINDS_OF_ANSWER = _CONVERSATION | _words(
     "paragraphs sentence sentences words tone format formats detail details overview "
     "outline breakdown step steps summaries code"
 )
-# Verbs of talking: with any first-person wish, plan or duty they steer the talk; a
-# verb listed with words after it counts only before one of them ("talk about").
+# Verbs of talking: after a first person and its auxiliaries they steer the talk ("we
+# need to discuss", "we were talking about"); a verb listed with words after it counts
+# only before one of them ("talk about", not "talk to my boss").
 _TALKING = _words("discuss discussing brainstorm")
 _TALKING_PARTICLE = {
     "talk": ("about", "of", "more", "through", "it"),
@@ -68,12 +70,12 @@ _MAKING = _words(
 )
 _ASKING = _words("want wanna would 'd wish will 'll shall going gonna let rather")
 _TASTES = _words("like love prefer")  # a wish only after "would" ("I'd like to ...")
-_OTHER_AUX = _words("need needs have has must got should could can may might hope hoping")
+_DUTIES = _words("need needs have has must got should could can may might hope hoping")
 # Between the subject and the verb: auxiliaries, adverbs, "to", "we could", "you to".
 _BETWEEN = (
     _ASKING
     | _TASTES
-    | _OTHER_AUX
+    | _DUTIES
     | _words(
         "to 'm am are 're was were be do try just really also now then next first still "
         "actually maybe perhaps somehow quickly briefly further you we us me and please "
@@ -139,11 +141,12 @@ def _wish_then_verb(words: list[str]) -> bool:
 
 
 def _prefers_a_kind_of_answer(words: list[str]) -> bool:
-    """A preference or wish whose object, a few words on, is a kind of answer."""
+    """A preference or wish whose object, a few words on, is a kind of answer; or an
+    interest, which sets the topic ("I'm interested in the history of Rome")."""
     for i, word in enumerate(words[:6]):
-        if word in _PREFERRING or (word == "interested" and "in" in words[i + 1 : i + 2]):
-            if word == "interested":
-                return True
+        if word == "interested" and words[i + 1 : i + 2] == ["in"]:
+            return True
+        if word in _PREFERRING:
             return any(w in _KINDS_OF_ANSWER for w in words[i + 1 : i + 6])
     return False
 
