@@ -1,9 +1,9 @@
 """The application layer's attachment intents: attach, take back, and the passages a
-question would be (or was) given. ``ChatApp`` provides the session and the stores."""
+question would be (or was) given. ``ChatApp`` holds it as ``attaching``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from vllmchat.core.app.attaching import attach_file
@@ -16,21 +16,30 @@ from vllmchat.core.engine.events import ErrorEvent, ErrorKind
 
 
 class AttachmentIntents:
-    """Attachments of the open conversation (mixed into ``ChatApp``)."""
+    """Attachments of the open conversation (``session()``; None: none is open).
+    ``open_pending`` stores a new chat that waits for its first message, since a file
+    attached to it is its first content (its events come first)."""
 
-    store: ConversationStore
-    session: ChatSession | None
-    attachments: AttachmentList
+    def __init__(
+        self,
+        store: ConversationStore,
+        attachments: AttachmentList,
+        session: Callable[[], ChatSession | None],
+        open_pending: Callable[[], Iterator[AppEvent]],
+    ) -> None:
+        self._store, self._attachments = store, attachments
+        self._session, self._open_pending = session, open_pending
 
     def attach(self, path: str | Path) -> Iterator[AppEvent]:
         """Attach a file to the next user message: ``AttachmentAdded`` (whole, or answered
         from passages) or ``AttachmentRejected`` with the reason (nothing changes then)."""
-        yield from attach_file(self.session, path)
+        yield from self._open_pending()
+        yield from attach_file(self._session(), path)
 
     def detach(self, attachment_id: int) -> Iterator[AppEvent]:
         """Take back an attachment not sent yet."""
         try:
-            self.attachments.remove_pending(attachment_id)
+            self._attachments.remove_pending(attachment_id)
         except StoreError as exc:
             yield ErrorEvent(ErrorKind.BAD_REQUEST, str(exc))
             return
@@ -38,12 +47,14 @@ class AttachmentIntents:
 
     def passages_for(self, question: str) -> list[ChunkHit]:
         """The passages a question sent now would be given (nothing is stored)."""
-        return self.session.passages_for(question) if self.session is not None else []
+        session = self._session()
+        return session.passages_for(question) if session is not None else []
 
     def last_passages(self) -> list[ChunkHit]:
         """The passages the branch's last reply was given (none: it had no documents)."""
-        if self.session is None:
+        session = self._session()
+        if session is None:
             return []
-        path = self.store.path(self.session.conversation_id)
+        path = self._store.path(session.conversation_id)
         replies = [m for m in path if m.role == "assistant"]
-        return self.attachments.used_by(replies[-1].id) if replies else []
+        return self._attachments.used_by(replies[-1].id) if replies else []

@@ -9,8 +9,9 @@ The settings change only here, by intents (``load``, ``set_placement``,
 ``configure``, ``open_model``, ``use_server``, ``apply_tune``, ``restart``),
 announced as ``SettingsChanged`` and written once the model has loaded with them;
 a placement that ends the engine is taken back (``PlacementFellBack``). The
-user's changes to stored conversations are ``edits`` and ``delete_conversation``.
-Its attachment, reading and tuning intents are mixins beside it.
+user's stored conversations are read and changed through ``conversations``; a new
+chat waits for its first message (``new_chat``). Its attachment, reading and tuning
+intents are components it holds (``attaching``, ``reading``, ``tuning``).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from vllmchat.core.app.events import (
     PlacementFellBack,
     PlacementNeedsConfirmation,
     StorageWarning,
+    TitleMade,
     TurnStarted,
 )
 from vllmchat.core.app.placing import (
@@ -49,14 +51,15 @@ from vllmchat.core.app.placing import (
     past_bound,
     room_for_placing,
 )
-from vllmchat.core.app.reading import ReadingIntents
+from vllmchat.core.app.reading import Reading
 from vllmchat.core.app.settings_model import Persist, SettingsModel
 from vllmchat.core.app.snapshot import AppSnapshot
 from vllmchat.core.app.tool_choice import ToolOffer, ToolPicks
 from vllmchat.core.app.tool_turns import ToolChoice
 from vllmchat.core.app.tools_service import ToolsService
-from vllmchat.core.app.tuning import TuningIntents, describe_file
+from vllmchat.core.app.tuning import Tuning, describe_file
 from vllmchat.core.app_settings import AppSettings
+from vllmchat.core.attachments.model import ChunkHit
 from vllmchat.core.conversations.events import SessionEvent
 from vllmchat.core.conversations.memory.fact_list import FactList
 from vllmchat.core.conversations.store.attachment_list import AttachmentList
@@ -69,11 +72,13 @@ from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.placement import Placement
 from vllmchat.core.tools.events import ToolsConfigProblem
+from vllmchat.core.tuning.events import TuneEvent
+from vllmchat.core.tuning.results import TuneConfig
 
 _log = logging.getLogger(__name__)
 
 
-class ChatApp(AttachmentIntents, ReadingIntents, TuningIntents):
+class ChatApp:
     """Load, reload live, switch conversations, chat, summarize, checkpoint, shut down."""
 
     def __init__(
@@ -114,6 +119,13 @@ class ChatApp(AttachmentIntents, ReadingIntents, TuningIntents):
             on_delete=self._let_go,
         )
         self._pending: NewChatPending | None = None  # a new chat, stored at its first message
+        self.tuning = Tuning(
+            lambda: self.engine, lambda: self.settings, self.load, self._save_state
+        )
+        self.reading = Reading(lambda: self.session, lambda: self.engine)
+        self.attaching = AttachmentIntents(
+            store, self.attachments, lambda: self.session, self._stored_pending
+        )
 
     @property
     def settings(self) -> AppSettings:
@@ -424,6 +436,38 @@ class ChatApp(AttachmentIntents, ReadingIntents, TuningIntents):
         if self.session is None or not self.engine.alive:
             return 0
         return self.kv.save(self.engine, self.session.conversation_id, background=True)
+
+    # -- the components' intents, by their old names (the front ends' call sites) --------
+    def attach(self, path: str | Path) -> Iterator[AppEvent]:
+        return self.attaching.attach(path)
+
+    def detach(self, attachment_id: int) -> Iterator[AppEvent]:
+        return self.attaching.detach(attachment_id)
+
+    def passages_for(self, question: str) -> list[ChunkHit]:
+        return self.attaching.passages_for(question)
+
+    def last_passages(self) -> list[ChunkHit]:
+        return self.attaching.last_passages()
+
+    def make_title(
+        self, *, busy: Callable[[], bool] = lambda: False, after_first_reply: bool = False
+    ) -> Iterator[TitleMade]:
+        return self.reading.make_title(busy=busy, after_first_reply=after_first_reply)
+
+    def prepare_next(self, *, busy: Callable[[], bool] = lambda: False) -> Iterator[AppEvent]:
+        return self.reading.prepare_next(busy=busy)
+
+    def tune(
+        self, budget_s: float = 60.0, *, fresh: bool = False, should_stop: Callable[[], bool]
+    ) -> Iterator[AppEvent | TuneEvent]:
+        return self.tuning.tune(budget_s, fresh=fresh, should_stop=should_stop)
+
+    def apply_tune(self, config: TuneConfig) -> Iterator[AppEvent]:
+        return self.tuning.apply_tune(config)
+
+    def stop_tune(self) -> None:
+        self.tuning.stop_tune()
 
     # -- the engine's life ----------------------------------------------------------------
     def _died(self, kind: ErrorKind, reason: str) -> Iterator[AppEvent]:

@@ -61,23 +61,28 @@ def summarized_ahead(
         yield StorageWarning(f"The summary could not be stored: {exc}.")
 
 
-class ReadingIntents:
-    """The work while the user reads, on the open conversation (mixed into ``ChatApp``)."""
+class Reading:
+    """The work while the user reads, on the open conversation (``session()``; None:
+    none is open) with the app's engine (``engine()``)."""
 
-    session: ChatSession | None
-    engine: Engine
+    def __init__(
+        self, session: Callable[[], ChatSession | None], engine: Callable[[], Engine]
+    ) -> None:
+        self._session, self._engine = session, engine
 
     def make_title(
         self, *, busy: Callable[[], bool] = lambda: False, after_first_reply: bool = False
     ) -> Iterator[TitleMade]:
         """The open conversation's title by the model (a waiting turn: its first words)."""
-        if self.session is not None:
+        session = self._session()
+        if session is not None:
             yield from title_made(
-                self.session, self.engine, busy, after_first_reply=after_first_reply
+                session, self._engine(), busy, after_first_reply=after_first_reply
             )
 
     def prepare_next(self, *, busy: Callable[[], bool] = lambda: False) -> Iterator[AppEvent]:
         """While the user reads: the summary the next turn would need, and its prompt
         prefilled. ``busy`` (a turn waiting) stops it within a token."""
-        if self.session is not None:
-            yield from summarized_ahead(self.session, self.engine, busy)
+        session = self._session()
+        if session is not None:
+            yield from summarized_ahead(session, self._engine(), busy)

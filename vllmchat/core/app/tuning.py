@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import replace
+from typing import Protocol
 
 from vllmchat.core.app.events import AppEvent
 from vllmchat.core.app_settings import AppSettings
@@ -96,23 +97,25 @@ def tune_loaded(
     return took_points or local.info is None
 
 
-class TuningIntents:
-    """Measured tuning of the loaded model (mixed into ``ChatApp``, which provides the
-    engine, the settings and loading)."""
+class Loader(Protocol):
+    """Loads settings (``ChatApp.load``): live keeps the conversation's KV state."""
 
-    engine: Engine
+    def __call__(self, settings: AppSettings, *, live: bool = False) -> Iterator[AppEvent]: ...
 
-    @property
-    def settings(self) -> AppSettings:
-        raise NotImplementedError
 
-    def load(
-        self, settings: AppSettings, *, live: bool = False, fall_back: bool = True
-    ) -> Iterator[AppEvent]:
-        raise NotImplementedError
+class Tuning:
+    """Measured tuning of the loaded model, given the app's engine, settings and loading
+    (each read when an intent runs: a switch gives the app another engine)."""
 
-    def _save_state(self) -> None:
-        raise NotImplementedError
+    def __init__(
+        self,
+        engine: Callable[[], Engine],
+        settings: Callable[[], AppSettings],
+        load: Loader,
+        save_state: Callable[[], None],
+    ) -> None:
+        self._engine, self._settings = engine, settings
+        self._load, self._save_state = load, save_state
 
     def tune(
         self, budget_s: float = 60.0, *, fresh: bool = False, should_stop: Callable[[], bool]
@@ -120,21 +123,21 @@ class TuningIntents:
         """Sweep GPU layers and threads for the loaded model (the cached result when
         there is one); then the model is loaded back with the conversation's KV state."""
         load_back = yield from tune_loaded(
-            self.engine,
-            self.settings,
+            self._engine(),
+            self._settings(),
             budget_s,
             fresh=fresh,
             should_stop=should_stop,
             before=self._save_state,
         )
         if load_back:
-            yield from self.load(self.settings)  # with the reply ids and the KV state
+            yield from self._load(self._settings())  # with the reply ids and the KV state
 
     def apply_tune(self, config: TuneConfig) -> Iterator[AppEvent]:
         """Reload live with a tuning pick (the conversation's KV state kept)."""
-        settings = replace(self.settings, load=config.apply_to(self.settings.load))
-        yield from self.load(settings, live=True)
+        settings = self._settings()
+        yield from self._load(replace(settings, load=config.apply_to(settings.load)), live=True)
 
     def stop_tune(self) -> None:
         """Stop the measurement in progress (any thread; within one token)."""
-        self.engine.stop()
+        self._engine().stop()
