@@ -140,3 +140,29 @@ def test_a_crashing_and_a_hanging_tool_are_told_and_the_chat_goes_on(
     assert "simulated fault" in out  # its last words
     assert "[faults_stall: timeout] faults_stall did not answer within 2 s" in out
     assert out.count("ai> ") >= 4  # each turn: the call, then an answer after its result
+
+
+def test_an_mcp_config_that_does_not_exist_is_named(tmp_path: Path) -> None:
+    missing = tmp_path / "mcp.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "vllmchat", "chat", "--mcp", str(missing)],
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert f"{missing}: the file does not exist" in proc.stderr
+    assert "No MCP servers are configured" not in proc.stdout + proc.stderr
+
+
+def test_a_server_that_does_not_start_is_said_once_in_the_chat(demo_model, tmp_path: Path) -> None:
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"gone": {"command": "vllmchat-no-such-mcp"}}}))
+    proc = _chat_requiring_tools(config, ["Hello.", "Hello again.", "/quit"], max_tokens=8)
+    out = proc.stdout
+    assert proc.returncode == 0, proc.stderr
+    assert out.count("[tools: ") == 1  # at the first turn, not again at the second
+    assert "The MCP server 'gone' is not working (the command 'vllmchat-no-such-mcp'" in out
+    assert "tool choice: required), but no MCP server is working: turns run without" in out
+    assert out.count("ai> ") == 2

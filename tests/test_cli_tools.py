@@ -51,3 +51,15 @@ def test_tools_list_shows_a_syntax_error_with_line_and_column(tmp_path: Path) ->
     assert done.returncode == 2
     assert "line 3, column 2" in done.stderr
     assert config.read_text() == '{"mcpServers": {\n  "a": {"command": "x"\n}'
+
+
+def test_tools_list_names_a_config_that_does_not_exist(tmp_path: Path) -> None:
+    missing = tmp_path / "mcp.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "vllmchat", "tools", "list", "--config", str(missing)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert f"{missing}: the file does not exist" in proc.stderr

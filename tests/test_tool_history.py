@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.tool_configs import server, write_config
 from vllmchat.core.app.chat_app import ChatApp
 from vllmchat.core.app.events import EditRefused, Loaded, ToolPickChanged
 from vllmchat.core.app_settings import AppSettings
@@ -17,14 +18,14 @@ from vllmchat.core.conversations.store.store import ConversationStore
 from vllmchat.core.conversations.store.tool_prompts import ToolPromptList
 from vllmchat.core.conversations.turns.kv_cache import KVStateCache
 from vllmchat.core.engine.events import DoneEvent, StatsEvent
-from vllmchat.core.tools.approval import ApprovalPolicy
 from vllmchat.core.tools.events import ToolCallFinished
-from vllmchat.core.tools.manager import ToolServerManager
 
 
-def _app(tmp_path: Path, demo_model: Path, manager: ToolServerManager) -> ChatApp:
+def _app(tmp_path: Path) -> ChatApp:
     app = ChatApp(ConversationStore(tmp_path / "c.sqlite3"), KVStateCache(tmp_path / "kv"))
-    app.use_tools(manager, ApprovalPolicy(["demo_add"]), tool_choice="required")
+    config = write_config(tmp_path, {"demo": server()}, approved=["demo_add"])
+    assert app.use_tools(config, tool_choice="required") is None
+    app.tools.start_all(timeout_s=60)  # the servers' tools named
     return app
 
 
@@ -38,9 +39,9 @@ def _load(app: ChatApp, demo_model: Path) -> Loaded:
 
 
 def test_a_reopened_tool_conversation_prefills_only_the_new_question(
-    tmp_path: Path, demo_model: Path, manager: ToolServerManager
+    tmp_path: Path, demo_model: Path
 ) -> None:
-    app = _app(tmp_path, demo_model, manager)
+    app = _app(tmp_path)
     try:
         conv = app.store.create().id
         app.open_conversation(conv)
@@ -61,8 +62,9 @@ def test_a_reopened_tool_conversation_prefills_only_the_new_question(
         assert "42" in step.messages[1]["content"] and step.reply_ids
     finally:
         app.shutdown()
+        app.tools.close()
         app.store.close()
-    again = _app(tmp_path, demo_model, manager)  # the app started anew on the same store
+    again = _app(tmp_path)  # the app started anew on the same store
     try:
         opened = again.open_conversation(conv)
         assert opened.conversation_id == conv
@@ -81,11 +83,12 @@ def test_a_reopened_tool_conversation_prefills_only_the_new_question(
         assert any(m["content"].startswith("Result of demo_add:") for m in prompt)
     finally:
         again.shutdown()
+        again.tools.close()
         again.store.close()
 
 
 def test_a_pick_refuses_unknown_names_and_a_new_conversation_starts_with_the_last_pick(
-    tmp_path: Path, demo_model: Path, manager: ToolServerManager
+    tmp_path: Path,
 ) -> None:
     app = ChatApp(
         ConversationStore(tmp_path / "c.sqlite3"), KVStateCache(tmp_path / "kv"), engine=_NoEngine()
@@ -94,7 +97,8 @@ def test_a_pick_refuses_unknown_names_and_a_new_conversation_starts_with_the_las
         first = app.store.create().id
         refused = app.tool_picks.switch(first, ["demo_add"], False)
         assert isinstance(refused, EditRefused) and "No MCP servers" in refused.message
-        app.use_tools(manager, ApprovalPolicy())
+        assert app.use_tools(write_config(tmp_path, {"demo": server()})) is None
+        app.tools.start_all(timeout_s=60)  # the servers' tools named
         refused = app.tool_picks.switch(first, ["nope"], False)
         assert isinstance(refused, EditRefused) and "'nope'" in refused.message
         assert "demo_echo" in refused.message
@@ -107,6 +111,7 @@ def test_a_pick_refuses_unknown_names_and_a_new_conversation_starts_with_the_las
         assert app.tool_picks.pick(second).off == frozenset()
         assert app.tool_picks.pick(first).off == {"demo_big", "demo_echo"}  # its own, kept
     finally:
+        app.tools.close()
         app.store.close()
 
 

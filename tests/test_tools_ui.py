@@ -12,10 +12,13 @@ SERVER = str(Path(__file__).parent / "mcp_servers" / "tool_server.py")
 
 
 def test_the_approval_prompt_answers_the_waiting_call(qtbot) -> None:
+    from vllmchat.core.app.tools_service import ToolsService
     from vllmchat.ui.chat.approval_prompt import ApprovalPrompt
 
     prompt = ApprovalPrompt()
     qtbot.addWidget(prompt)
+    service = ToolsService()  # the answer is an intent to the application layer's service
+    prompt.answered.connect(service.answer)
     event = ApprovalNeeded(ToolCall("demo_add", {"a": 2}), ToolInfo("demo", "add", "Add."))
     prompt.ask(event)
     assert not prompt.isHidden()

@@ -14,17 +14,16 @@ from typing import Any, TextIO
 
 from vllmchat.core.app.chat_app import ChatApp
 from vllmchat.core.app.events import EditRefused
-from vllmchat.core.tools.approval import ApprovalPolicy
-from vllmchat.core.tools.approved import load_approved, save_approved
-from vllmchat.core.tools.config import ConfigError, load_config
+from vllmchat.core.app.tool_turns import ToolChoice
+from vllmchat.core.app.tools_service import ToolsService
 from vllmchat.core.tools.events import (
     Approval,
     ApprovalNeeded,
     ServerStatus,
     ToolCallFinished,
-    ToolInfo,
+    ToolServiceEvent,
+    ToolsUnavailable,
 )
-from vllmchat.core.tools.manager import ToolServerManager
 
 TOOLS_HELP = """  /tools          the MCP servers and their tools (started now), on or off here
   /tools on NAME… / off NAME…   offer a server or tool in this conversation, or not
@@ -35,28 +34,56 @@ PROMPT = "allow? [o]nce, [c]onversation, [a]lways for this tool, [n]o (a reason 
 
 @dataclass
 class TerminalTools:
-    """``--mcp CONFIG``'s servers, the approvals, and where the always-allowed are kept."""
+    """The terminal's side of the app's tools service: each call asked about at the
+    prompt, each outcome printed, a turn without its tools said once."""
 
-    manager: ToolServerManager
-    policy: ApprovalPolicy
-    config_file: Path
+    service: ToolsService
+    out: TextIO
+    read_line: Callable[[], str] = sys.stdin.readline
 
-    def remember(self, event: ApprovalNeeded) -> str:
-        """After an answer of "always": kept in ``mcp-approved.json`` (else why not)."""
-        if event.answer.done() and event.answer.result().decision == "always":
-            return save_approved(self.config_file, self.policy.always | {event.call.name})
+    def __call__(self, event: ToolServiceEvent) -> None:
+        """A handler of the service's events (on the turn's thread, or the service's)."""
+        if isinstance(event, ApprovalNeeded):
+            failed = self.service.answer(event, ask_approval(event, self.out, self.read_line))
+            if failed:
+                self.out.write(f"[allowed for this session only: {failed}]\n")
+        elif isinstance(event, ToolCallFinished):
+            result = event.result
+            first = result.text.strip().splitlines()[0][:160] if result.text.strip() else ""
+            cut = " (cut)" if result.truncated else ""
+            self.out.write(f"[{result.call.name or 'tool call'}: {result.kind}{cut}] {first}\n")
+        elif isinstance(event, ToolsUnavailable):
+            self.out.write(f"[tools: {event.message}]\n")
+        else:
+            return
+        self.out.flush()
+
+    def remember(self, _event: object) -> str:
+        """Nothing left to keep: the service keeps an "always" as it is answered."""
         return ""
 
+    def close(self) -> None:
+        """Stop listening and stop the servers."""
+        self.service.unsubscribe(self)
+        self.service.close()
 
-def open_tools(config_file: Path, err: TextIO = sys.stderr) -> TerminalTools | None:
-    """The tools of ``--mcp CONFIG`` (servers start when first used), or None."""
-    try:
-        config = load_config(config_file)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=err)
+
+def open_tools(
+    app: ChatApp,
+    config_file: Path,
+    tool_choice: ToolChoice = "auto",
+    out: TextIO = sys.stdout,
+    err: TextIO = sys.stderr,
+) -> TerminalTools | None:
+    """The tools of ``--mcp CONFIG`` offered in the chat (servers start when first
+    used), or None with the reason printed (a file that does not exist is named)."""
+    problem = app.use_tools(config_file, must_exist=True, tool_choice=tool_choice)
+    if problem is not None:
+        print(f"error: {problem.message}", file=err)
         return None
-    policy = ApprovalPolicy(load_approved(config_file))
-    return TerminalTools(ToolServerManager(config), policy, config_file)
+    tools = TerminalTools(app.tools, out)
+    app.tools.subscribe(tools)
+    return tools
 
 
 def ask_approval(
@@ -81,21 +108,9 @@ def ask_approval(
 
 
 def show_tool_event(event: Any, out: TextIO, read_line: Callable[[], str]) -> bool:
-    """Print a tool event (answering approval prompts); False for other events."""
-    if isinstance(event, ApprovalNeeded):
-        event.answer.set_result(ask_approval(event, out, read_line))
-    elif isinstance(event, ToolCallFinished):
-        result = event.result
-        first = result.text.strip().splitlines()[0][:160] if result.text.strip() else ""
-        cut = " (cut)" if result.truncated else ""
-        out.write(f"[{result.call.name or 'tool call'}: {result.kind}{cut}] {first}\n")
-    elif isinstance(event, ServerStatus):
-        why = f": {event.message}" if event.message else ""
-        out.write(f"[tools: {event.server} {event.state}{why}]\n")
-    else:
-        return False
-    out.flush()
-    return True
+    """True for a tool step in a turn's events: the tools service's handler has told it
+    (``TerminalTools``), so nothing is printed here; False for other events."""
+    return isinstance(event, ApprovalNeeded | ToolCallFinished | ServerStatus)
 
 
 def _status_line(status: ServerStatus) -> str:
@@ -111,9 +126,9 @@ def tools_command(arg: str, app: ChatApp, tools: TerminalTools, out: TextIO) -> 
     """``/tools``: start the servers and list them; ``on|off NAME…``; ``restart NAME``;
     ``revoke TOOL``."""
     verb, _, rest = arg.strip().partition(" ")
-    manager, policy = tools.manager, tools.policy
+    service = tools.service
     if verb == "restart":
-        out.write(_status_line(manager.restart(rest.strip()).result(timeout=120)) + "\n")
+        out.write(_status_line(service.restart(rest.strip()).result(timeout=120)) + "\n")
         return
     if verb == "revoke":
         _revoke(rest.strip(), tools, out)
@@ -121,7 +136,7 @@ def tools_command(arg: str, app: ChatApp, tools: TerminalTools, out: TextIO) -> 
     conversation = app.conversation_id
     assert conversation is not None
     if verb in ("on", "off"):
-        manager.start_all(timeout_s=120)  # their tools named
+        service.start_all(timeout_s=120)  # their tools named
         changed = app.tool_picks.switch(conversation, rest.split(), verb == "on")
         prefix = "error: " if isinstance(changed, EditRefused) else ""
         out.write(f"{prefix}{changed.message}\n")
@@ -130,7 +145,7 @@ def tools_command(arg: str, app: ChatApp, tools: TerminalTools, out: TextIO) -> 
         out.write(f"unknown /tools {verb}; /help lists the tools commands\n")
         return
     pick = app.tool_picks.pick(conversation)
-    for status in manager.start_all(timeout_s=120):
+    for status in service.start_all(timeout_s=120):
         off = " (off in this conversation)" if status.server in pick.off else ""
         out.write(_status_line(status) + off + "\n")
         for problem in status.problems:
@@ -138,7 +153,7 @@ def tools_command(arg: str, app: ChatApp, tools: TerminalTools, out: TextIO) -> 
         unpicked = [t.name for t in status.tools if not pick.offers(t)]
         if unpicked and not off:
             out.write(f"    off in this conversation: {', '.join(unpicked)}\n")
-    always = sorted(policy.always)
+    always = sorted(service.policy.always)
     if always:
         out.write(f"always allowed: {', '.join(always)}\n")
 
@@ -148,18 +163,10 @@ def _revoke(name: str, tools: TerminalTools, out: TextIO) -> None:
     if not name:
         out.write("error: /tools revoke takes a tool's name (/tools lists those always allowed)\n")
         return
-    was_always = name in tools.policy.always
-    tools.policy.revoke(name)
-    failed = save_approved(tools.config_file, tools.policy.always) if was_always else ""
-    if failed:
-        out.write(f"error: {failed}; revoked for this session only\n")
-    elif was_always:
+    revoked = tools.service.revoke(name)
+    if revoked.failed:
+        out.write(f"error: {revoked.failed}; revoked for this session only\n")
+    elif revoked.was_always:
         out.write(f"{name}: no longer always allowed; each call asks again\n")
     else:
         out.write(f"{name}: each call asks (it was not always allowed)\n")
-
-
-def offered(manager: ToolServerManager) -> list[ToolInfo]:
-    """The tools to offer the model: every ready server's, after starting them."""
-    manager.start_all(timeout_s=120)
-    return manager.tools()

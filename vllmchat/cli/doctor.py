@@ -17,11 +17,11 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vllmchat.core.app.engines import open_local
+    from vllmchat.core.app.engines import work_engine
     from vllmchat.core.doctor import run_doctor
 
     report = run_doctor(
-        open_local, load_model=not args.no_load, model_path=args.model, mmproj_path=args.mmproj
+        work_engine, load_model=not args.no_load, model_path=args.model, mmproj_path=args.mmproj
     )
     print(json.dumps(report.to_dict(), indent=2) if args.json else report.to_text())
     return 0 if report.chat_works else 1

@@ -28,17 +28,16 @@ def register(sub: Any) -> None:
 
 
 def run_list(args: argparse.Namespace) -> int:
+    from vllmchat.core.app.tools_service import try_servers
     from vllmchat.core.tools.config import ConfigError, config_path, load_config
-    from vllmchat.core.tools.manager import ToolServerManager
 
     path = args.config or config_path()
     try:
-        config = load_config(path)
+        config = load_config(path, must_exist=args.config is not None)
     except ConfigError as exc:
         print(f"vllmchat tools: {exc}", file=sys.stderr)
         return 2
-    with ToolServerManager(config, start_timeout_s=args.timeout) as manager:
-        statuses = manager.start_all()
+    statuses = try_servers(config, start_timeout_s=args.timeout)
     disabled = [s.name for s in config.servers if s.disabled]
     if args.json:
         report = {

@@ -56,7 +56,7 @@ def _stop_on_signals(engine: Any) -> threading.Event:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from vllmchat.core.app.engines import open_local
+    from vllmchat.core.app.engines import work_engine
     from vllmchat.core.app.tuning import run_tune
     from vllmchat.core.tuning.events import PointMeasured, TuneFinished
 
@@ -72,7 +72,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
         margin_mib = load_app_settings().gpu_margin_mib
     settings = LoadSettings(model_path=args.model, **given(args, args.load_fields))
-    engine = open_local()
+    engine = work_engine()
     stop = _stop_on_signals(engine)
     result = None
     try:
@@ -116,7 +116,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 
 def cmd_quants(args: argparse.Namespace) -> int:
-    from vllmchat.core.app.engines import open_local
+    from vllmchat.core.app.engines import work_engine
     from vllmchat.core.tuning.events import QuantProgress, QuantsCompared
     from vllmchat.core.tuning.quant_lab import compare
 
@@ -124,7 +124,7 @@ def cmd_quants(args: argparse.Namespace) -> int:
     if missing:
         print(f"vllmchat quants: no such file: {', '.join(missing)}")
         return 2
-    engine = open_local()
+    engine = work_engine()
     stop = _stop_on_signals(engine)
     done = None
     try:

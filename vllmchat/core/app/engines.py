@@ -1,7 +1,9 @@
 """Where engines are made: the local llama.cpp process, or a server.
 
-The front ends never construct an engine class; they ask for one here and then
-ask it for its ``capabilities``.
+The front ends never construct an engine class: the chat's engine is the
+application layer's own (``ChatApp``), and work beside the chat (the checks, the
+tuner, the quant lab) asks here for an engine of its own (``work_engine``); callers
+then ask an engine for its ``capabilities``.
 """
 
 from __future__ import annotations
@@ -34,6 +36,13 @@ class EngineSpec:
 def open_local(*, memory_limit: int | None = None) -> EngineClient:
     """The llama.cpp engine in a child process (started by its first load)."""
     return EngineClient(memory_limit=memory_limit)
+
+
+def work_engine(*, memory_limit: int | None = None) -> EngineClient:
+    """A llama.cpp engine of its own for work beside the chat (the checks, the tuner,
+    the quant lab), so the chat's engine keeps its model: its process starts at its
+    first load, and the caller closes it."""
+    return open_local(memory_limit=memory_limit)
 
 
 def open_server(

@@ -4,9 +4,9 @@ A conversation offers its servers' tools less those the user turned off for it
 (a server, or one tool); a new conversation starts with the user's last pick. A
 change is an intent (``ToolPicks.switch``) announced as ``ToolPickChanged``, or
 refused (``EditRefused``) with the reason; it holds from the conversation's next
-turn. ``ToolOffer`` is what ``ChatApp.use_tools`` sets up: the manager, the
-approvals, and each conversation's pick, for its turns and for the context bar
-(the tokens the offered schemas take).
+turn. ``ToolOffer`` is what ``ChatApp.use_tools`` sets up: the tools service and
+each conversation's pick, for its turns and for the context bar (the tokens the
+offered schemas take).
 """
 
 from __future__ import annotations
@@ -16,14 +16,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from vllmchat.core.app.events import EditRefused, ToolPickChanged
-from vllmchat.core.app.tool_turns import ToolChoice, tool_stream
+from vllmchat.core.app.tools_service import ToolsService
 from vllmchat.core.conversations.store.store import ConversationStore, StoreError
 from vllmchat.core.conversations.store.tool_prompts import ToolPickStore
 from vllmchat.core.conversations.turns.session import ChatSession, ToolStream
 from vllmchat.core.engine.protocol import Engine
-from vllmchat.core.tools.approval import ApprovalPolicy
 from vllmchat.core.tools.events import ToolInfo
-from vllmchat.core.tools.manager import ToolServerManager
 from vllmchat.core.tools.prompting import fallback_system_prompt, openai_tools
 
 
@@ -42,7 +40,7 @@ class ToolPicks:
 
     def __init__(self, store: ConversationStore) -> None:
         self._picks = ToolPickStore(store)
-        self.manager: ToolServerManager | None = None  # the servers whose tools are picked
+        self.service: ToolsService | None = None  # the servers whose tools are picked
 
     def pick(self, conversation_id: int) -> ToolPick:
         """The conversation's pick; one never picked takes the user's last pick (kept)."""
@@ -57,13 +55,13 @@ class ToolPicks:
     ) -> ToolPickChanged | EditRefused:
         """Turn servers or tools (by ``server_tool``, or a tool's own name when only one
         server has it) on or off in a conversation, from its next turn."""
-        manager = self.manager
-        if manager is None or not manager.config.servers:
+        service = self.service
+        if service is None or not service.config.servers:
             return EditRefused("tools", "No MCP servers are configured.")
         if not names:
             return EditRefused("tools", "Name a server or a tool (/tools lists them).")
-        tools = manager.tools()
-        servers = {s.name for s in manager.config.servers}
+        tools = service.tools()
+        servers = {s.name for s in service.config.servers}
         try:
             off = set(self.pick(conversation_id).off)
         except StoreError as exc:
@@ -115,34 +113,21 @@ def _resolve(
 class ToolOffer:
     """The tools offered in each conversation's turns, as its pick allows."""
 
-    def __init__(
-        self,
-        manager: ToolServerManager,
-        policy: ApprovalPolicy,
-        picks: ToolPicks,
-        tool_choice: ToolChoice = "auto",
-    ) -> None:
-        self.manager, self.policy, self.picks = manager, policy, picks
-        self.tool_choice: ToolChoice = tool_choice
+    def __init__(self, service: ToolsService, picks: ToolPicks) -> None:
+        self.service, self.picks = service, picks
         self._counted: dict[str, int] = {}
 
     def tools(self, conversation_id: int) -> list[ToolInfo]:
         """The ready servers' tools this conversation offers."""
         pick = self.picks.pick(conversation_id)
-        return [t for t in self.manager.tools() if pick.offers(t)]
+        return [t for t in self.service.tools() if pick.offers(t)]
 
     def stream(self, engine: Engine, session: ChatSession) -> ToolStream:
         """A turn of ``session`` with the tools it offers at that turn."""
         stop = lambda: session.stop_requested  # noqa: E731
         conversation = session.conversation_id
-        return tool_stream(
-            engine,
-            self.manager,
-            self.policy,
-            str(conversation),
-            stop,
-            tool_choice=self.tool_choice,
-            offered=lambda: self.tools(conversation),
+        return self.service.turn_stream(
+            engine, str(conversation), stop, offered=lambda: self.tools(conversation)
         )
 
     def serve(self, engine: Engine, session: ChatSession) -> None:
@@ -154,7 +139,7 @@ class ToolOffer:
     def tokens(self, engine: Engine, conversation_id: int) -> int:
         """Tokens the offered tools' schemas take in the prompt (as the template gets them)."""
         tools = self.tools(conversation_id)
-        if not tools or self.tool_choice == "none" or engine.info is None:
+        if not tools or self.service.tool_choice == "none" or engine.info is None:
             return 0
         if engine.info.tool_format:
             text = json.dumps(openai_tools(tools), ensure_ascii=False)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal, Protocol, cast
+from typing import Literal, Protocol
 
 from vllmchat.core.engine.chat_options import PLAIN, ChatOptions
 from vllmchat.core.engine.events import DoneEvent, ErrorEvent, Event, TurnStats
@@ -34,7 +34,6 @@ from vllmchat.core.tools.events import (
     ToolResult,
     ToolStepPrompted,
 )
-from vllmchat.core.tools.manager import ToolServerManager
 from vllmchat.core.tools.prompting import (
     TEXT_GRAMMAR,
     call_schema,
@@ -223,41 +222,3 @@ class ToolTurn:
             result = replace(result, text=result.text[:limit] + note, truncated=True)
         self._used += min(size, limit)
         return result
-
-
-def tool_stream(
-    engine: object,
-    manager: ToolServerManager,
-    policy: ApprovalPolicy,
-    conversation: str,
-    should_stop: Callable[[], bool],
-    *,
-    max_steps: int = 8,
-    tool_choice: ToolChoice = "auto",
-    offered: Callable[[], Sequence[ToolInfo]] | None = None,
-) -> Callable[
-    [list[dict[str, str]], SamplingSettings, Sequence[bytes]], Iterator[Event | ToolEvent]
-]:
-    """A chat session's turn with the manager's tools (its servers start at the first);
-    ``offered``: the tools to offer of them, asked at each turn (default: all)."""
-
-    def run_call(tool: ToolInfo, call: ToolCall) -> ToolResult:
-        return manager.call(tool, call).result()
-
-    def stream(
-        prompt: list[dict[str, str]], sampling: SamplingSettings, images: Sequence[bytes] = ()
-    ) -> Iterator[Event | ToolEvent]:
-        manager.start_stopped()
-        turn = ToolTurn(
-            cast(ToolEngine, engine),
-            offered() if offered is not None else manager.tools(),
-            run_call,
-            policy,
-            conversation,
-            max_steps=max_steps,
-            tool_choice=tool_choice,
-            should_stop=should_stop,
-        )
-        yield from turn.run(prompt, sampling, images)
-
-    return stream

@@ -229,12 +229,15 @@ def parse_config(text: str, path: Path | None = None) -> ToolsConfig:
         raise ConfigError(exc.message, path=path) from exc
 
 
-def load_config(path: Path | None = None) -> ToolsConfig:
-    """The saved config; empty where there is none. Raises ``ConfigError``."""
+def load_config(path: Path | None = None, *, must_exist: bool = False) -> ToolsConfig:
+    """The saved config; empty where there is none, unless the user named the file
+    (``must_exist``). Raises ``ConfigError``."""
     path = path or config_path()
     try:
         text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    except FileNotFoundError as exc:
+        if must_exist:
+            raise ConfigError("the file does not exist", path=path) from exc
         return ToolsConfig()
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot be read ({exc})", path=path) from exc

@@ -136,8 +136,46 @@ class ApprovalNeeded:
 
 
 @dataclass(frozen=True)
+class ToolCallStarted:
+    """An allowed call goes to its server."""
+
+    call: ToolCall
+    tool: ToolInfo
+
+
+@dataclass(frozen=True)
 class ToolCallFinished:
+    """How a call ended (run, denied, failed, ...)."""
+
     result: ToolResult
+
+
+@dataclass(frozen=True)
+class ToolsUnavailable:
+    """A turn runs without tools it was meant to have: servers that did not start, or no
+    working server where each turn is to begin with a call (said once per cause)."""
+
+    message: str
+    failed: tuple[ServerStatus, ...] = ()
+    required_unmet: bool = False
+
+
+@dataclass(frozen=True)
+class ApprovalRevoked:
+    """A tool always allowed asks before each call again; ``failed``: why the file
+    that keeps the always-allowed tools could not be written ("" when it was)."""
+
+    tool: str
+    was_always: bool
+    failed: str = ""
+
+
+@dataclass(frozen=True)
+class ToolsConfigProblem:
+    """The MCP config could not be used (missing, unreadable, broken): no tools offered."""
+
+    path: str
+    message: str
 
 
 @dataclass(frozen=True)
@@ -150,3 +188,15 @@ class ToolStepPrompted:
 
 
 ToolEvent = ServerStatus | ApprovalNeeded | ToolCallFinished | ToolStepPrompted
+"""What a turn with tools yields among the engine's events."""
+
+ToolServiceEvent = (
+    ServerStatus
+    | ApprovalNeeded
+    | ToolCallStarted
+    | ToolCallFinished
+    | ToolsUnavailable
+    | ToolsConfigProblem
+    | ApprovalRevoked
+)
+"""What the application layer's tools service announces to its subscribers."""

@@ -38,7 +38,6 @@ from vllmchat.core.tools.errors import connection_closed, describe_error
 from vllmchat.core.tools.events import (
     ServerStatus,
     ToolCall,
-    ToolEvent,
     ToolInfo,
     ToolResult,
     model_tool_name,
@@ -89,7 +88,7 @@ class ToolServerManager:
         self,
         config: ToolsConfig,
         *,
-        on_event: Callable[[ToolEvent], None] | None = None,
+        on_event: Callable[[ServerStatus], None] | None = None,
         start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
         result_cap_bytes: int = RESULT_CAP_BYTES,
         path: str | None = None,
@@ -200,7 +199,7 @@ class ToolServerManager:
             self._status[status.server] = status
         self._emit(status)
 
-    def _emit(self, event: ToolEvent) -> None:
+    def _emit(self, event: ServerStatus) -> None:
         if self._on_event is not None:
             try:
                 self._on_event(event)

@@ -1,8 +1,8 @@
 """The prompt a tool call waits at: its tool, its arguments, and the user's answer.
 
 Allow once, for this conversation, or always for this tool; or deny, with a reason
-the model is shown. The answer goes to the ``ApprovalNeeded`` event's future, which
-the turn (on the engine's thread) waits for.
+the model is shown. The answer is emitted with its event; the window hands it to the
+application layer's tools service, whose turn (on the engine's thread) waits for it.
 """
 
 from __future__ import annotations
@@ -25,9 +25,10 @@ from vllmchat.core.tools.events import Approval, ApprovalNeeded, Decision
 
 
 class ApprovalPrompt(QFrame):
-    """Shown in the chat while a call waits; emits ``answered`` with the ``Approval``."""
+    """Shown in the chat while a call waits; emits ``answered`` with the call's event."""
 
-    answered = Signal(object)
+    answered = Signal(object, object)
+    """``(ApprovalNeeded, Approval)``: the user's answer to the call shown."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -83,11 +84,8 @@ class ApprovalPrompt(QFrame):
         if event is None:
             return
         reason = self.reason.text().strip() if decision == "deny" else ""
-        approval = Approval(decision, reason)
-        if not event.answer.done():
-            event.answer.set_result(approval)
         self.hide()
-        self.answered.emit(approval)
+        self.answered.emit(event, Approval(decision, reason))
 
     def withdraw(self) -> None:
         """The turn ended while waiting (stopped): hide without answering."""

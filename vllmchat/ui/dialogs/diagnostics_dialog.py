@@ -15,7 +15,7 @@ from PySide6.QtWidgets import (
 )
 
 from vllmchat import __version__
-from vllmchat.core.app.engines import open_local
+from vllmchat.core.app.engines import work_engine
 from vllmchat.core.doctor import Report, Status, run_doctor
 from vllmchat.ui.common.workers import WorkerGroup
 
@@ -57,7 +57,7 @@ class DiagnosticsDialog(QDialog):
         self.rerun.setEnabled(False)
         self.copy.setEnabled(False)
         self.workers.run(
-            lambda: run_doctor(open_local), self.show_report, self.show_error, name="The checks"
+            lambda: run_doctor(work_engine), self.show_report, self.show_error, name="The checks"
         )
 
     def show_report(self, report: Report) -> None:

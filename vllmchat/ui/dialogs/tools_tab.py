@@ -40,10 +40,9 @@ TEMPLATE = '{\n  "mcpServers": {\n  }\n}\n'
 
 def start_servers(config: ToolsConfig) -> list[ServerStatus]:
     """Start every server of ``config`` and stop them again (runs on a worker thread)."""
-    from vllmchat.core.tools.manager import ToolServerManager
+    from vllmchat.core.app.tools_service import try_servers
 
-    with ToolServerManager(config) as manager:
-        return manager.start_all()
+    return try_servers(config)
 
 
 class ToolsTab(QWidget):

@@ -36,10 +36,10 @@ HEADERS = (
 
 def measure(files: Sequence[str], should_stop: Callable[[], bool]) -> Iterator[QuantEvent]:
     """The comparison in its own engine process (the chat's engine keeps its model)."""
-    from vllmchat.core.app.engines import open_local
+    from vllmchat.core.app.engines import work_engine
     from vllmchat.core.tuning.quant_lab import compare
 
-    engine = open_local()
+    engine = work_engine()
     try:
         yield from compare(engine, files, should_stop=should_stop)
     finally:
