@@ -67,10 +67,9 @@ def _attach(qtbot, w, path) -> None:
 
 
 def _send(qtbot, w, text: str) -> None:
-    n = w.turns_ended
-    w.input.edit.setPlainText(text)
-    w.input._submit()
-    qtbot.waitUntil(lambda: w.turns_ended > n, timeout=TIMEOUT)
+    with qtbot.waitSignal(w.turn_ended, timeout=TIMEOUT):
+        w.input.edit.setPlainText(text)
+        w.input._submit()
 
 
 def test_a_document_chip_waits_by_the_input_then_opens_from_its_message(qtbot, tmp_path, window):

@@ -118,7 +118,7 @@ def window(qtbot, tmp_path):
 
 
 def test_the_list_renames_and_deletes_through_the_application_layer(qtbot, window, monkeypatch):
-    store, listed = window.store, window.conversations
+    store, listed = window.bridge.app.store, window.conversations
     first = window.conversation_id
     renamed: list[object] = []
     window.bridge.events.conversation_renamed.connect(renamed.append)
@@ -127,9 +127,12 @@ def test_the_list_renames_and_deletes_through_the_application_layer(qtbot, windo
     assert renamed == [ConversationRenamed(first, "Fjords")]
     assert store.conversation(first).title == "Fjords"
     assert listed.list.item(0).text() == "Fjords"
-    second = window.new_conversation()
-    assert second is not None and window.conversation_id == second
-    assert listed.list.count() == 2
+    window.new_conversation()  # nothing is stored until its first message
+    assert window.conversation_id is None and listed.list.count() == 1
+    second = store.create().id  # as its first message would store it
+    listed.refresh()
+    window.open_conversation(second)
+    assert window.conversation_id == second and listed.list.count() == 2
     monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Yes)
     listed.delete_current()  # the open one: after the engine's thread has let go of it
     qtbot.waitUntil(lambda: window.conversation_id == first, timeout=TIMEOUT)
@@ -141,13 +144,13 @@ def test_pins_and_summary_edits_change_the_view_once_the_store_has_them(qtbot, w
     question = next(w for w in window.chat.messages() if w.role == "user")
     assert question.pin_button is not None
     question.pin_button.click()
-    assert window.store.message(question.message_id).pinned
+    assert window.stored.message(question.message_id).pinned
     assert question.pin_button.text() == "Pinned"
     assert "pinned" in window.statusBar().currentMessage()
     summary = next(w for w in window.chat.messages() if w.role == "summary")
     monkeypatch.setattr(QInputDialog, "getMultiLineText", lambda *a, **k: ("Norway.", True))
     window.chat.summary_edit_requested.emit(summary.message_id)  # its Edit button
-    assert window.store.summary(summary.message_id).content == "Norway."
+    assert window.stored.summary(summary.message_id).content == "Norway."
     again = next(w for w in window.chat.messages() if w.role == "summary")
     assert again.text == "Norway."
 

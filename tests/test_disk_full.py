@@ -109,10 +109,9 @@ def test_the_reply_failing_to_store_ends_the_turn_and_keeps_the_question(
         return real(conversation_id, role, content, **kwargs)
 
     monkeypatch.setattr(store, "add_message", failing)
-    ended = window.turns_ended
-    window.input.edit.setPlainText("Hello there")
-    window.input._submit()
-    qtbot.waitUntil(lambda: window.turns_ended > ended, timeout=60000)
+    with qtbot.waitSignal(window.turn_ended, timeout=60000):
+        window.input.edit.setPlainText("Hello there")
+        window.input._submit()
     assert isinstance(window.last_turn, ErrorEvent) and window.input.send.isEnabled()
     assert "could not be stored" in window.statusBar().currentMessage()
     assert window.input.edit.toPlainText() == ""  # the question is stored, not returned
@@ -133,31 +132,28 @@ def test_a_store_failure_mid_turn_ends_the_turn_and_the_window_recovers(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(store, "add_message", failing)
-    ended = window.turns_ended
-    window.input.edit.setPlainText("Hello there")
-    window.input._submit()
-    qtbot.waitUntil(lambda: window.turns_ended > ended, timeout=60000)
+    with qtbot.waitSignal(window.turn_ended, timeout=60000):
+        window.input.edit.setPlainText("Hello there")
+        window.input._submit()
     assert window.input.send.isEnabled() and not window.input.stop.isEnabled()
     assert window.input.edit.toPlainText() == "Hello there"  # nothing typed is lost
     assert "database or disk is full" in window.statusBar().currentMessage()
     assert all(w.message_id is not None for w in window.chat.messages())
-    ended = window.turns_ended
-    window.input._submit()  # the next try works
-    qtbot.waitUntil(lambda: window.turns_ended > ended, timeout=60000)
+    with qtbot.waitSignal(window.turn_ended, timeout=60000):
+        window.input._submit()  # the next try works
     assert isinstance(window.last_turn, DoneEvent)
     assert [m.content for m in store.path(window.conversation_id)][-2] == "Hello there"
 
 
 def test_an_exception_in_any_job_ends_in_an_event_the_window_shows(qtbot, demo_window):
     window, _, _ = demo_window
-    ended = window.turns_ended
 
     def broken() -> Iterator[object]:
         yield from ()
         raise RuntimeError("something unexpected")
 
-    window.bridge.call(broken)
-    qtbot.waitUntil(lambda: window.turns_ended > ended, timeout=10000)
+    with qtbot.waitSignal(window.turn_ended, timeout=10000):
+        window.bridge.call(broken)
     assert isinstance(window.last_turn, ErrorEvent)
     assert "something unexpected" in window.statusBar().currentMessage()
     assert window.input.send.isEnabled()

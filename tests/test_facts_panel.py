@@ -13,24 +13,27 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLineEdit
 
-from vllmchat.core.conversations.memory.fact_list import FactList
-from vllmchat.core.conversations.store.store import ConversationStore
+from vllmchat.core.app.start import open_storage
 from vllmchat.ui.chat.facts_panel import HINT, YOURS, FactsPanel
 
 
 @pytest.fixture
 def core(tmp_path):
-    store = ConversationStore(tmp_path / "c.sqlite3")
-    yield store, FactList(store)
-    store.close()
+    """The store (to set the scene) and the application layer on it, whose fact list
+    is the one ``app.conversations`` tells its listeners about."""
+    storage = open_storage(file=tmp_path / "c.sqlite3", kv_folder=tmp_path / "kv")
+    app = storage.app()
+    yield storage.store, app
+    storage.close()
 
 
 @pytest.fixture
 def panel(qtbot, core):
-    store, facts = core
+    store, app = core
+    facts = app.facts
     conv = store.create().id
     facts.take_from(store.add_message(conv, "user", "We have two kids. Write about Oslo."))
-    widget = FactsPanel(facts)
+    widget = FactsPanel(app.conversations)
     qtbot.addWidget(widget)
     widget.show()
     qtbot.waitExposed(widget)
@@ -84,6 +87,7 @@ def test_refused_input_keeps_what_was_typed_and_says_why(qtbot, panel):
 def test_the_panel_redraws_on_changes_made_elsewhere_and_in_other_threads(qtbot, panel, core):
     widget, facts, conv = panel
     store = core[0]
+    assert facts is core[1].facts
     worker = threading.Thread(target=facts.add, args=(conv, "flight: BA 762"))
     worker.start()
     worker.join()
@@ -99,22 +103,23 @@ def test_the_panel_redraws_on_changes_made_elsewhere_and_in_other_threads(qtbot,
 
 
 def test_a_closed_panel_stops_listening(qtbot, core):
-    store, facts = core
-    widget = FactsPanel(facts)
+    store, app = core
+    listening = app.conversations._listeners
+    before = len(listening)
+    widget = FactsPanel(app.conversations)
     widget.show_conversation(store.create().id)
-    assert len(facts._listeners) == 1
+    assert len(listening) == before + 1
     widget.deleteLater()
-    qtbot.waitUntil(lambda: not facts._listeners)
+    qtbot.waitUntil(lambda: len(listening) == before)
 
 
 def test_the_window_shows_the_facts_of_a_turn(qtbot, demo_window):
     window, _, _ = demo_window
     panel = window.facts_panel
     qtbot.waitUntil(lambda: panel.conversation_id == window.conversation_id)
-    ended = window.turns_ended
-    window.input.edit.setPlainText("I'm vegetarian. Now write one line about Oslo.")
-    window.input._submit()
-    qtbot.waitUntil(lambda: window.turns_ended > ended, timeout=60000)
+    with qtbot.waitSignal(window.turn_ended, timeout=60000):
+        window.input.edit.setPlainText("I'm vegetarian. Now write one line about Oslo.")
+        window.input._submit()
     qtbot.waitUntil(lambda: texts(panel) == ["I'm vegetarian"])
     assert panel.isVisible() and panel.parentWidget() is window.memory.parentWidget()
 

@@ -125,10 +125,9 @@ def test_the_terminal_pins_by_number(demo_model, tmp_path):
 
 def test_the_window_pins_a_message(qtbot, demo_window):
     window, store, _ = demo_window
-    ended = window.turns_ended
-    window.input.edit.setPlainText(FACT)
-    window.input._submit()
-    qtbot.waitUntil(lambda: window.turns_ended > ended, timeout=60000)
+    with qtbot.waitSignal(window.turn_ended, timeout=60000):
+        window.input.edit.setPlainText(FACT)
+        window.input._submit()
     user = next(w for w in window.chat.messages() if w.role == "user")
     assert user.pin_button is not None and user.pin_button.isEnabled()
     user.pin_button.click()

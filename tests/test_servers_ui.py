@@ -50,14 +50,17 @@ def test_the_window_switches_to_the_server_and_back(qtbot, demo_window, llama_se
     assert "owns" in w.offload.reason.text()
     w.readout.update()
     assert "on the server" in w.memory.vram.text()
+    titles: list[object] = []
+    w.title_shown.connect(titles.append)
+    ended: list[object] = []
+    w.turn_ended.connect(ended.append)
     for question in ("What is the capital of France?", "And of Italy?"):
         # The user reads the reply first: a turn sent while the server still writes the
         # title stops it, and the server may give that turn a slot with a cold cache.
-        qtbot.waitUntil(lambda: w.titles_ended == w.turns_ended, timeout=TIMEOUT)
-        ended = w.turns_ended
-        w.input.edit.setPlainText(question)
-        w.input._submit()
-        qtbot.waitUntil(lambda ended=ended: w.turns_ended > ended, timeout=TIMEOUT)
+        qtbot.waitUntil(lambda: len(titles) == len(ended), timeout=TIMEOUT)
+        with qtbot.waitSignal(w.turn_ended, timeout=TIMEOUT):
+            w.input.edit.setPlainText(question)
+            w.input._submit()
     stats = w.readout.last_stats
     assert stats is not None and stats.tokens_reused > 0, "the server's cache"
     w.tuning.open()

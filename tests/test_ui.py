@@ -11,9 +11,8 @@ pytest.importorskip("PySide6")
 
 from PySide6.QtWidgets import QPushButton
 
+from vllmchat.core.app.start import open_storage
 from vllmchat.core.app_settings import AppSettings
-from vllmchat.core.conversations.store.store import ConversationStore
-from vllmchat.core.conversations.turns.kv_cache import KVStateCache
 from vllmchat.core.models.hardware import GpuInfo, HardwareInfo
 
 TIMEOUT = 60_000
@@ -21,13 +20,14 @@ TIMEOUT = 60_000
 
 @pytest.fixture
 def window(qtbot, tmp_path, demo_model):
+    """The window on an application opened as the desktop app opens it."""
     from vllmchat.ui.window.main_window import MainWindow
 
-    store = ConversationStore(tmp_path / "c.sqlite3")
+    storage = open_storage(file=tmp_path / "c.sqlite3", kv_folder=tmp_path / "kv")
     settings = AppSettings.of(
         model_path=str(demo_model), n_ctx=2048, n_threads=2, max_tokens=48, temperature=0.0
     )
-    w = MainWindow(store, settings, KVStateCache(tmp_path / "kv"), save_settings=False)
+    w = MainWindow(storage.app(settings))
     qtbot.addWidget(w)
     w.show()
     w.start()
@@ -37,16 +37,21 @@ def window(qtbot, tmp_path, demo_model):
     assert not w.bridge.busy, "a call was left on the engine's thread"
     assert not w.workers.busy, "a worker thread was left running"
     assert not w.bridge.snapshot.alive, "the engine process was left running"
-    store.close()
+    storage.close()
 
 
 def _send(qtbot, w, text: str) -> object:
-    """Type and send; wait until the GUI thread has handled the end of the turn."""
-    n = w.turns_ended
-    w.input.edit.setPlainText(text)
-    w.input._submit()
-    qtbot.waitUntil(lambda: w.turns_ended > n, timeout=TIMEOUT)
-    return w.last_turn
+    """Type and send; wait until the GUI thread has shown the end of the turn."""
+    with qtbot.waitSignal(w.turn_ended, timeout=TIMEOUT) as ended:
+        w.input.edit.setPlainText(text)
+        w.input._submit()
+    assert ended.args[0] is w.last_turn
+    return ended.args[0]
+
+
+def _branch(w) -> list:
+    """The open conversation's messages, as the application layer has them stored."""
+    return list(w.stored.branch(w.conversation_id))
 
 
 def _load(qtbot, w, action) -> object:
@@ -65,13 +70,13 @@ def test_tokens_stream_into_the_view_and_stop_works(qtbot, window):
         timeout=TIMEOUT,
     )
     assert window.input.stop.isEnabled() and not window.input.send.isEnabled()
-    window.input.stop.click()
-    qtbot.waitUntil(lambda: window.turns_ended == 1, timeout=TIMEOUT)
-    event = window.last_turn
+    with qtbot.waitSignal(window.turn_ended, timeout=TIMEOUT) as ended:
+        window.input.stop.click()
+    event = ended.args[0]
     assert event.stop_reason == "stopped" and event.stats.decode_tokens < 60
     last = window.chat.messages()[-1]
     assert last.role == "assistant" and last.note.text() == "(stopped)"
-    assert window.store.path(window.conversation_id)[-1].partial
+    assert _branch(window)[-1].partial
 
 
 def test_enter_sends_and_shift_enter_breaks_the_line(qtbot, window):
@@ -83,9 +88,9 @@ def test_enter_sends_and_shift_enter_breaks_the_line(qtbot, window):
     qtbot.keyClick(edit, Qt.Key.Key_Return, Qt.KeyboardModifier.ShiftModifier)
     qtbot.keyClicks(edit, "line two")
     assert edit.toPlainText() == "line one\nline two"
-    qtbot.keyClick(edit, Qt.Key.Key_Return)
-    qtbot.waitUntil(lambda: window.turns_ended == 1, timeout=TIMEOUT)
-    assert window.store.path(window.conversation_id)[0].content == "line one\nline two"
+    with qtbot.waitSignal(window.turn_ended, timeout=TIMEOUT):
+        qtbot.keyClick(edit, Qt.Key.Key_Return)
+    assert _branch(window)[0].content == "line one\nline two"
 
 
 def test_slider_reload_keeps_the_cache_and_the_next_turn_prefills_only_new(qtbot, window):
@@ -115,13 +120,13 @@ def test_no_gpu_disables_the_slider_with_the_reason(qtbot, window):
 
 def test_killed_engine_shows_the_banner_and_restart_recovers(qtbot, window):
     _send(qtbot, window, "Hello!")
-    before = [m.content for m in window.store.path(window.conversation_id)]
+    before = [m.content for m in _branch(window)]
     os.kill(window.bridge.snapshot.pid, signal.SIGKILL)
     qtbot.waitUntil(window.banner.isVisible, timeout=10_000)
     assert "SIGKILL" in window.banner.label.text()
     _load(qtbot, window, window.banner.restart.click)
     assert not window.banner.isVisible()
-    assert [m.content for m in window.store.path(window.conversation_id)] == before
+    assert [m.content for m in _branch(window)] == before
     assert len(window.chat.messages()) == 2
     done = _send(qtbot, window, "Still there?")
     assert done.text is not None and window.bridge.snapshot.alive
@@ -130,13 +135,36 @@ def test_killed_engine_shows_the_banner_and_restart_recovers(qtbot, window):
 def test_conversations_new_search_and_switch(qtbot, window):
     _send(qtbot, window, "Tell me about zebras.")
     first = window.conversation_id
+    listed = window.conversations.list
     window.new_conversation()
-    qtbot.waitUntil(lambda: window.conversation_id != first, timeout=5000)
-    assert window.chat.messages() == []
+    assert window.conversation_id is None and window.chat.messages() == []
+    assert listed.count() == 1 and listed.currentItem() is None
     window.conversations.search.setText("zebras")
-    assert window.conversations.list.count() == 1
-    window.conversations.list.setCurrentRow(0)
+    assert listed.count() == 1
+    listed.setCurrentRow(0)
     assert window.conversation_id == first and len(window.chat.messages()) == 2
+    assert len(window.stored.list()) == 1
+
+
+def test_a_new_chat_is_stored_at_its_first_message(qtbot, window):
+    """ "New chat" writes nothing; the first message stores the conversation, which the
+    list then shows and selects; a new chat left without a word leaves nothing."""
+    stored, listed = window.stored, window.conversations
+    assert stored.list() == () and window.conversation_id is None  # a first start
+    with qtbot.waitSignal(window.bridge.events.new_chat_pending, timeout=TIMEOUT):
+        window.new_conversation()
+    assert stored.list() == ()
+    _send(qtbot, window, "Tell me about otters.")
+    [first] = stored.list()
+    assert window.conversation_id == first.id
+    assert listed.count() == 1 and listed.current_id() == first.id
+    assert [m.role for m in _branch(window)] == ["user", "assistant"]
+    with qtbot.waitSignal(window.bridge.events.new_chat_pending, timeout=TIMEOUT):
+        window.new_conversation()
+    assert len(stored.list()) == 1 and window.conversation_id is None
+    _send(qtbot, window, "And about beavers?")
+    assert len(stored.list()) == 2 and window.conversation_id != first.id
+    assert _branch(window)[0].content == "And about beavers?"
 
 
 def test_picker_lists_hub_quants_and_downloads_one(qtbot, hub, small_quants, tmp_path, monkeypatch):
@@ -207,10 +235,10 @@ def test_first_run_loads_the_instruct_demo_and_it_answers(qtbot, tmp_path, hub):
     qtbot.addWidget(picker)
     with qtbot.waitSignal(picker.accepted, timeout=TIMEOUT):
         picker.demo.click()
-    store = ConversationStore(tmp_path / "c.sqlite3")
+    storage = open_storage(file=tmp_path / "c.sqlite3", kv_folder=tmp_path / "kv")
     settings = AppSettings.of(temperature=0.0, max_tokens=32)  # otherwise the app's defaults
     assert settings.load.model_path == "" and settings.system_prompt == ""
-    w = MainWindow(store, settings, KVStateCache(tmp_path / "kv"), save_settings=False)
+    w = MainWindow(storage.app(settings))
     qtbot.addWidget(w)
     w.show()
     _load(qtbot, w, lambda: w.models.load_model(picker.chosen_path))
@@ -218,7 +246,7 @@ def test_first_run_loads_the_instruct_demo_and_it_answers(qtbot, tmp_path, hub):
     turn = _send(qtbot, w, "What is the capital of France?")
     assert "Paris" in turn.text
     w.close()
-    store.close()
+    storage.close()
 
 
 def test_sigterm_closes_like_the_user_would(qtbot, window):
@@ -240,9 +268,9 @@ def test_sigterm_closes_like_the_user_would(qtbot, window):
         timer.stop()
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    reply = window.store.path(window.conversation_id)[-1]
+    reply = _branch(window)[-1]
     assert reply.role == "assistant" and reply.partial and reply.content
-    assert window.kv.path_for(window.conversation_id).exists()
+    assert window.bridge.app.kv.path_for(window.conversation_id).exists()
     assert not window.bridge.snapshot.alive
 
 

@@ -137,7 +137,8 @@ def test_the_window_comes_back_as_it_was_left(qtbot, demo_window, tmp_path):
 
     w, store, settings = demo_window
     first = w.conversation_id
-    second = w.new_conversation()
+    second = store.create().id  # as a new chat's first message stores it
+    w.conversations.refresh()
     w.open_conversation(second)
     w.resize(760, 540)  # or the window's minimum width, where its panels need more
     width = w.size().width()

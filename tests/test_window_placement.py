@@ -126,12 +126,11 @@ def test_the_panel_follows_announced_placements_and_asks_past_the_bound(qtbot, m
 
 def test_an_aborting_placement_from_the_slider(qtbot, make_window, tmp_path):
     w = make_window(AbortsAt(5))
-    n = w.turns_ended
-    w.send(  # long enough for the conversation's KV state to be checkpointed
-        "I am planning a week of walking in the mountains in late spring and would like "
-        "advice on what to pack, how to plan each day and what to do if the weather turns."
-    )
-    qtbot.waitUntil(lambda: w.turns_ended > n, timeout=TIMEOUT)
+    with qtbot.waitSignal(w.turn_ended, timeout=TIMEOUT):
+        w.send(  # long enough for the conversation's KV state to be checkpointed
+            "I am planning a week of walking in the mountains in late spring and would like "
+            "advice on what to pack, how to plan each day and what to do if the weather turns."
+        )
     # Written on the engine's own thread; a real abort comes after the model is let go
     # of, which waits for it (this one comes before the reload is asked for).
     qtbot.waitUntil(lambda: any((tmp_path / "kv").glob("conversation-*.kv")), timeout=10_000)
@@ -144,8 +143,7 @@ def test_an_aborting_placement_from_the_slider(qtbot, make_window, tmp_path):
     assert "runs again at 0 GPU layers, the last placement that ran" in w.notice.text()
     assert not w.banner.isVisible() and w.bridge.snapshot.alive
     assert w.settings.load.n_gpu_layers == 0 and w.offload.slider.value() == 0
-    n = w.turns_ended
-    w.send("And three lakes?")
-    qtbot.waitUntil(lambda: w.turns_ended > n, timeout=TIMEOUT)
+    with qtbot.waitSignal(w.turn_ended, timeout=TIMEOUT):
+        w.send("And three lakes?")
     assert w.last_turn.stats.tokens_reused > 0, "the conversation's KV state came back"
-    assert [m.role for m in w.store.path(w.conversation_id)] == ["user", "assistant"] * 2
+    assert [m.role for m in w.stored.branch(w.conversation_id)] == ["user", "assistant"] * 2

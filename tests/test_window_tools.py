@@ -45,18 +45,26 @@ def calls(window) -> list[ToolResult]:
     return results
 
 
+def turns(window) -> list[object]:
+    """The turns' ends the window shows from now on, as its ``turn_ended`` tells them."""
+    ended: list[object] = []
+    window.turn_ended.connect(ended.append)
+    return ended
+
+
 def test_a_call_waits_for_the_prompt_and_shows_folded_in_its_reply(
     demo_window, qtbot, tmp_path: Path
 ) -> None:
     w, store, _ = demo_window
+    ended = turns(w)
     config = use_weather(w, tmp_path)
     results = calls(w)
     w.send(QUESTION)
     qtbot.waitUntil(lambda: not w.approval.isHidden(), timeout=300_000)
     assert "weather" in w.approval.title.text() and "Lisbon" in w.approval.arguments.toPlainText()
-    assert w.turns_ended == 0  # the model's call is a step, not the turn's end
+    assert len(ended) == 0  # the model's call is a step, not the turn's end
     w.approval.always.click()
-    qtbot.waitUntil(lambda: w.turns_ended == 1, timeout=300_000)
+    qtbot.waitUntil(lambda: len(ended) == 1, timeout=300_000)
     assert w.approval.isHidden()
     [result] = results
     assert result.kind == "ok" and "Sunny and 21 degrees in Lisbon" in result.text
@@ -88,13 +96,14 @@ def test_a_denied_call_tells_the_model_why_and_a_new_config_is_used_next_turn(
     demo_window, qtbot, tmp_path: Path
 ) -> None:
     w, _, _ = demo_window
+    ended = turns(w)
     use_weather(w, tmp_path)
     results = calls(w)
     w.send(QUESTION)
     qtbot.waitUntil(lambda: not w.approval.isHidden(), timeout=300_000)
     w.approval.reason.setText("not now")
     w.approval.deny.click()
-    qtbot.waitUntil(lambda: w.turns_ended == 1, timeout=300_000)
+    qtbot.waitUntil(lambda: len(ended) == 1, timeout=300_000)
     [result] = results
     assert result.kind == "denied" and "not now" in result.text
     assert folds(w)[0].header.text().startswith("w_weather — denied")
@@ -102,7 +111,7 @@ def test_a_denied_call_tells_the_model_why_and_a_new_config_is_used_next_turn(
     (tmp_path / "mcp.json").write_text('{"mcpServers": {}}')
     w.tool_actions.start()  # as the Tools dialog does when it closes
     w.send(QUESTION)
-    qtbot.waitUntil(lambda: w.turns_ended == 2, timeout=300_000)
+    qtbot.waitUntil(lambda: len(ended) == 2, timeout=300_000)
     assert len(results) == 1 and not folds(w)  # no tools offered now
 
 
@@ -114,6 +123,7 @@ def test_the_conversation_offers_the_checked_tools_and_an_always_approval_is_rev
     from vllmchat.core.app.events import ToolPickChanged
 
     w, _, _ = demo_window
+    ended = turns(w)
     config = tmp_path / "mcp.json"
     servers = {
         "demo": {"command": sys.executable, "args": [SERVER, "stdio"]},
@@ -140,7 +150,7 @@ def test_the_conversation_offers_the_checked_tools_and_an_always_approval_is_rev
     qtbot.waitUntil(lambda: not w.approval.isHidden(), timeout=300_000)
     assert "weather" in w.approval.title.text()  # the one tool offered
     w.approval.always.click()
-    qtbot.waitUntil(lambda: w.turns_ended == 1, timeout=300_000)
+    qtbot.waitUntil(lambda: len(ended) == 1, timeout=300_000)
     assert [r.call.name for r in results] == ["w_weather"]
     assert "tool.svg" in w.status_line.context_label.text()  # the tool schemas' share, its icon
     assert json.loads((tmp_path / "mcp-approved.json").read_text()) == ["w_weather"]

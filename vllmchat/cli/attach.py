@@ -26,15 +26,16 @@ def attach(app: ChatApp, path: str, out: Any) -> bool:
     if not path:
         out.write("error: /attach takes a file, e.g. /attach ~/report.pdf\n")
         return False
-    _start_new_chat(app)
+    start_new_chat(app)
     taken = False
     for event in app.attach(path):
         taken = show(event, out) or taken
     return taken
 
 
-def _start_new_chat(app: ChatApp) -> None:
-    """A file attached to a new chat stores the chat: the file goes with its first message."""
+def start_new_chat(app: ChatApp) -> None:
+    """A new chat given a file or a fact before its first message is stored now (the
+    file goes with the first message)."""
     pending = app.pending
     if app.session is not None or pending is None:
         return

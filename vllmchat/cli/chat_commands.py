@@ -10,6 +10,7 @@ from typing import Any
 from vllmchat.cli import attach as attaching
 from vllmchat.cli.chat_output import loaded, print_stats, show, terminal_fix
 from vllmchat.cli.chat_tools import TOOLS_HELP, tools_command
+from vllmchat.cli.glyphs import LEFT_OUT, PINNED, glyph
 from vllmchat.core.app.chat_app import ChatApp
 from vllmchat.core.app.errors import StoreError
 from vllmchat.core.app.events import EditRefused, Loaded, LoadFailed
@@ -41,8 +42,6 @@ NEEDS_MESSAGES = (
     "/unpin",
     "/summary",
     "/export",
-    "/facts",
-    "/remember",
     "/fact",
     "/forget",
 )
@@ -110,11 +109,12 @@ def _history(app: ChatApp, out: Any) -> None:
     verbatim = False
     for number, m in enumerate(conversations.branch(conv), 1):
         verbatim = verbatim or m.id == info.first_message_id
-        mark = "📌" if m.pinned else "  " if verbatim else "× "
+        mark = glyph(out, PINNED) if m.pinned else "  " if verbatim else glyph(out, LEFT_OUT)
         out.write(f"{number:3} {mark}{m.role}: {m.content[:100]}\n")
     out.write(
         f"({info.prompt_tokens} of {info.n_ctx} tokens, pinned {info.pinned_tokens}; "
-        "× = summarized or left out, 📌 = pinned: word for word in every prompt)\n"
+        f"{glyph(out, LEFT_OUT).strip()} = summarized or left out, {glyph(out, PINNED).strip()} "
+        "= pinned: word for word in every prompt)\n"
     )
 
 
@@ -161,6 +161,8 @@ def _facts_command(name: str, arg: str, app: ChatApp, out: Any) -> None:
     conversations, conv = app.conversations, app.conversation_id or 0
     changed: Any = None
     if name == "/remember":
+        attaching.start_new_chat(app)  # a fact given first starts the chat
+        conv = app.conversation_id or 0
         changed = conversations.add_fact(conv, arg)
     elif name in ("/fact", "/forget"):
         number, _, text = arg.strip().partition(" ")

@@ -67,6 +67,11 @@ class Storage:
         self.store.close()
 
 
+def database_of(app: ChatApp) -> Path:
+    """The database file of the conversations ``app`` runs on."""
+    return app.store.file
+
+
 def open_storage(
     *,
     on_lock: LockListener | None = None,

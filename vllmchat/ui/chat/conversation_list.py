@@ -1,7 +1,8 @@
 """The list of conversations: new, rename, delete, search.
 
 It asks for renames and deletions (``rename_requested``, ``delete_requested``) and
-follows the application layer's events; it reads the store, never writes it.
+follows the application layer's events; it reads the conversations through the
+application layer's queries, and never changes them itself.
 """
 
 from __future__ import annotations
@@ -19,13 +20,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from vllmchat.core.app.conversations import Conversations
 from vllmchat.core.app.events import (
     ConversationCreated,
     ConversationDeleted,
     ConversationImported,
     ConversationRenamed,
 )
-from vllmchat.core.conversations.store.store import ConversationStore
+
+UNTITLED = "New chat"
 
 
 class ConversationList(QWidget):
@@ -40,9 +43,9 @@ class ConversationList(QWidget):
     delete_requested = Signal(int)
     """A conversation the user confirmed to delete."""
 
-    def __init__(self, store: ConversationStore, parent: QWidget | None = None) -> None:
+    def __init__(self, conversations: Conversations, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.store = store
+        self.stored = conversations
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         self.search = QLineEdit()
@@ -73,12 +76,14 @@ class ConversationList(QWidget):
         if text:
             seen: set[int] = set()
             rows: list[tuple[int, str, int | None]] = []
-            for conv, msg, snippet in self.store.search(text):
+            for hit in self.stored.search(text):
+                conv = hit.conversation
                 if conv.id not in seen:
                     seen.add(conv.id)
-                    rows.append((conv.id, f"{conv.title or 'New chat'}\n  {snippet}", msg.id))
+                    label = f"{conv.title or UNTITLED}\n  {hit.snippet}"
+                    rows.append((conv.id, label, hit.message.id))
         else:
-            rows = [(c.id, c.title or "New chat", None) for c in self.store.conversations()]
+            rows = [(c.id, c.title or UNTITLED, None) for c in self.stored.list()]
         for cid, label, message_id in rows:
             item = QListWidgetItem(label)
             item.setData(Qt.ItemDataRole.UserRole, cid)
@@ -92,11 +97,20 @@ class ConversationList(QWidget):
         item = self.list.currentItem()
         return item.data(Qt.ItemDataRole.UserRole) if item else None
 
-    def select(self, conversation_id: int) -> None:
+    def select(self, conversation_id: int | None) -> None:
+        """Mark the open conversation (None: a new chat, not stored yet, so none is)."""
         for i in range(self.list.count()):
             if self.list.item(i).data(Qt.ItemDataRole.UserRole) == conversation_id:
                 self.list.setCurrentRow(i)
                 return
+        if conversation_id is None:
+            self._quiet = True
+            self.list.setCurrentRow(-1)
+            self._quiet = False
+
+    def _title(self, conversation_id: int) -> str:
+        conversation = self.stored.conversation(conversation_id)
+        return conversation.title if conversation is not None else ""
 
     def _on_current(self, item: QListWidgetItem | None, _previous: object) -> None:
         if item is not None and not self._quiet:
@@ -111,7 +125,7 @@ class ConversationList(QWidget):
         if cid is None:
             return
         title, ok = QInputDialog.getText(
-            self, "Rename conversation", "Title:", text=self.store.conversation(cid).title
+            self, "Rename conversation", "Title:", text=self._title(cid)
         )
         if ok and title.strip():
             self.rename_requested.emit(cid, title)
@@ -121,7 +135,7 @@ class ConversationList(QWidget):
         if cid is None:
             return
         answer = QMessageBox.question(
-            self, "Delete conversation", f"Delete “{self.store.conversation(cid).title}”?"
+            self, "Delete conversation", f"Delete “{self._title(cid) or UNTITLED}”?"
         )
         if answer == QMessageBox.StandardButton.Yes:
             self.delete_requested.emit(cid)

@@ -1,13 +1,15 @@
 """The facts panel: the open conversation's facts, kept word for word through
 summaries; add one, reword one (double-click or F2), delete one.
 
-The list belongs to the core (``FactList``): the panel sends it intents and redraws
-from each ``FactsChanged`` it announces (from whichever thread changed it), so the
-panel never holds a copy of its own.
+The facts belong to the application layer (``app.conversations``): the panel sends
+it intents (``add_fact``, ``edit_fact``, ``delete_fact``) and redraws from each
+``FactsChanged`` it announces (from whichever thread changed them), so the panel never
+holds a copy of its own; a refusal (``EditRefused``) is shown with its reason.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QSignalBlocker, Qt, Signal
@@ -26,10 +28,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from vllmchat.core.app.events import ConversationOpened
-from vllmchat.core.conversations.memory.fact_list import Fact, FactList, FactsChanged
+from vllmchat.core.app.conversations import ConversationChange, Conversations, Fact
+from vllmchat.core.app.events import ConversationOpened, EditRefused
+from vllmchat.core.conversations.events import FactsChanged
 from vllmchat.core.conversations.memory.facts import MAX_FACT_CHARS
-from vllmchat.core.conversations.store.store import StoreError
 
 HINT = "Kept word for word when older turns are summarized."
 TAKEN = "From your message; reword it to make it yours."
@@ -56,9 +58,9 @@ class FactsPanel(QGroupBox):
     facts_changed = Signal(object)
     """``FactsChanged`` from the core (any thread); redrawn on the GUI thread."""
 
-    def __init__(self, facts: FactList, parent: QWidget | None = None) -> None:
+    def __init__(self, conversations: Conversations, parent: QWidget | None = None) -> None:
         super().__init__("Facts kept", parent)
-        self.facts = facts
+        self.stored = conversations
         self.conversation_id: int | None = None
         self.list = QListWidget()
         self.list.setWordWrap(True)
@@ -98,7 +100,7 @@ class FactsPanel(QGroupBox):
         layout.addLayout(entry)
         layout.addWidget(self.note)
         self.facts_changed.connect(self._on_changed)
-        unsubscribe = facts.subscribe(self.facts_changed.emit)
+        unsubscribe = conversations.subscribe(self._heard)
         self.destroyed.connect(lambda *_: unsubscribe())
         self._draw(())
 
@@ -112,13 +114,16 @@ class FactsPanel(QGroupBox):
         self.show_conversation(event.conversation_id)
 
     def refresh(self, *_: object) -> None:
-        """Redraw from the core (after a turn: an edit may have changed the branch)."""
+        """Redraw from the core (after a turn: an edit may have changed the branch); a
+        conversation deleted since the event was sent shows none (the next event shows
+        another)."""
         cid = self.conversation_id
-        if self.facts.store.closed:  # the window is closing; a queued event came late
-            return
-        if cid is not None and not any(c.id == cid for c in self.facts.store.conversations()):
-            cid = None  # deleted since the event was sent (the next one shows another)
-        self._draw(self.facts.facts(cid) if cid is not None else ())
+        self._draw(self.stored.facts(cid) if cid is not None else ())
+
+    def _heard(self, change: ConversationChange) -> None:
+        """Any thread: the facts' changes go on to the GUI thread."""
+        if isinstance(change, FactsChanged):
+            self.facts_changed.emit(change)
 
     def _on_changed(self, event: FactsChanged) -> None:
         if event.conversation_id == self.conversation_id:
@@ -149,29 +154,29 @@ class FactsPanel(QGroupBox):
         """Add the typed fact; a refused one stays typed, with the reason."""
         if self.conversation_id is None:
             return
-        if self._ask(lambda: self.facts.add(self.conversation_id or 0, self.entry.text())):
+        if self._ask(lambda: self.stored.add_fact(self.conversation_id or 0, self.entry.text())):
             self.entry.clear()
 
     def delete_selected(self) -> None:
         item = self.list.currentItem()
         if item is not None:
-            self._ask(lambda: self.facts.delete(item.data(Qt.ItemDataRole.UserRole)))
+            self._ask(lambda: self.stored.delete_fact(item.data(Qt.ItemDataRole.UserRole)))
 
     def _reworded(self, item: QListWidgetItem) -> None:
         fact_id, text = item.data(Qt.ItemDataRole.UserRole), item.text()
-        if " ".join(text.split()) == self.facts.fact(fact_id).text:
+        fact = self.stored.fact(fact_id)
+        if fact is not None and " ".join(text.split()) == fact.text:
             return  # unchanged: it stays as it was (not made the user's)
-        if not self._ask(lambda: self.facts.edit(fact_id, text)):
+        if not self._ask(lambda: self.stored.edit_fact(fact_id, text)):
             if not text.strip():
                 self.note.setText("A fact needs some text; Delete removes one.")
             self.refresh()  # the core's wording stays (the reason is shown)
 
-    def _ask(self, intent: Any) -> bool:
+    def _ask(self, intent: Callable[[], FactsChanged | EditRefused]) -> bool:
         """Send an intent; the core's refusal is shown in the note."""
-        try:
-            intent()
-        except StoreError as exc:
-            self.note.setText(str(exc))
+        answer = intent()
+        if isinstance(answer, EditRefused):
+            self.note.setText(answer.message)
             self.note.setStyleSheet("color: #c00;")
             return False
         self.note.setText(HINT)
@@ -181,11 +186,10 @@ class FactsPanel(QGroupBox):
 
 def facts_panel(window: Any) -> FactsPanel:
     """The panel for a main window: on the application's fact list, following the
-    conversation the application opens; kept as ``window.facts_panel``."""
+    conversation the application opens."""
     events = window.bridge.events
-    panel = FactsPanel(window.bridge.app.facts)
+    panel = FactsPanel(window.bridge.app.conversations)
     events.conversation_opened.connect(panel.on_conversation_opened)
     events.turn_finished.connect(panel.refresh)
     events.turn_failed.connect(panel.refresh)
-    window.facts_panel = panel
     return panel

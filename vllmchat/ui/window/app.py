@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 import time
@@ -47,12 +46,8 @@ def run_app(argv: Sequence[str]) -> int:
     from PySide6.QtGui import QIcon
     from PySide6.QtWidgets import QApplication, QMessageBox
 
-    from vllmchat.core.app_settings import load_app_settings
-    from vllmchat.core.conversations.store.recovery import open_default_store
-    from vllmchat.core.conversations.store.schema import NewerStoreError
-    from vllmchat.core.conversations.store.store import StoreError
-    from vllmchat.core.conversations.turns.kv_cache import KVStateCache
-    from vllmchat.core.paths import kv_cache_dir
+    from vllmchat.core.app.start import CannotStart, open_storage
+    from vllmchat.core.app_settings import load_app_settings, save_app_settings
     from vllmchat.core.resources import resource_path
     from vllmchat.ui.window.main_window import MainWindow
 
@@ -68,34 +63,31 @@ def run_app(argv: Sequence[str]) -> int:
         from vllmchat.core.demo_model import demo_model_path
 
         settings = settings.with_changes(model_path=str(demo_model_path()), n_ctx=1024)
-    try:
-        store, recovery = open_default_store(on_lock=_print_lock)
-    except (NewerStoreError, StoreError, OSError) as exc:  # a reason the window cannot fix
-        logging.getLogger(__name__).error("The conversations could not be opened", exc_info=exc)
-        print(f"error: {exc}", file=sys.stderr)
+    storage = open_storage(on_lock=_print_lock)
+    if isinstance(storage, CannotStart):  # a reason the window cannot fix
+        print(f"error: {storage.message}", file=sys.stderr)
         if not args.self_test and not args.exit_after_show:
-            QMessageBox.critical(None, "vllmchat cannot open its conversations", str(exc))
+            QMessageBox.critical(None, "vllmchat cannot open its conversations", storage.message)
         return 2
-    window = MainWindow(
-        store, settings, KVStateCache(kv_cache_dir()), save_settings=not args.self_test
-    )
+    persist = None if args.self_test else save_app_settings
+    window = MainWindow(storage.app(settings, persist=persist))
     window.show()
-    store.on_lock = lock_messages_in_status(window)
-    if recovery is not None:
-        print(f"note: {recovery.message()}", file=sys.stderr)
-        window.show_notice("Conversations recovered", recovery.message())
+    storage.tell_locks(lock_messages_in_status(window))
+    if storage.recovered:
+        print(f"note: {storage.recovered}", file=sys.stderr)
+        window.show_notice("Conversations recovered", storage.recovered)
     print(f"window shown in {time.perf_counter() - START:.2f}s", file=sys.stderr, flush=True)
-    if args.exit_after_show:
-        window.close()
-        store.close()
-        return 0
-    if args.self_test:
-        return _self_test(app, window)
-    window.start()
-    quit_on_termination(window)
-    code = app.exec()
-    store.close()
-    return code
+    try:
+        if args.exit_after_show:
+            window.close()
+            return 0
+        if args.self_test:
+            return _self_test(app, window)
+        window.start()
+        quit_on_termination(window)
+        return app.exec()
+    finally:
+        storage.close()
 
 
 def _print_lock(event: object) -> None:
@@ -189,6 +181,5 @@ def _self_test(app: QApplication, window: MainWindow) -> int:
     window.start()
     QTimer.singleShot(120_000, window.close)
     app.exec()
-    window.store.close()
     print(f"self-test: {'ok' if probe.ok else 'FAILED'} ({probe.tokens} tokens)")
     return 0 if probe.ok else 1

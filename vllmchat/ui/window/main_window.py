@@ -3,7 +3,9 @@
 It renders what the application layer announces and forwards what the user asks
 for; its parts are small objects given what they use (``ModelActions``,
 ``TunerActions``, ``ConversationActions``, ``LoadView``, ``TurnView``,
-``MemoryReadout``, ``WindowState``).
+``MemoryReadout``, ``WindowState``). It reads the conversations through the
+application layer's queries (``app.conversations``) and never opens the store; a new
+chat is stored by the application layer at its first message.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import Qt, QTimer, QUrl
+from PySide6.QtCore import Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QDesktopServices, QKeySequence
 from PySide6.QtWidgets import (
     QMainWindow,
@@ -24,10 +26,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from vllmchat.core.app.events import EditRefused, StorageWarning, TitleMade
+from vllmchat.core.app.chat_app import ChatApp
+from vllmchat.core.app.events import ConversationOpened, StorageWarning, TitleMade
+from vllmchat.core.app.start import database_of
 from vllmchat.core.app_settings import AppSettings, save_app_settings
-from vllmchat.core.conversations.store.store import ConversationStore
-from vllmchat.core.conversations.turns.kv_cache import KVStateCache
 from vllmchat.core.engine.events import DoneEvent, ErrorEvent
 from vllmchat.core.engine.info import ModelInfo
 from vllmchat.core.engine.protocol import Engine
@@ -60,31 +62,41 @@ from vllmchat.ui.window.turns.turn_view import TurnView
 class MainWindow(QMainWindow):
     """Everything a chat needs; slow work happens on the engine thread or workers."""
 
+    turn_ended = Signal(object)
+    """A turn's end is shown: its ``DoneEvent``, or the ``ErrorEvent`` it failed with."""
+    title_shown = Signal(object)
+    """A conversation's title came back (``TitleMade``) and the list shows it."""
+
     def __init__(
         self,
-        store: ConversationStore,
-        settings: AppSettings,
-        kv: KVStateCache,
+        app: ChatApp | Any,
+        settings: AppSettings | None = None,
+        kv: Any = None,
         *,
         save_settings: bool = True,
         engine: Engine | None = None,
     ) -> None:
-        """``settings``: the application layer's to own (written back once confirmed,
-        with ``save_settings``); ``engine``: another engine than the local one."""
+        """``app``: the application layer (``core/app/start.py`` opens it), which owns
+        the settings and writes them once a load confirmed them. The older form is taken
+        too: the conversations' storage and its KV cache (passed on, never read), the
+        ``settings`` for the application layer to own (written back with
+        ``save_settings``), and ``engine``, another engine than the local one."""
         super().__init__()
         self.setWindowTitle("vllmchat")
         self.resize(1280, 800)
-        self.store, self.kv = store, kv
         self.workers = WorkerGroup(self)
         self._warm_up = warm_up(self)
-        persist = save_app_settings if save_settings else None
-        self.bridge = EngineBridge(
-            store, kv, self, settings=settings, persist=persist, engine=engine
-        )
+        if isinstance(app, ChatApp):
+            self.bridge = EngineBridge(app, parent=self)
+        else:
+            persist = save_app_settings if save_settings else None
+            self.bridge = EngineBridge(
+                app, kv, self, settings=settings, persist=persist, engine=engine
+            )
+        self.stored = self.bridge.app.conversations  # read here; changed by intents
         self.theme = ThemeWatcher(self)
         self.closing = False
-        self.conversation_id: int | None = None
-        self.titles_ended = 0  # counted on the GUI thread when a title ends (tests, benchmarks)
+        self.conversation_id: int | None = None  # None: a new chat, stored at its first message
         self._build()
         self.models = ModelActions(
             self.bridge, self, self.offload, self.downloads, self.show_notice
@@ -92,7 +104,7 @@ class MainWindow(QMainWindow):
         self.tuning = TunerActions(self.bridge, self, self.offload)
         self.talk = ConversationActions(
             self.bridge,
-            store,
+            self.stored,
             self,
             (self.chat, self.conversations),
             lambda: self.conversation_id,
@@ -102,7 +114,7 @@ class MainWindow(QMainWindow):
         self.readout = MemoryReadout(self.bridge, self.memory)
         self.attached = AttachActions(
             self.bridge,
-            store,
+            self.stored,
             self.chat,
             self.input,
             self,
@@ -115,10 +127,9 @@ class MainWindow(QMainWindow):
             self.chat,
             self.approval,
             self._status,
-            store,
             conversation=lambda: self.conversation_id,
         )
-        self.window_state = WindowState(self, self.split, store)
+        self.window_state = WindowState(self, self.split, database_of(self.bridge.app))
         self.loads = LoadView(
             self.bridge,
             self,
@@ -130,26 +141,27 @@ class MainWindow(QMainWindow):
         )
         self.turns = TurnView(
             self.bridge,
-            store,
+            self.stored,
             self,
             (self.chat, self.input, self.conversations),
             (self.readout, self.status_line, self.offload, self.memory),
             self.loads,
             self.statusBar(),
             self.ask_for_title,
+            self.turn_ended.emit,
         )
         self._connect()
         self._menus()
-        existing = store.conversations()
+        existing = self.stored.list()
         last = self.window_state.restore()
         if last is not None and any(c.id == last for c in existing):
             self.open_conversation(last)
+        elif existing:
+            self.open_conversation(existing[0].id)
         else:
-            first = existing[0].id if existing else self.new_conversation(False)
-            if first is not None:  # else the store refused: the status bar says why
-                self.open_conversation(first)
+            self.new_conversation()
         self.conversations.refresh()
-        self.conversations.select(self.conversation_id or 0)
+        self.conversations.select(self.conversation_id)
         self._memory_timer = QTimer(self)
         self._memory_timer.setInterval(2000)
         self._memory_timer.timeout.connect(self.readout.update)
@@ -174,10 +186,6 @@ class MainWindow(QMainWindow):
         return self.loads.ended
 
     @property
-    def turns_ended(self) -> int:
-        return self.turns.ended
-
-    @property
     def last_turn(self) -> DoneEvent | ErrorEvent | None:
         return self.turns.last
 
@@ -194,7 +202,7 @@ class MainWindow(QMainWindow):
 
     # -- layout ---------------------------------------------------------------------
     def _build(self) -> None:
-        self.conversations = ConversationList(self.store)
+        self.conversations = ConversationList(self.stored)
         self.banner = EngineBanner()
         self.chat = ChatView()
         self.input = ChatInput()
@@ -209,7 +217,8 @@ class MainWindow(QMainWindow):
         self.memory = MemoryPanel()
         side = QWidget()
         s = QVBoxLayout(side)
-        for panel in (self.offload, self.memory, facts_panel(self)):
+        self.facts_panel = facts_panel(self)
+        for panel in (self.offload, self.memory, self.facts_panel):
             s.addWidget(panel)
         s.addStretch()
         split = self.split = QSplitter(Qt.Orientation.Horizontal)
@@ -241,6 +250,7 @@ class MainWindow(QMainWindow):
         e.placement_needs_confirmation.connect(self.models.ask)
         e.placement_fell_back.connect(self.models.fell_back)
         e.title_made.connect(self._on_title)
+        e.conversation_opened.connect(self._on_opened)
         for follow in (e.conversation_created, e.conversation_renamed, e.conversation_imported):
             follow.connect(self.conversations.follow)
         e.conversation_deleted.connect(self.conversations.follow_deletion)
@@ -266,7 +276,7 @@ class MainWindow(QMainWindow):
         self._action(tools, "MCP servers…", self.tool_actions.open_servers)
         self._action(tools, "Tools in this conversation…", self.tool_actions.open_pick)
         conv = bar.addMenu("&Conversation")
-        self._action(conv, "New", lambda: self.new_conversation(), "Ctrl+N")
+        self._action(conv, "New", self.new_conversation, "Ctrl+N")
         self._action(conv, "Summarize now", self.bridge.summarize)
         self._action(conv, "Export…", self.talk.export_conversation, "Ctrl+E")
         self._action(conv, "Import…", self.talk.import_conversation)
@@ -289,15 +299,22 @@ class MainWindow(QMainWindow):
         return action
 
     # -- conversations --------------------------------------------------------------------
-    def new_conversation(self, select: bool = True) -> int | None:
-        """A new conversation (its id; None, said in the status bar, when the store
-        refused it)."""
-        made = self.bridge.new_conversation()
-        if isinstance(made, EditRefused):
-            return None
-        if select:
-            self.conversations.select(made.conversation_id)
-        return made.conversation_id
+    def new_conversation(self) -> None:
+        """A new chat: an empty view, and nothing stored until its first message is sent
+        (the application layer then creates it, and the list shows it)."""
+        self.conversation_id = None
+        self.bridge.run(self.bridge.app.new_chat)
+        self.render_conversation()
+        self.attached.show_pending(None)
+        self.facts_panel.show_conversation(None)
+        self.conversations.select(None)
+
+    def _on_opened(self, event: ConversationOpened) -> None:
+        """A new chat was stored at its first message: it is the open conversation now."""
+        if self.conversation_id is None:
+            self.conversation_id = event.conversation_id
+            self.conversations.refresh()
+            self.conversations.select(event.conversation_id)
 
     def open_conversation(self, conversation_id: int) -> None:
         if conversation_id == self.conversation_id:
@@ -309,12 +326,13 @@ class MainWindow(QMainWindow):
         self.conversations.select(conversation_id)
 
     def render_conversation(self) -> None:
-        """Rebuild the view from the store (on open, edit or import; never per token)."""
+        """Rebuild the view from the stored conversation (on open, edit or import; never
+        per token)."""
         if self.conversation_id is None:
             self.chat.clear()
             return
-        path = self.store.path_to_show(self.conversation_id)
-        summaries = {s.last_message_id: s for s in self.store.summaries(self.conversation_id)}
+        path = self.stored.messages(self.conversation_id)
+        summaries = {s.last_message_id: s for s in self.stored.summaries(self.conversation_id)}
         items: list[HistoryItem] = []
         for m in path:
             last_reply = m is path[-1] and m.role == "assistant"
@@ -354,12 +372,11 @@ class MainWindow(QMainWindow):
             self.bridge.prepare_next()
 
     def _on_title(self, event: TitleMade) -> None:
-        self.titles_ended += 1
-        if self.closing:
-            return  # a title that came back while the window closed
-        self.conversations.refresh()
-        if event.by_model:
-            self.statusBar().showMessage(f"Named “{event.title}”.", 4000)
+        if not self.closing:  # else a title that came back while the window closed
+            self.conversations.refresh()
+            if event.by_model:
+                self.statusBar().showMessage(f"Named “{event.title}”.", 4000)
+        self.title_shown.emit(event)
 
     def show_message(self, conversation_id: int, message_id: int) -> None:
         """A search hit: open its conversation and scroll to the message (loaded if needed)."""

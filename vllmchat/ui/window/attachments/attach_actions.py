@@ -11,11 +11,9 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QMessageBox, QWidget
 
+from vllmchat.core.app.conversations import Attachment, ChunkHit, Conversations
 from vllmchat.core.app.events import AttachmentAdded, AttachmentRejected, AttachmentRemoved
-from vllmchat.core.attachments.model import Attachment, ChunkHit
 from vllmchat.core.conversations.events import PassagesUsed
-from vllmchat.core.conversations.store.attachment_list import AttachmentList
-from vllmchat.core.conversations.store.store import ConversationStore
 from vllmchat.ui.chat.attachments import ImageViewer, TextViewer
 from vllmchat.ui.chat.chat_input import ChatInput
 from vllmchat.ui.chat.chat_view import ChatView
@@ -58,7 +56,7 @@ class AttachActions(QObject):
     def __init__(
         self,
         bridge: EngineBridge,
-        store: ConversationStore,
+        conversations: Conversations,
         chat: ChatView,
         chat_input: ChatInput,
         parent: QWidget,
@@ -66,7 +64,7 @@ class AttachActions(QObject):
     ) -> None:
         super().__init__(parent)
         self.bridge, self.chat, self.input, self.say = bridge, chat, chat_input, say
-        self.attachments = AttachmentList(store)
+        self.stored = conversations  # read only: attaching and taking back are intents
         self.viewers: list[TextViewer | ImageViewer] = []
         # Opens the model picker showing only models that take images (set by the window).
         self.pick_vision_model: Callable[[], None] | None = None
@@ -84,7 +82,7 @@ class AttachActions(QObject):
     def show_pending(self, conversation_id: int | None) -> None:
         """The chips of the files waiting for this conversation's next message."""
         self.input.pending.clear()
-        for att in self.attachments.pending(conversation_id) if conversation_id else []:
+        for att in self.stored.pending_attachments(conversation_id) if conversation_id else ():
             self.input.pending.add(att.id, att.name, detail(att), removable=True, image=att.data)
 
     def decorate(self, widget: MessageWidget) -> None:
@@ -94,14 +92,14 @@ class AttachActions(QObject):
         if widget.chips is not None:
             widget.chips.clear()
         if widget.role == "user":
-            atts = self.attachments.of_messages([widget.message_id]).get(widget.message_id, [])
+            atts = self.stored.attachments_of([widget.message_id]).get(widget.message_id, ())
             for att in atts:
                 widget.chip_row().add(att.id, att.name, detail(att), image=att.data)
             if atts:
                 widget.chip_row().opened.connect(self.open_attachment)
                 self.input.pending.clear()
         else:
-            used = self.attachments.used_by(widget.message_id)
+            used = list(self.stored.passages_used(widget.message_id))
             if used:
                 self._passages_chip(widget, widget.message_id, used)
 
@@ -111,7 +109,9 @@ class AttachActions(QObject):
         row.opened.connect(self.open_passages)
 
     def open_attachment(self, attachment_id: int) -> None:
-        att = self.attachments.get(attachment_id)
+        att = self.stored.attachment(attachment_id)
+        if att is None:
+            return  # gone with its conversation meanwhile
         if att.kind == "image" and att.data is not None:
             image = ImageViewer(f"{att.name} ({detail(att)})", att.data, self.input.window())
             self.viewers = [v for v in self.viewers if v.isVisible()] + [image]
@@ -120,7 +120,7 @@ class AttachActions(QObject):
         self._view(f"{att.name} ({detail(att)})", att.text)
 
     def open_passages(self, reply_id: int) -> None:
-        used = self.attachments.used_by(reply_id)
+        used = self.stored.passages_used(reply_id)
         text = "\n\n".join(f"[{n}] {h.name}, {h.label}:\n{h.text}" for n, h in enumerate(used, 1))
         self._view("The passages this reply was given", text)
 
@@ -130,7 +130,9 @@ class AttachActions(QObject):
         viewer.show()
 
     def _added(self, event: AttachmentAdded) -> None:
-        att = self.attachments.get(event.attachment_id)
+        att = self.stored.attachment(event.attachment_id)
+        if att is None:
+            return
         self.input.pending.add(att.id, att.name, detail(att), removable=True, image=att.data)
         self.say(event.message)
 

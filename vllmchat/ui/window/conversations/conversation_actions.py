@@ -11,14 +11,15 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox, QWidget
 
+from vllmchat.core.app.conversations import Conversations
+from vllmchat.core.app.errors import StoreError
 from vllmchat.core.app.events import (
     ConversationImported,
     EditRefused,
     MessagePinned,
     SummaryEdited,
 )
-from vllmchat.core.conversations.store.store import ConversationStore
-from vllmchat.core.conversations.transfer import export_file
+from vllmchat.core.app.exporting import export_conversation
 from vllmchat.ui.chat.chat_view import ChatView
 from vllmchat.ui.chat.conversation_list import ConversationList
 from vllmchat.ui.window.bridge.engine_bridge import EngineBridge
@@ -27,21 +28,21 @@ Status = Callable[[str, int], None]  # (message, milliseconds): the status bar
 
 
 class ConversationActions:
-    """Given the bridge (intents, events), the store (to read), the views they change,
+    """Given the bridge (intents, events), the conversations (to read), the views they change,
     the open conversation (``open_id``), the status bar, and how to rebuild the view
     (``rendered``)."""
 
     def __init__(
         self,
         bridge: EngineBridge,
-        store: ConversationStore,
+        conversations: Conversations,
         parent: QWidget,
         views: tuple[ChatView, ConversationList],
         open_id: Callable[[], int | None],
         status: Status,
         rendered: Callable[[], None],
     ) -> None:
-        self.bridge, self.store, self.parent = bridge, store, parent
+        self.bridge, self.stored, self.parent = bridge, conversations, parent
         self.chat, self.conversations = views
         self.open_id, self.status, self.rendered = open_id, status, rendered
 
@@ -54,8 +55,11 @@ class ConversationActions:
         e.edit_refused.connect(self.refused)
 
     def edit_summary(self, summary_id: int) -> None:
+        summary = self.stored.summary(summary_id)
+        if summary is None:
+            return  # gone with its conversation meanwhile
         text, ok = QInputDialog.getMultiLineText(
-            self.parent, "Edit summary", "Summary:", self.store.summary(summary_id).content
+            self.parent, "Edit summary", "Summary:", summary.content
         )
         if ok and text.strip():
             self.bridge.edit_summary(summary_id, text)
@@ -83,8 +87,14 @@ class ConversationActions:
         path, _ = QFileDialog.getSaveFileName(
             self.parent, "Export", str(Path.home() / "chat.md"), "Markdown (*.md);;JSON (*.json)"
         )
-        if path:
-            export_file(self.store, conversation_id, path)
+        if not path:
+            return
+        try:
+            written = export_conversation(self.bridge.app, conversation_id, path)
+        except (StoreError, OSError) as exc:
+            QMessageBox.warning(self.parent, "Export", f"The conversation was not exported: {exc}")
+            return
+        self.status(f"Exported to {written}.", 8000)
 
     def import_conversation(self) -> None:
         path, _ = QFileDialog.getOpenFileName(

@@ -4,25 +4,26 @@ conversation database)."""
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QSettings
 from PySide6.QtWidgets import QMainWindow, QSplitter
 
-from vllmchat.core.conversations.store.store import ConversationStore
 from vllmchat.core.paths import config_dir
 
 
 class WindowState:
-    """``window.ini`` beside the settings: geometry, splitter, last conversation."""
+    """``window.ini`` beside the settings: geometry, splitter, and the last conversation
+    of the conversations' database ``database`` (each database keeps its own)."""
 
-    def __init__(self, window: QMainWindow, split: QSplitter, store: ConversationStore) -> None:
-        self.window, self.split, self.store = window, split, store
+    def __init__(self, window: QMainWindow, split: QSplitter, database: Path) -> None:
+        self.window, self.split, self.database = window, split, database
 
     def _file(self) -> QSettings:
         return QSettings(str(config_dir() / "window.ini"), QSettings.Format.IniFormat)
 
     def _conversation_key(self) -> str:
-        digest = hashlib.sha256(str(self.store.file.resolve()).encode()).hexdigest()[:12]
+        digest = hashlib.sha256(str(self.database.resolve()).encode()).hexdigest()[:12]
         return f"conversation/{digest}"
 
     def restore(self) -> int | None:

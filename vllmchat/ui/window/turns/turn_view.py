@@ -8,9 +8,9 @@ from collections.abc import Callable
 
 from PySide6.QtWidgets import QInputDialog, QStatusBar, QWidget
 
+from vllmchat.core.app.conversations import Conversations
 from vllmchat.core.app.events import TurnStarted
 from vllmchat.core.conversations.events import MessageStored, PromptPlanEvent, SummaryEvent
-from vllmchat.core.conversations.store.store import ConversationStore
 from vllmchat.core.engine.events import DoneEvent, ErrorEvent, ErrorKind, TurnStats
 from vllmchat.ui.chat.chat_input import ChatInput
 from vllmchat.ui.chat.chat_view import ChatView
@@ -22,31 +22,34 @@ from vllmchat.ui.window.loads.load_view import LoadView
 from vllmchat.ui.window.readouts.memory_readout import MemoryReadout
 from vllmchat.ui.window.readouts.status_line import StatusLine
 
+Ended = Callable[[DoneEvent | ErrorEvent], None]
+
 
 class TurnView:
-    """Given the bridge, the store (to read), the chat's widgets, the panels a turn's
-    figures go to, the load view (is a model loaded), the status bar, and what to do
-    once a reply is complete (``after_reply``: its title, the next summary)."""
+    """Given the bridge, the conversations (to read), the chat's widgets, the panels a
+    turn's figures go to, the load view (is a model loaded), the status bar, what to do
+    once a reply is complete (``after_reply``: its title, the next summary), and whom to
+    tell once a turn's end is shown (``ended``: the window's ``turn_ended`` signal)."""
 
     def __init__(
         self,
         bridge: EngineBridge,
-        store: ConversationStore,
+        conversations: Conversations,
         parent: QWidget,
         chat: tuple[ChatView, ChatInput, ConversationList],
         panels: tuple[MemoryReadout, StatusLine, OffloadPanel, MemoryPanel],
         loads: LoadView,
         status_bar: QStatusBar,
         after_reply: Callable[[], None],
+        ended: Ended = lambda _event: None,
     ) -> None:
-        self.bridge, self.store, self.parent = bridge, store, parent
+        self.bridge, self.stored, self.parent = bridge, conversations, parent
         self.chat, self.input, self.conversations = chat
         self.readout, self.status_line, self.offload, self.memory = panels
         self.loads, self.status_bar, self.after_reply = loads, status_bar, after_reply
+        self.ended = ended
         self.unsent: str | None = None  # the message sent last, until the store has it
-        # Counted on the GUI thread when a turn ends (tests, benchmarks).
-        self.ended = 0
-        self.last: DoneEvent | ErrorEvent | None = None
+        self.last: DoneEvent | ErrorEvent | None = None  # the outcome of the last turn
 
     def wire(self) -> None:
         """Bound methods only: a lambda connected to the engine thread's signals would
@@ -85,7 +88,9 @@ class TurnView:
         self.bridge.regenerate()
 
     def edit_message(self, message_id: int) -> None:
-        original = self.store.message(message_id)
+        original = self.stored.message(message_id)
+        if original is None:
+            return  # deleted meanwhile
         text, ok = QInputDialog.getMultiLineText(
             self.parent, "Edit message", "Message:", original.content
         )
@@ -110,7 +115,7 @@ class TurnView:
 
     def _on_plan(self, plan: PromptPlanEvent) -> None:
         self.readout.turn_planned(plan.prompt_tokens, plan.n_ctx)
-        summary = self.store.summary(plan.summary_id) if plan.summary_id else None
+        summary = self.stored.summary(plan.summary_id) if plan.summary_id else None
         self.status_line.set_plan(
             plan.prompt_tokens,
             plan.n_ctx,
@@ -126,16 +131,15 @@ class TurnView:
 
     def _on_summary(self, event: SummaryEvent) -> None:
         self.status_bar.showMessage(event.message, 8000)
-        if event.status == "done" and event.summary_id is not None:
-            after = self.store.summary(event.summary_id).last_message_id
-            self.chat.insert_summary(event.text, event.summary_id, after)
+        summary = self.stored.summary(event.summary_id) if event.summary_id is not None else None
+        if event.status == "done" and summary is not None:
+            self.chat.insert_summary(event.text, summary.id, summary.last_message_id)
 
     def _on_stats(self, stats: TurnStats) -> None:
         self.readout.turn_measured(stats)
         self.status_line.set_stats(stats)
 
     def _on_done(self, event: DoneEvent) -> None:
-        self.ended += 1
         self.last = event
         self.chat.finish_reply(event.text, partial=event.stop_reason == "stopped")
         self.input.set_generating(False)
@@ -146,9 +150,9 @@ class TurnView:
         if info is not None:
             self.offload.show_measured(info.buffers_mib, event.stats.decode_tok_s)
         self.after_reply()
+        self.ended(event)
 
     def _on_failed(self, event: ErrorEvent) -> None:
-        self.ended += 1
         self.last = event
         self.input.set_generating(False)
         if event.partial_text:
@@ -158,10 +162,10 @@ class TurnView:
         if self.loads.loading:
             self.loads.set_loading(False)
         self.restore_unsent()
-        if event.kind == ErrorKind.ENGINE_DIED:
-            return  # the banner comes with the EngineDied event
-        self.memory.show_error(event.kind.value, event.message)
-        self.status_bar.showMessage(f"{event.message} {event.fix}".strip(), 15000)
+        if event.kind != ErrorKind.ENGINE_DIED:  # else the banner comes with EngineDied
+            self.memory.show_error(event.kind.value, event.message)
+            self.status_bar.showMessage(f"{event.message} {event.fix}".strip(), 15000)
+        self.ended(event)
 
     def restore_unsent(self) -> None:
         """A message the store never took goes back into the input box: nothing typed
