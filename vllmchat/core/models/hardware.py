@@ -50,6 +50,9 @@ class HardwareInfo:
     backends: tuple[BackendInfo, ...] = ()
     system_info: str = ""  # llama_print_system_info(): the CPU features compiled in
     unified: bool = False  # GPU memory is the RAM (Apple silicon, integrated GPUs)
+    # The probing process's own device memory once the GPU runtime has started (its
+    # CUDA context and loaded kernels, read from NVML per process; 0: not known).
+    runtime_context: int = 0
 
     @property
     def gpu_limit(self) -> int:

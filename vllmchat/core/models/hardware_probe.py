@@ -8,6 +8,7 @@ a GPU backend would create a context).
 from __future__ import annotations
 
 import ctypes
+import os
 
 import psutil
 
@@ -115,5 +116,21 @@ def probe() -> HardwareInfo:
         reason = "No GPU was found and this llama.cpp build is CPU-only."
     unified = apple_silicon() or shared  # Metal's "free" is its working-set limit
     return HardwareInfo(
-        vm.total, vm.available, gpus, offload and bool(gpus), reason, backends, system_info, unified
+        vm.total,
+        vm.available,
+        gpus,
+        offload and bool(gpus),
+        reason,
+        backends,
+        system_info,
+        unified,
+        runtime_context=_runtime_context() if offload and gpus else 0,
     )
+
+
+def _runtime_context() -> int:
+    """This process's device memory now that llama.cpp has read the GPUs' memory, which
+    starts the GPU runtime: its context (0 where NVML cannot see the process)."""
+    from vllmchat.core.machine.nvml import process_vram
+
+    return process_vram(os.getpid()) or 0
