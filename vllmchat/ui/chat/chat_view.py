@@ -4,12 +4,13 @@ conversation and streaming into it cost the same as for a short one."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
 
+from vllmchat.core.app.conversations import Message, Summary
 from vllmchat.ui.chat.message_widget import MessageWidget
 from vllmchat.ui.common.theme import is_dark, view_style
 
@@ -28,6 +29,24 @@ class HistoryItem:
     pinned: bool = False
     thinking: str = ""
     thinking_s: float | None = None
+
+
+def history_items(messages: Sequence[Message], summaries: Sequence[Summary]) -> list[HistoryItem]:
+    """A stored branch as the view shows it: each message, and each summary after the
+    last message it covers; only the branch's last reply can be regenerated."""
+    after = {s.last_message_id: s for s in summaries}
+    items: list[HistoryItem] = []
+    for m in messages:
+        last_reply = m is messages[-1] and m.role == "assistant"
+        thinking_s = m.stats.get("thinking_s")
+        items.append(
+            HistoryItem(
+                m.role, m.content, m.id, m.partial, last_reply, m.pinned, m.thinking, thinking_s
+            )
+        )
+        if m.id in after:
+            items.append(HistoryItem("summary", after[m.id].content, after[m.id].id))
+    return items
 
 
 class ChatView(QScrollArea):

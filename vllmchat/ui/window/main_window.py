@@ -37,7 +37,7 @@ from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.paths import log_dir
 from vllmchat.ui.chat.approval_prompt import ApprovalPrompt
 from vllmchat.ui.chat.chat_input import ChatInput
-from vllmchat.ui.chat.chat_view import ChatView, HistoryItem
+from vllmchat.ui.chat.chat_view import ChatView, history_items
 from vllmchat.ui.chat.conversation_list import ConversationList
 from vllmchat.ui.chat.facts_panel import facts_panel
 from vllmchat.ui.chat.markdown_render import warm_up
@@ -331,25 +331,10 @@ class MainWindow(QMainWindow):
         if self.conversation_id is None:
             self.chat.clear()
             return
-        path = self.stored.messages(self.conversation_id)
-        summaries = {s.last_message_id: s for s in self.stored.summaries(self.conversation_id)}
-        items: list[HistoryItem] = []
-        for m in path:
-            last_reply = m is path[-1] and m.role == "assistant"
-            items.append(
-                HistoryItem(
-                    m.role,
-                    m.content,
-                    m.id,
-                    m.partial,
-                    last_reply,
-                    m.pinned,
-                    m.thinking,
-                    m.stats.get("thinking_s"),
-                )
-            )
-            if m.id in summaries:
-                items.append(HistoryItem("summary", summaries[m.id].content, summaries[m.id].id))
+        conversation = self.conversation_id
+        items = history_items(
+            self.stored.messages(conversation), self.stored.summaries(conversation)
+        )
         self.chat.set_history(items)
         self.tool_actions.show_stored()
 
