@@ -112,6 +112,34 @@ def test_the_view_follows_the_system_scheme_live(qtbot):
         app.setPalette(light)
 
 
+def test_the_attach_button_s_icon_follows_the_system_scheme_live(qtbot):
+    from PySide6.QtGui import QColor, QImage, QPalette
+
+    from vllmchat.ui.chat.chat_input import ChatInput
+    from vllmchat.ui.common.icons import icon
+
+    app = QGuiApplication.instance()
+    light = app.palette()
+    chat_input = ChatInput()
+    qtbot.addWidget(chat_input)
+
+    def drawn(dark: bool) -> QImage:
+        return icon("attach", dark).pixmap(18, 18).toImage()
+
+    assert chat_input.attach.text() == "" and chat_input.attach.icon().pixmap(
+        18, 18
+    ).toImage() == drawn(False)
+    assert drawn(True) != drawn(False), "a lighter stroke on dark"
+    dark = QPalette(light)
+    dark.setColor(QPalette.ColorRole.Window, QColor("#202124"))
+    try:
+        with qtbot.waitSignal(chat_input.theme.changed, timeout=5000):
+            app.setPalette(dark)
+        assert chat_input.attach.icon().pixmap(18, 18).toImage() == drawn(True)
+    finally:
+        app.setPalette(light)
+
+
 def test_the_model_titles_the_conversation_after_its_first_reply(qtbot, demo_window):
     w, store, _ = demo_window
     titles = []
