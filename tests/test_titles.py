@@ -69,9 +69,13 @@ def test_the_model_names_the_conversation_without_costing_the_next_turn(app):
     before = app.store.conversation(app.conversation_id).title
     assert before.startswith("What is the capital")  # the first words, at once
     made = list(app.make_title())
-    assert len(made) == 1 and isinstance(made[0], TitleMade) and made[0].by_model
+    assert len(made) == 1 and isinstance(made[0], TitleMade)
     title = app.store.conversation(app.conversation_id).title
-    assert title == made[0].title and title != before and 1 <= len(title.split()) <= MAX_WORDS
+    assert title == made[0].title and 1 <= len(title.split()) <= MAX_WORDS
+    if made[0].by_model:  # a title that passed the check, or the first words
+        assert title != before and not refusal(title, "What is the capital of France?")
+    else:
+        assert title.startswith("What is the capital")
     stats = next(e.stats for e in app.send("And of Italy?") if isinstance(e, StatsEvent))
     assert stats.tokens_prefilled < 40, "the title request shared the conversation's prefix"
     again = list(app.make_title())
