@@ -1,39 +1,33 @@
-"""The application layer's events as Qt signals: one signal per event type, emitted
-on the engine's thread as the events are yielded (connected directly, so they keep
-their order), and the snapshot the GUI thread reads published before each event
-that may follow a change."""
+"""The application layer's events as Qt signals, made from the events modules' table.
+
+Every event type (``event_table.event_types``) has one signal, named after it
+(``LoadStarted``: ``load_started``) and carrying the event; a new event type gets its
+signal without anyone declaring one. ``publish`` emits an event's signal by its type.
+
+The engine's thread publishes what the application layer yields as it is yielded
+(connected directly, so the events keep their order), after the snapshot the GUI
+thread reads (``snapshot_changed``), for each event that may follow a change; the
+user's quick edits and the tool servers publish on their own threads, without one.
+An event is announced once, however many ways it is handed in (an intent's answer
+that its owner also told its listeners).
+
+Some signals keep older names while the window moves to the generated ones:
+``OLD_NAMES`` are the same signals under another name, and ``FIELD_SIGNALS`` carry
+fields of an event rather than the event (the streamed text, the prompt's progress).
+"""
 
 from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from typing import Any, NamedTuple
 
 from PySide6.QtCore import QObject, Signal, SignalInstance
 
 from vllmchat.core.app.chat_app import ChatApp
-from vllmchat.core.app.events import (
-    AttachmentAdded,
-    AttachmentRejected,
-    AttachmentRemoved,
-    ConversationCreated,
-    ConversationDeleted,
-    ConversationImported,
-    ConversationOpened,
-    ConversationRenamed,
-    EditRefused,
-    EngineDied,
-    Loaded,
-    LoadFailed,
-    LoadStarted,
-    MessagePinned,
-    PlacementFellBack,
-    PlacementNeedsConfirmation,
-    SettingsChanged,
-    StorageWarning,
-    SummaryEdited,
-    TitleMade,
-    TurnStarted,
-)
+from vllmchat.core.app.events import Loaded, ToolPickChanged
 from vllmchat.core.conversations.events import (
-    MessageStored,
-    PassagesUsed,
     PromptPlanEvent,
     SummaryEvent,
     ThinkingEvent,
@@ -46,124 +40,113 @@ from vllmchat.core.engine.events import (
     StatsEvent,
     TokenEvent,
 )
-from vllmchat.core.tuning.events import PointMeasured, TuneFinished, TuneStarted
-from vllmchat.ui.window.bridge.tool_events import ToolEvents
+from vllmchat.core.tools.events import ToolCallFinished
+from vllmchat.core.tuning.events import PointMeasured
+from vllmchat.ui.window.bridge.event_table import event_types, signal_name
+
+log = logging.getLogger(__name__)
 
 
-class AppEvents(QObject):
-    """One signal per event type; ``publish`` is called on the engine's thread."""
+class FieldSignal(NamedTuple):
+    """A signal that carries fields of an event (with their Qt types), not the event."""
 
-    load_started = Signal(object)
-    """``LoadStarted``: input waits until the load ends."""
-    load_finished = Signal(object)
-    """``Loaded``: the model (and, after a live reload, whether the KV state came along)."""
-    load_failed = Signal(object)
-    """``LoadFailed``: why, and the fix."""
-    conversation_opened = Signal(object)
-    """``ConversationOpened``: the KV tokens restored for it."""
-    turn_started = Signal(object)
-    """``TurnStarted``."""
-    message_stored = Signal(object)
-    """``MessageStored``: a message of this turn has its id in the store."""
-    token_received = Signal(str)
-    """The text of one sampled token."""
-    prefill_progress = Signal(int, int)
-    """Prompt tokens read so far, of the total."""
-    prompt_planned = Signal(object)
-    """``PromptPlanEvent``: which history the model is given."""
-    attachment_added = Signal(object)
-    """``AttachmentAdded``: a file waits for the next message (whole, or by passages)."""
-    attachment_rejected = Signal(object)
-    """``AttachmentRejected``: a file was not attached, and why."""
-    attachment_removed = Signal(object)
-    passages_used = Signal(object)
-    """``PassagesUsed``: the passages of documents a reply was given."""
-    summary_changed = Signal(object)
-    """``SummaryEvent``."""
-    stats_ready = Signal(object)
-    """``TurnStats`` of the turn."""
-    turn_finished = Signal(object)
-    """``DoneEvent``."""
-    turn_failed = Signal(object)
-    """``ErrorEvent``."""
-    engine_died = Signal(object)
-    """``EngineDied``: reported once per death, from a turn or while idle."""
-    settings_changed = Signal(object)
-    """``SettingsChanged``: the settings the application layer now runs with."""
-    placement_needs_confirmation = Signal(object)
-    """``PlacementNeedsConfirmation``: past the estimate's bound; ask before loading."""
-    placement_fell_back = Signal(object)
-    """``PlacementFellBack``: the engine ended at a placement and runs at the last one again."""
+    event_type: type
+    fields: tuple[str, ...]
+    qt_types: tuple[type, ...]
+
+
+FIELD_SIGNALS: dict[str, FieldSignal] = {
+    "token_received": FieldSignal(TokenEvent, ("text",), (str,)),
+    "prefill_progress": FieldSignal(PrefillProgressEvent, ("done", "total"), (int, int)),
+    "stats_ready": FieldSignal(StatsEvent, ("stats",), (object,)),
+    "thinking_received": FieldSignal(ThinkingEvent, ("text",), (str,)),
+    "thought_for": FieldSignal(ThoughtFor, ("seconds",), (float,)),
+}
+"""Emitted along with the event's own signal, for the slots that take the fields."""
+
+OLD_NAMES: dict[str, type] = {
+    "load_finished": Loaded,
+    "prompt_planned": PromptPlanEvent,
+    "summary_changed": SummaryEvent,
+    "turn_finished": DoneEvent,
+    "turn_failed": ErrorEvent,
+    "tune_point": PointMeasured,
+    "call_finished": ToolCallFinished,
+    "pick_changed": ToolPickChanged,
+}
+"""Older names of some events' signals: the same signal under a second name."""
+
+STREAMED: frozenset[type] = frozenset(
+    {TokenEvent, PrefillProgressEvent, StatsEvent, ThinkingEvent, ThoughtFor}
+)
+"""Many per turn, and none changes the application's state: no snapshot before them."""
+
+
+def _signal_names() -> dict[str, type]:
+    """Each event type's signal name; a name a field signal holds gets ``_event``."""
+    names: dict[str, type] = {}
+    for event_type in event_types():
+        name = signal_name(event_type)
+        if name in FIELD_SIGNALS or name in OLD_NAMES:
+            name += "_event"
+        if name in names:
+            raise TypeError(f"{names[name].__name__} and {event_type.__name__} both signal {name}")
+        names[name] = event_type
+    return names
+
+
+SIGNALS: dict[str, type] = _signal_names()
+"""Each generated signal's name, and the event type it carries."""
+
+
+def _old_name(new: str, event_type: type) -> property:
+    return property(lambda self: getattr(self, new), doc=f"``{event_type.__name__}``: `{new}`.")
+
+
+def _signals_class() -> Any:
+    """A QObject class with the generated signals (Qt takes signals only as class
+    attributes, when the class is made)."""
+    namespace: dict[str, object] = {name: Signal(object) for name in SIGNALS}
+    namespace.update({name: Signal(*f.qt_types) for name, f in FIELD_SIGNALS.items()})
+    new_names = {event_type: name for name, event_type in SIGNALS.items()}
+    namespace.update({old: _old_name(new_names[t], t) for old, t in OLD_NAMES.items()})
+    namespace["__doc__"] = "One signal per event type:\n\n" + "\n".join(
+        f"- ``{name}``: ``{t.__name__}``, {(t.__doc__ or '').strip().splitlines()[0]}"
+        for name, t in SIGNALS.items()
+    )
+    return type("EventSignals", (QObject,), namespace)
+
+
+EventSignals: Any = _signals_class()
+
+
+class AppEvents(EventSignals):
+    """The events' signals (``EventSignals``'s docstring lists them) and the snapshot's."""
+
     snapshot_changed = Signal(object)
     """``AppSnapshot``: what the GUI thread may read, as of the events that follow."""
-    storage_warning = Signal(object)
-    """``StorageWarning``: something could not be written to disk; what is safe."""
-    thinking_received = Signal(str)
-    """Thinking streamed by a reasoning model (shown folded)."""
-    thought_for = Signal(float)
-    """The thinking ended after so many seconds; the answer begins."""
-    title_made = Signal(object)
-    """``TitleMade``: the conversation's title, by the model or its first words."""
-    tune_started = Signal(object)
-    """``TuneStarted``: points planned, the budget."""
-    tune_point = Signal(object)
-    """``PointMeasured``: one configuration measured, progress and ETA."""
-    tune_finished = Signal(object)
-    """``TuneFinished``: the points and the pick."""
-    conversation_created = Signal(object)
-    """``ConversationCreated``: a new, empty conversation."""
-    conversation_renamed = Signal(object)
-    """``ConversationRenamed``: the title the user gave."""
-    conversation_deleted = Signal(object)
-    """``ConversationDeleted``: gone, with its saved KV state."""
-    conversation_imported = Signal(object)
-    """``ConversationImported``: read from a file as a new conversation."""
-    message_pinned = Signal(object)
-    """``MessagePinned``: pinned or unpinned."""
-    summary_edited = Signal(object)
-    """``SummaryEdited``: a summary rewritten by hand."""
-    edit_refused = Signal(object)
-    """``EditRefused``: a change the user asked for was not made, and why."""
 
     def __init__(self, app: ChatApp) -> None:
         super().__init__()
         self.app = app
-        self.tools = ToolEvents(self)  # servers' states, approvals, calls' results
         self._published = app.snapshot()
+        self._recent: deque[object] = deque(maxlen=64)  # announced once, however handed in
+        self._lock = threading.Lock()
         self._signals: dict[type, SignalInstance] = {
-            LoadStarted: self.load_started,
-            Loaded: self.load_finished,
-            LoadFailed: self.load_failed,
-            ConversationOpened: self.conversation_opened,
-            TurnStarted: self.turn_started,
-            MessageStored: self.message_stored,
-            PromptPlanEvent: self.prompt_planned,
-            AttachmentAdded: self.attachment_added,
-            AttachmentRejected: self.attachment_rejected,
-            AttachmentRemoved: self.attachment_removed,
-            PassagesUsed: self.passages_used,
-            SummaryEvent: self.summary_changed,
-            DoneEvent: self.turn_finished,
-            ErrorEvent: self.turn_failed,
-            EngineDied: self.engine_died,
-            TitleMade: self.title_made,
-            StorageWarning: self.storage_warning,
-            SettingsChanged: self.settings_changed,
-            PlacementNeedsConfirmation: self.placement_needs_confirmation,
-            PlacementFellBack: self.placement_fell_back,
-            TuneStarted: self.tune_started,
-            PointMeasured: self.tune_point,
-            TuneFinished: self.tune_finished,
+            event_type: getattr(self, name) for name, event_type in SIGNALS.items()
         }
-        self._edits: dict[type, SignalInstance] = {
-            ConversationCreated: self.conversation_created,
-            ConversationRenamed: self.conversation_renamed,
-            ConversationDeleted: self.conversation_deleted,
-            ConversationImported: self.conversation_imported,
-            MessagePinned: self.message_pinned,
-            SummaryEdited: self.summary_edited,
-            EditRefused: self.edit_refused,
+        self._fields: dict[type, tuple[SignalInstance, tuple[str, ...]]] = {
+            f.event_type: (getattr(self, name), f.fields) for name, f in FIELD_SIGNALS.items()
         }
+
+    @property
+    def tools(self) -> AppEvents:
+        """The tool events' signals: this object's own (the name of their old group)."""
+        return self
+
+    def signal(self, event_type: type) -> SignalInstance:
+        """The signal that carries events of ``event_type``."""
+        return self._signals[event_type]
 
     def publish_snapshot(self, *_: object) -> None:
         """Emit the application layer's snapshot when it changed (on the engine's thread)."""
@@ -172,24 +155,34 @@ class AppEvents(QObject):
             self._published = snapshot
             self.snapshot_changed.emit(snapshot)
 
-    def publish(self, event: object) -> None:
-        """Emit the signal of this event's type."""
-        if event is None:
-            return
-        if isinstance(event, TokenEvent):
-            self.token_received.emit(event.text)
-        elif isinstance(event, PrefillProgressEvent):
-            self.prefill_progress.emit(event.done, event.total)
-        elif isinstance(event, StatsEvent):
-            self.stats_ready.emit(event.stats)
-        elif isinstance(event, ThinkingEvent):
-            self.thinking_received.emit(event.text)
-        elif isinstance(event, ThoughtFor):
-            self.thought_for.emit(event.seconds)
-        elif self.tools.publish(event):
-            pass
-        elif type(event) in self._edits:  # the store's alone: no snapshot to publish
-            self._edits[type(event)].emit(event)
-        elif type(event) in self._signals:
-            self.publish_snapshot()  # the GUI thread reads it as of this event
-            self._signals[type(event)].emit(event)
+    def publish_from_engine(self, event: object) -> None:
+        """On the engine's thread: the snapshot as of this event, then the event."""
+        if event is not None and type(event) not in STREAMED:
+            self.publish_snapshot()
+        self.publish(event)
+
+    def publish(self, event: object) -> bool:
+        """Emit the signal of this event's type (on any thread); False for anything else
+        (a call's return value that is no event)."""
+        signal = self._signals.get(type(event))
+        if signal is None:
+            if event is not None:
+                log.debug("no signal for %r", type(event))
+            return False
+        if type(event) not in STREAMED and self._seen(event):
+            return True
+        fields = self._fields.get(type(event))
+        if fields is not None:
+            field_signal, names = fields
+            field_signal.emit(*(getattr(event, name) for name in names))
+        signal.emit(event)
+        return True
+
+    def _seen(self, event: object) -> bool:
+        """Whether this very event was published already (an intent's answer that its
+        owner told its listeners too); notes it if not."""
+        with self._lock:
+            if any(seen is event for seen in self._recent):
+                return True
+            self._recent.append(event)
+            return False

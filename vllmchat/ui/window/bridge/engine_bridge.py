@@ -1,63 +1,83 @@
-"""The GUI's handle on the application layer: each call of ``ChatApp`` is a ``Worker``
-on the engine's pool of one thread (one engine, one thread, calls in the order asked),
-and each event type it yields comes out as its own signal on the GUI thread.
+"""The GUI's handle on the application layer: an intent of ``ChatApp`` is run as a
+``Worker`` on the engine's pool of one thread (one engine, one thread, calls in the
+order asked), and each event it yields comes out as its type's signal on the GUI thread.
 
-The events are published from the engine's thread as they are yielded (a direct
-connection), so they keep their order, and a call that raises ends in an
-``ErrorEvent`` the window shows. ``stop()`` is safe from the GUI thread: it sets
-the session's flag, checked per token in the engine process.
+``run(app.open_model, path)`` is the one way to run an intent there; ``run_turn`` is
+the same for a turn (a title or a summary made ahead gives way to it) and
+``run_ahead`` for work done while the user reads. The events are published from the
+engine's thread as they are yielded (a direct connection), so they keep their order;
+an intent that raises ends in an ``ErrorEvent`` the window shows, with the engine's
+kind of failure and its fix when it is one. ``stop()`` is safe from the GUI thread:
+it sets the session's flag, checked per token in the engine process.
 
 The GUI thread never reaches into the application layer's objects: it reads
 ``snapshot`` (settings, capabilities, model, machine), which the engine's thread
 publishes before each event that may follow a change, and it sends intents. The
-user's quick changes to stored conversations (new, rename, pin, a summary, import)
-touch only the store, which serialises its writes: they are made at once and their
-events published on the calling thread; a deletion waits its turn on the engine's.
+user's quick changes to stored conversations (rename, pin, a summary, import) are
+made at once on the calling thread (``apply``); every change the conversations'
+owner tells, from any thread, is published as its signal.
 """
 
 from __future__ import annotations
 
 import functools
+import operator
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, ParamSpec, TypeVar
 
 from PySide6.QtCore import QObject, Qt, QThreadPool, QTimer
 
 from vllmchat.core.app.chat_app import ChatApp
-from vllmchat.core.app.events import ConversationCreated, ConversationEdit, EditRefused
-from vllmchat.core.app.settings_model import Persist
+from vllmchat.core.app.events import ConversationCreated, EditRefused
 from vllmchat.core.app.snapshot import AppSnapshot
-from vllmchat.core.app_settings import AppSettings
-from vllmchat.core.conversations.store.store import ConversationStore
-from vllmchat.core.conversations.turns.kv_cache import KVStateCache
-from vllmchat.core.engine.events import ErrorEvent, ErrorKind
-from vllmchat.core.engine.protocol import Engine
-from vllmchat.core.placement import Placement
-from vllmchat.core.tuning.results import TuneConfig
+from vllmchat.core.engine.events import EngineError, ErrorEvent, ErrorKind
 from vllmchat.ui.common.workers import Worker, WorkerGroup, work_name
 from vllmchat.ui.window.bridge.app_events import AppEvents
 
+P = ParamSpec("P")
+R = TypeVar("R")
+How = Literal["run", "turn", "ahead", "now"]
+
+
+class OldName:
+    """An older method name of the bridge: one intent of the application layer, at
+    ``path`` on ``ChatApp``, run as ``how`` says, with ``fixed`` keyword arguments."""
+
+    def __init__(self, path: str, how: How = "run", **fixed: Any) -> None:
+        self.path, self.how, self.fixed = path, how, fixed
+
+    def __get__(self, bridge: EngineBridge | None, owner: type | None = None) -> Any:
+        if bridge is None:
+            return self
+        return functools.partial(bridge.run_as, self.how, self.path, **self.fixed)
+
 
 class EngineBridge(QObject):
-    """Queues ``ChatApp`` intents to the engine's thread; its ``events`` signal on the GUI
+    """Runs ``ChatApp`` intents on the engine's thread; its ``events`` signal on the GUI
     thread, and ``snapshot`` is what the GUI thread knows of the application layer."""
 
     def __init__(
         self,
-        store: ConversationStore,
-        kv: KVStateCache,
+        app: ChatApp | Any,
+        kv: Any = None,
         parent: QObject | None = None,
         *,
-        settings: AppSettings | None = None,
-        persist: Persist | None = None,
-        engine: Engine | None = None,
+        settings: Any = None,
+        persist: Any = None,
+        engine: Any = None,
     ) -> None:
+        """``app``: the application layer to run. In the older form ``app`` is the
+        conversation store, and the application is made here from it, ``kv``,
+        ``settings``, ``persist`` and ``engine``."""
         super().__init__(parent)
-        self.app = ChatApp(store, kv, settings, engine=engine, persist=persist)
+        if not isinstance(app, ChatApp):
+            app = ChatApp(app, kv, settings, engine=engine, persist=persist)
+        self.app: ChatApp = app
         self.snapshot: AppSnapshot = self.app.snapshot()
         self.events = AppEvents(self.app)
         self.events.snapshot_changed.connect(self._on_snapshot)
+        self._unsubscribe = self.app.conversations.subscribe(self.events.publish)
         self.pool = QThreadPool(self)  # the engine's one thread, for the engine's life
         self.pool.setObjectName("vllmchat-engine")
         self.pool.setMaxThreadCount(1)
@@ -78,126 +98,113 @@ class EngineBridge(QObject):
         """A call is running on the engine's thread or waiting for it."""
         return self.jobs.busy
 
-    def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Worker | None:
-        """Run ``fn(*args, **kwargs)`` on the engine's thread; what it yields (or returns)
-        becomes signals, and an exception an ``ErrorEvent``. None once closed: a call the
-        window's last events ask for (a title after the last reply) is not run."""
+    # -- running intents -----------------------------------------------------------------
+    def run(
+        self, intent: Callable[P, object], /, *args: P.args, **kwargs: P.kwargs
+    ) -> Worker | None:
+        """Run ``intent(*args, **kwargs)`` on the engine's thread; what it yields (or
+        returns) becomes signals, and an exception an ``ErrorEvent``. None once closed:
+        an intent the window's last events ask for (a title after the last reply) is
+        not run."""
         if self._closed:
             return None
-        job = functools.partial(fn, *args, **kwargs)
+        job = functools.partial(intent, *args, **kwargs)
         name = work_name(job)
         worker = Worker(job, functools.partial(self._failed, name), name=name)
         direct = Qt.ConnectionType.DirectConnection
-        worker.yielded.connect(self.events.publish, direct)
-        worker.returned.connect(self.events.publish, direct)
+        worker.yielded.connect(self.events.publish_from_engine, direct)
+        worker.returned.connect(self.events.publish_from_engine, direct)
         worker.returned.connect(self.events.publish_snapshot, direct)
         worker.errored.connect(self.events.publish_snapshot, direct)
         return self.jobs.start(worker)
 
+    call = run  # its older name
+
+    def run_turn(
+        self, intent: Callable[P, object], /, *args: P.args, **kwargs: P.kwargs
+    ) -> Worker | None:
+        """Run a turn (a message, a regeneration, an edit): from now until it starts,
+        work done ahead gives way to it."""
+        self.turn_waiting.set()
+        return self.run(intent, *args, **kwargs)
+
+    def run_ahead(
+        self, intent: Callable[..., object], /, *args: Any, **kwargs: Any
+    ) -> Worker | None:
+        """Run work done while the user reads (a title, the next turn's summary): it is
+        given ``busy``, true once a turn waits, and stops within a token."""
+        return self.run(intent, *args, busy=self.turn_waiting.is_set, **kwargs)
+
+    def apply(self, intent: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
+        """Make a quick change to the stored conversations on this thread (the store
+        serialises its writes); its event is published, and returned."""
+        event = intent(*args, **kwargs)
+        self.events.publish(event)
+        return event
+
+    def run_as(self, how: How, path: str, /, *args: Any, **kwargs: Any) -> object:
+        """Run the intent at ``path`` on the application (``"conversations.rename"``) as
+        ``how`` says: ``run``, ``turn``, ``ahead`` or ``now`` (``apply``)."""
+        intent = operator.attrgetter(path)(self.app)
+        runner = {
+            "run": self.run,
+            "turn": self.run_turn,
+            "ahead": self.run_ahead,
+            "now": self.apply,
+        }
+        return runner[how](intent, *args, **kwargs)
+
     def _failed(self, name: str, exc: Exception) -> None:
-        self.events.publish(ErrorEvent(ErrorKind.INTERNAL, f"{name} failed: {exc!r}"))
+        if isinstance(exc, EngineError):  # its kind says which fix applies
+            self.events.publish(ErrorEvent(exc.kind, exc.message, precise_fix=exc.fix))
+        else:
+            self.events.publish(ErrorEvent(ErrorKind.INTERNAL, f"{name} failed: {exc!r}"))
 
-    # -- intents: the application layer changes its settings, and announces them --------
-    def start(self) -> None:
-        """Load the saved model, or connect to the saved server."""
-        self.call(self.app.start)
+    # -- older names, one intent each, until the window calls ``run`` itself -------------
+    start = OldName("start")
+    open_model = OldName("open_model")
+    use_server = OldName("use_server")
+    set_placement = OldName("set_placement")
+    configure = OldName("configure")
+    restart = OldName("restart")
+    open_conversation = OldName("open_conversation")
+    attach = OldName("attach")
+    detach = OldName("detach")
+    summarize = OldName("summarize")
+    apply_tune = OldName("apply_tune")
+    delete_conversation = OldName("delete_conversation")
+    send = OldName("send", "turn")
+    regenerate = OldName("regenerate", "turn")
+    edit = OldName("edit", "turn")
+    make_title = OldName("make_title", "ahead", after_first_reply=True)
+    prepare_next = OldName("prepare_next", "ahead")
+    rename_conversation = OldName("conversations.rename", "now")
+    pin_message = OldName("conversations.pin", "now")
+    edit_summary = OldName("conversations.edit_summary", "now")
+    import_conversation = OldName("conversations.import_file", "now")
 
-    def open_model(self, path: str) -> None:
-        """Chat with the model file at ``path`` on the local engine."""
-        self.call(self.app.open_model, path)
+    @classmethod
+    def old_names(cls) -> dict[str, OldName]:
+        """The older method names still kept, and the intent each one runs."""
+        return {name: value for name, value in vars(cls).items() if isinstance(value, OldName)}
 
-    def use_server(self, url: str, model: str = "") -> None:
-        """Chat through a server (the local engine ended, its KV state saved)."""
-        self.call(self.app.use_server, url, model)
-
-    def set_placement(self, placement: Placement, *, confirmed: bool = False) -> None:
-        """Reload live with the weights placed anew (past the estimate's bound only
-        ``confirmed``; else the application layer asks back)."""
-        self.call(self.app.set_placement, placement, confirmed=confirmed)
-
-    def configure(self, **changes: Any) -> None:
-        """Change settings by field name (load settings reload live)."""
-        self.call(self.app.configure, **changes)
-
-    def restart(self, *, fewer_layers: bool = False) -> None:
-        self.call(self.app.restart, fewer_layers=fewer_layers)
-
-    # -- conversations and turns ----------------------------------------------------------
-    def open_conversation(self, conversation_id: int) -> None:
-        self.call(self.app.open_conversation, conversation_id)
-
-    def send(self, text: str) -> None:
-        self.turn_waiting.set()
-        self.call(self.app.send, text)
-
-    def attach(self, path: str) -> None:
-        """Attach a file to the next message (read and measured on the engine's thread)."""
-        self.call(self.app.attach, path)
-
-    def detach(self, attachment_id: int) -> None:
-        self.call(self.app.detach, attachment_id)
-
-    def regenerate(self) -> None:
-        self.turn_waiting.set()
-        self.call(self.app.regenerate)
-
-    def edit(self, message_id: int, text: str) -> None:
-        self.turn_waiting.set()
-        self.call(self.app.edit, message_id, text)
-
-    def make_title(self) -> None:
-        """After a reply: the model's title when it was the conversation's first."""
-        self.call(self.app.make_title, busy=self.turn_waiting.is_set, after_first_reply=True)
-
-    def prepare_next(self) -> None:
-        """After a reply: the summary the next turn would need, written and prefilled
-        while the user reads (a turn sent meanwhile stops it within a token)."""
-        self.call(self.app.prepare_next, busy=self.turn_waiting.is_set)
-
-    def summarize(self) -> None:
-        self.call(self.app.summarize)
-
+    # -- what is not an intent run on the engine's thread ------------------------------
     def stop(self) -> None:
+        """Stop the turn in progress within a token (from any thread)."""
         self.app.stop()
 
     def tune(self, budget_s: float, *, fresh: bool = False) -> None:
         """Measure GPU layers and threads (``stop_tune`` ends it within a token)."""
         self._tune_stop.clear()
-        self.call(self.app.tune, budget_s, fresh=fresh, should_stop=self._tune_stop.is_set)
+        self.run(self.app.tune, budget_s, fresh=fresh, should_stop=self._tune_stop.is_set)
 
     def stop_tune(self) -> None:
         self._tune_stop.set()
         self.app.stop_tune()
 
-    def apply_tune(self, config: TuneConfig) -> None:
-        self.call(self.app.apply_tune, config)
-
-    # -- the user's changes to stored conversations -----------------------------------
-    def _edited(self, event: ConversationEdit) -> ConversationEdit:
-        self.events.publish(event)
-        return event
-
     def new_conversation(self) -> ConversationCreated | EditRefused:
         """A new conversation with the settings' system prompt (announced, and returned)."""
-        made = self.app.edits.create(system_prompt=self.snapshot.settings.system_prompt)
-        self._edited(made)
-        return made
-
-    def rename_conversation(self, conversation_id: int, title: str) -> None:
-        self._edited(self.app.edits.rename(conversation_id, title))
-
-    def pin_message(self, message_id: int, pinned: bool) -> None:
-        self._edited(self.app.edits.pin(message_id, pinned))
-
-    def edit_summary(self, summary_id: int, text: str) -> None:
-        self._edited(self.app.edits.edit_summary(summary_id, text))
-
-    def import_conversation(self, path: str) -> None:
-        self._edited(self.app.edits.import_file(path))
-
-    def delete_conversation(self, conversation_id: int) -> None:
-        """On the engine's thread: after the turn in progress, the open session let go."""
-        self.call(self.app.delete_conversation, conversation_id)
+        return self.apply(self.app.edits.create, system_prompt=self.snapshot.settings.system_prompt)
 
     def _on_snapshot(self, snapshot: AppSnapshot) -> None:
         self.snapshot = snapshot
@@ -208,7 +215,7 @@ class EngineBridge(QObject):
     def _check_alive(self) -> None:
         """Report an engine that died while idle."""
         if not self.busy:
-            self.call(self.app.watch)
+            self.run(self.app.watch)
 
     def close(self) -> None:
         """Stop, save the KV state, end the engine process and the thread (once)."""
@@ -217,8 +224,9 @@ class EngineBridge(QObject):
         self._timer.stop()
         self.stop()  # the turn in progress ends within a token, its reply kept
         self.jobs.skip_queued()  # titles and summaries asked for after the last reply
-        self.call(self.app.shutdown)
+        self.run(self.app.shutdown)
         self._closed = True
         self.jobs.wait(60_000)
         self.pool.waitForDone(1_000)  # the thread ends with the calls
+        self._unsubscribe()
         self.snapshot = self.app.snapshot()  # the engine's thread has ended: the last word
