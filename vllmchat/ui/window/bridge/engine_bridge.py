@@ -15,7 +15,8 @@ The GUI thread never reaches into the application layer's objects: it reads
 publishes before each event that may follow a change, and it sends intents. The
 user's quick changes to stored conversations (rename, pin, a summary, import) are
 made at once on the calling thread (``apply``); every change the conversations'
-owner tells, from any thread, is published as its signal.
+owner tells, and every step of the tools service, from any thread, is published as
+its signal.
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ class EngineBridge(QObject):
         self.events = AppEvents(self.app)
         self.events.snapshot_changed.connect(self._on_snapshot)
         self._unsubscribe = self.app.conversations.subscribe(self.events.publish)
+        self.app.tools.subscribe(self.events.publish)  # servers, approvals, calls
         self.pool = QThreadPool(self)  # the engine's one thread, for the engine's life
         self.pool.setObjectName("vllmchat-engine")
         self.pool.setMaxThreadCount(1)
@@ -229,4 +231,5 @@ class EngineBridge(QObject):
         self.jobs.wait(60_000)
         self.pool.waitForDone(1_000)  # the thread ends with the calls
         self._unsubscribe()
+        self.app.tools.unsubscribe(self.events.publish)
         self.snapshot = self.app.snapshot()  # the engine's thread has ended: the last word
