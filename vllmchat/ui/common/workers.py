@@ -17,11 +17,14 @@ abort (superqt leaves it to the garbage collector, on whichever thread).
 
 Signals reach slots on the GUI thread (the worker lives there), unless a
 connection asks for ``DirectConnection``, as the engine bridge does to publish
-events in order from the engine's thread.
+events in order from the engine's thread. Only values cross threads: the work is
+a function with its arguments bound on the GUI thread (``functools.partial``),
+its results and failures come back as signals, and the work never reads a widget.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -101,7 +104,7 @@ class Worker(QObject):
         self._started = True
         Worker._live.add(self)
         holder = [self]
-        (pool or background_pool()).start(lambda: _run_from(holder))
+        (pool or background_pool()).start(functools.partial(_run_from, holder))
         return self
 
     def quit(self) -> None:

@@ -3,6 +3,7 @@ Load when the file is in place and verified."""
 
 from __future__ import annotations
 
+import functools
 import threading
 from pathlib import Path
 
@@ -62,8 +63,8 @@ class DownloadsPanel(QWidget):
         self.load_button.hide()
         self.show()
         self.workers.run(
-            lambda: downloader.download(
-                quant, on_progress=self.progress.emit, cancel=self.cancel_flag
+            functools.partial(
+                downloader.download, quant, on_progress=self.progress.emit, cancel=self.cancel_flag
             ),
             self._done,
             self._failed,

@@ -5,6 +5,7 @@ the model picker as its Draft models tab (``DraftTab``)."""
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Sequence
 
@@ -97,7 +98,7 @@ class DraftField(QWidget):
         if os.path.isfile(model_path):
             self.found.setText("Looking for installed models with this vocabulary…")
             self.workers.run(
-                lambda: self._look(model_path, current, self.folders),
+                functools.partial(self._look, model_path, current, tuple(self.folders)),
                 self._show_installed,
                 self._failed,
                 name="Looking for installed draft models",
@@ -154,9 +155,8 @@ class DraftField(QWidget):
     def find_on_hub(self) -> None:
         self.hub_button.setEnabled(False)
         self.found.setText("Reading the catalog's and the hub's headers…")
-        path = self.model_path
         self.workers.run(
-            lambda: hub_drafts(path),
+            functools.partial(hub_drafts, self.model_path),
             self._show_hub,
             self._failed,
             name="Looking for draft models on the hub",

@@ -3,6 +3,7 @@ download one (in the window's downloads panel, so it goes on after the picker cl
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -32,6 +33,16 @@ from vllmchat.core.resources import curated_models
 from vllmchat.ui.common.workers import WorkerGroup
 from vllmchat.ui.models.downloads import DownloadsPanel
 from vllmchat.ui.models.fit_badge import badge, size_text, tint
+
+
+def _quant_advice(
+    repo: str, settings: FitSettings, hw: HardwareInfo, token: str | None
+) -> list[tuple[QuantFile, QuantAdvice]]:
+    """A repository's quants with their fit here (on a worker: reads the hub and the disk)."""
+    from vllmchat.core.models.repo_advice import repo_quant_advice
+    from vllmchat.core.tuning.quant_lab import measured_quality
+
+    return repo_quant_advice(repo, settings, hw, token=token, quality=measured_quality())
 
 
 class HubTab(QWidget):
@@ -113,7 +124,7 @@ class HubTab(QWidget):
             return
         self.told.emit("Searching…")
         self.workers.run(
-            lambda: search(text, token=os.environ.get("HF_TOKEN")),
+            functools.partial(search, text, token=os.environ.get("HF_TOKEN")),
             self._fill_repos,
             self._failed,
             name="The hub search",
@@ -128,17 +139,12 @@ class HubTab(QWidget):
     def _repo_selected(self, item: QListWidgetItem | None, _prev: object) -> None:
         if item is None:
             return
-        from vllmchat.core.models.repo_advice import repo_quant_advice
-        from vllmchat.core.tuning.quant_lab import measured_quality
-
         repo = item.data(Qt.ItemDataRole.UserRole)
         hw, s = self.hw, self.fit_settings
         self.told.emit(f"Reading {repo}…")
         self.quant_table.setRowCount(0)
         self.workers.run(
-            lambda: repo_quant_advice(
-                repo, s, hw, token=os.environ.get("HF_TOKEN"), quality=measured_quality()
-            ),
+            functools.partial(_quant_advice, repo, s, hw, os.environ.get("HF_TOKEN")),
             self._fill_quants,
             self._failed,
             name=f"Reading {repo}",

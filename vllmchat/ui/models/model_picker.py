@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from PySide6.QtCore import Qt
@@ -48,6 +49,13 @@ def _local_rows(models: list[LocalModel], hw: HardwareInfo, s: FitSettings) -> l
         except EngineError as exc:
             rows.append((m, NO_FIT, "does not fit", BADGE_COLORS[NO_FIT], str(exc)))
     return rows
+
+
+def _installed_rows(
+    folders: tuple[str, ...], hw: HardwareInfo, s: FitSettings
+) -> list[InstalledRow]:
+    """The installed models in ``folders``, each with its fit here (on a worker)."""
+    return _local_rows(discover(folders), hw, s)
 
 
 class ModelPicker(QDialog):
@@ -157,9 +165,8 @@ class ModelPicker(QDialog):
         self.quant_lab.show()
 
     def refresh_installed(self) -> None:
-        hw, s, folders = self.hw, self.fit_settings, self.folders
         self.workers.run(
-            lambda: _local_rows(discover(folders), hw, s),
+            functools.partial(_installed_rows, tuple(self.folders), self.hw, self.fit_settings),
             self._fill_installed,
             self._failed,
             name="Reading the installed models",
