@@ -120,7 +120,7 @@ def _signals_class() -> Any:
 EventSignals: Any = _signals_class()
 
 
-class AppEvents(EventSignals):
+class AppEvents(EventSignals):  # type: ignore[misc]  # its signals are made at run time
     """The events' signals (``EventSignals``'s docstring lists them) and the snapshot's."""
 
     snapshot_changed = Signal(object)
@@ -159,6 +159,10 @@ class AppEvents(EventSignals):
         """On the engine's thread: the snapshot as of this event, then the event."""
         if event is not None and type(event) not in STREAMED:
             self.publish_snapshot()
+        self.publish(event)
+
+    def hear(self, event: object) -> None:
+        """An owner's listener: publish what it tells (on the thread it tells it on)."""
         self.publish(event)
 
     def publish(self, event: object) -> bool:

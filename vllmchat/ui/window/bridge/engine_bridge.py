@@ -78,8 +78,8 @@ class EngineBridge(QObject):
         self.snapshot: AppSnapshot = self.app.snapshot()
         self.events = AppEvents(self.app)
         self.events.snapshot_changed.connect(self._on_snapshot)
-        self._unsubscribe = self.app.conversations.subscribe(self.events.publish)
-        self.app.tools.subscribe(self.events.publish)  # servers, approvals, calls
+        self._unsubscribe = self.app.conversations.subscribe(self.events.hear)
+        self.app.tools.subscribe(self.events.hear)  # servers, approvals, calls
         self.pool = QThreadPool(self)  # the engine's one thread, for the engine's life
         self.pool.setObjectName("vllmchat-engine")
         self.pool.setMaxThreadCount(1)
@@ -148,7 +148,7 @@ class EngineBridge(QObject):
         """Run the intent at ``path`` on the application (``"conversations.rename"``) as
         ``how`` says: ``run``, ``turn``, ``ahead`` or ``now`` (``apply``)."""
         intent = operator.attrgetter(path)(self.app)
-        runner = {
+        runner: dict[How, Callable[..., object]] = {
             "run": self.run,
             "turn": self.run_turn,
             "ahead": self.run_ahead,
@@ -231,5 +231,5 @@ class EngineBridge(QObject):
         self.jobs.wait(60_000)
         self.pool.waitForDone(1_000)  # the thread ends with the calls
         self._unsubscribe()
-        self.app.tools.unsubscribe(self.events.publish)
+        self.app.tools.unsubscribe(self.events.hear)
         self.snapshot = self.app.snapshot()  # the engine's thread has ended: the last word

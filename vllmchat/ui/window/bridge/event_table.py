@@ -13,7 +13,7 @@ import dataclasses
 import re
 import types
 from collections.abc import Iterable
-from typing import get_args
+from typing import TypeGuard, get_args
 
 from vllmchat.core.app import events as app_events
 from vllmchat.core.conversations import events as conversation_events
@@ -31,6 +31,10 @@ EVENT_MODULES: tuple[types.ModuleType, ...] = (
     app_events,
 )
 """One module per layer; each declares its events, and its unions name them."""
+
+
+def _is_event_class(value: object) -> TypeGuard[type]:
+    return isinstance(value, type) and dataclasses.is_dataclass(value)
 
 
 def _defined_dataclasses(module: types.ModuleType) -> list[type]:
@@ -61,9 +65,7 @@ def event_types(modules: Iterable[types.ModuleType] = EVENT_MODULES) -> tuple[ty
     for module in modules:
         for value in vars(module).values():
             if isinstance(value, types.UnionType):
-                found.update(
-                    dict.fromkeys(t for t in get_args(value) if dataclasses.is_dataclass(t))
-                )
+                found.update(dict.fromkeys(t for t in get_args(value) if _is_event_class(t)))
     for module in modules:
         defined = _defined_dataclasses(module)
         payloads = _payloads(defined)
