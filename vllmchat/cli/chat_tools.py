@@ -133,8 +133,7 @@ def tools_command(arg: str, app: ChatApp, tools: TerminalTools, out: TextIO) -> 
     if verb == "revoke":
         _revoke(rest.strip(), tools, out)
         return
-    conversation = app.conversation_id
-    assert conversation is not None
+    conversation = app.conversation_id  # None: the new chat, stored at its first message
     if verb in ("on", "off"):
         service.start_all(timeout_s=120)  # their tools named
         changed = app.tool_picks.switch(conversation, rest.split(), verb == "on")

@@ -41,20 +41,27 @@ class ToolPicks:
     def __init__(self, store: ConversationStore) -> None:
         self._picks = ToolPickStore(store)
         self.service: ToolsService | None = None  # the servers whose tools are picked
+        self._new_chat: frozenset[str] | None = None  # picked before the new chat is stored
 
-    def pick(self, conversation_id: int) -> ToolPick:
-        """The conversation's pick; one never picked takes the user's last pick (kept)."""
+    def pick(self, conversation_id: int | None) -> ToolPick:
+        """The conversation's pick; one never picked takes the pick made for the new chat,
+        else the user's last pick (kept). None: the new chat, not stored yet."""
+        if conversation_id is None:
+            chosen = self._new_chat
+            return ToolPick(chosen if chosen is not None else frozenset(self._picks.last()))
         off = self._picks.off(conversation_id)
         if off is None:
-            off = self._picks.last()
-            self._picks.set(conversation_id, off, last=False)
+            chosen, self._new_chat = self._new_chat, None
+            off = tuple(chosen) if chosen is not None else self._picks.last()
+            self._picks.set(conversation_id, off, last=chosen is not None)
         return ToolPick(frozenset(off))
 
     def switch(
-        self, conversation_id: int, names: Sequence[str], on: bool
+        self, conversation_id: int | None, names: Sequence[str], on: bool
     ) -> ToolPickChanged | EditRefused:
         """Turn servers or tools (by ``server_tool``, or a tool's own name when only one
-        server has it) on or off in a conversation, from its next turn."""
+        server has it) on or off in a conversation, from its next turn (None: the new
+        chat, from its first turn; its ``ToolPickChanged`` names conversation 0)."""
         service = self.service
         if service is None or not service.config.servers:
             return EditRefused("tools", "No MCP servers are configured.")
@@ -86,14 +93,17 @@ class ToolPicks:
                     off |= {t.model_name for t in tools if t.server == server}
                 off.discard(tool)
         try:
-            self._picks.set(conversation_id, off)
+            if conversation_id is None:
+                self._new_chat = frozenset(off)
+            else:
+                self._picks.set(conversation_id, off)
         except StoreError as exc:
             return EditRefused("tools", str(exc))
         word = "on" if on else "off"
         offered = [t.model_name for t in tools if ToolPick(frozenset(off)).offers(t)]
         told = f"{', '.join(names)} {word} in this conversation from its next turn; offered: "
         return ToolPickChanged(
-            conversation_id, tuple(sorted(off)), told + (", ".join(offered) or "no tools")
+            conversation_id or 0, tuple(sorted(off)), told + (", ".join(offered) or "no tools")
         )
 
 

@@ -152,17 +152,16 @@ class ToolActions(QObject):
         self.pick_dialog = dialog
 
     def show_pick(self) -> None:
-        conversation, pick = self.conversation(), self.pick
-        if pick is None or conversation is None:
+        conversation, pick = self.conversation(), self.pick  # None: the new chat
+        if pick is None:
             return
         off = self.bridge.app.tool_picks.pick(conversation).off
         pick.show_tools(self.service.servers(), self.service.tools(), off)
 
     def switch(self, names: list[str], on: bool) -> None:
         """The user's change: an intent to the application layer, announced as its event."""
-        conversation = self.conversation()
-        if conversation is not None:
-            self.bridge.events.publish(self.bridge.app.tool_picks.switch(conversation, names, on))
+        conversation = self.conversation()  # None: the new chat, from its first turn
+        self.bridge.events.publish(self.bridge.app.tool_picks.switch(conversation, names, on))
 
     def _pick_changed(self, event: ToolPickChanged) -> None:
         self.notify(event.message, 8_000)
