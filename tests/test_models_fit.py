@@ -85,10 +85,10 @@ def test_gpu_layers_grow_with_free_vram_and_offload_the_last_layers(small_quants
     counts = [max_gpu_layers(desc, _gpu(g / 10), s) for g in (3, 4, 5, 8, 40)]
     assert counts == sorted(counts) and counts[0] < counts[-1] == desc.n_layer + 1
     # llama.cpp counts the output head as the last layer and offloads it first.
-    part = estimate(desc, replace(s, n_gpu_layers=3))
+    part = estimate(desc, s.placed(n_gpu_layers=3))
     assert part.weights_gpu == sum(desc.layer_bytes[-2:]) + desc.output_bytes
     assert part.kv_gpu * 2 == part.kv
-    assert estimate(desc, replace(s, n_gpu_layers=1)).weights_gpu == desc.output_bytes
+    assert estimate(desc, s.placed(n_gpu_layers=1)).weights_gpu == desc.output_bytes
     cpu_only = HardwareInfo(32 * GIB, 32 * GIB, [], False, "CPU-only build")
     assert max_gpu_layers(desc, cpu_only, s) == 0
     assert best_fit(desc, cpu_only, s).kind == RAM_ONLY

@@ -19,7 +19,7 @@ from vllmchat.core.models.advisor import GPU_PARTIAL, best_fit, best_placement, 
 from vllmchat.core.models.description import describe
 from vllmchat.core.models.hardware import GpuInfo, HardwareInfo
 from vllmchat.core.models.memory import MIB, FitSettings, estimate
-from vllmchat.core.placement import Placement
+from vllmchat.core.placement import Placement, all_layers
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 from vllmchat.core.tuning import plan
 from vllmchat.core.tuning.results import TuneConfig, TunePoint, TuneResult
@@ -89,14 +89,18 @@ def test_fused_experts_are_recognised_and_unknown_names_hide_the_control(tmp_pat
 def test_the_override_list_reaches_llama_cpp(make_client, moe_models):
     client = make_client()
     path = str(moe_models["tiny-moe"])
-    info = client.load(LoadSettings(model_path=path, n_ctx=512, n_threads=2, n_cpu_moe=2))
+    info = client.load(
+        LoadSettings(model_path=path, n_ctx=512, n_threads=2).with_changes(n_cpu_moe=2)
+    )
     assert info.overridden == {
         f"blk.{i}.ffn_{part}_exps.weight": "CPU" for i in (0, 1) for part in ("gate", "up", "down")
     }
     info = client.load(LoadSettings(model_path=path, n_ctx=512, n_threads=2))
     assert info.overridden == {}
     rule = r"blk\.3\.ffn_down_exps=CPU"
-    info = client.load(LoadSettings(model_path=path, n_ctx=512, n_threads=2, override_tensors=rule))
+    info = client.load(
+        LoadSettings(model_path=path, n_ctx=512, n_threads=2).with_changes(override_tensors=rule)
+    )
     assert info.overridden == {"blk.3.ffn_down_exps.weight": "CPU"}
 
 
@@ -106,7 +110,10 @@ def test_the_estimate_matches_llama_cpps_buffers_at_every_placement(make_client,
     desc = describe(read_header(path))
     for n_cpu_moe in (0, 1, 3, desc.n_layer):
         s = LoadSettings(
-            model_path=path, n_ctx=1024, n_threads=2, n_gpu_layers=99, n_cpu_moe=n_cpu_moe
+            model_path=path,
+            n_ctx=1024,
+            n_threads=2,
+            placement=Placement(n_gpu_layers=99, n_cpu_moe=n_cpu_moe),
         )
         measured = sum(client.load(s).buffers_mib.values())
         predicted = estimate(desc, FitSettings.of(s, gpu=False)).ram / MIB
@@ -119,8 +126,7 @@ def test_a_live_reload_between_placements_keeps_the_kv_state(make_client, moe_mo
         model_path=str(moe_models["tiny-moe"]),
         n_ctx=1024,
         n_threads=2,
-        n_gpu_layers=99,
-        n_cpu_moe=4,
+        placement=Placement(n_gpu_layers=99, n_cpu_moe=4),
     )
     client.load(s)
     sampling = SamplingSettings(temperature=0.0, max_tokens=16, ignore_eos=True)
@@ -139,7 +145,9 @@ def test_a_live_reload_between_placements_keeps_the_kv_state(make_client, moe_mo
 def test_experts_in_ram_on_a_dense_model_are_refused(make_client, demo_model):
     client = make_client()
     with pytest.raises(EngineError) as err:
-        client.load(LoadSettings(model_path=str(demo_model), n_ctx=512, n_cpu_moe=4))
+        client.load(
+            LoadSettings(model_path=str(demo_model), n_ctx=512, placement=Placement(n_cpu_moe=4))
+        )
     assert err.value.kind == ErrorKind.BAD_REQUEST
     assert "not a mixture of experts" in err.value.message and "n_cpu_moe to 0" in str(err.value)
     assert client.alive  # the engine is fine; the next load works
@@ -149,32 +157,33 @@ def test_experts_in_ram_on_a_dense_model_are_refused(make_client, demo_model):
 def test_the_advisor_puts_experts_in_ram_before_whole_layers(moe_models):
     desc = describe(read_header(moe_models["small-moe"]))
     s = FitSettings(n_ctx=2048)
-    full = estimate(desc, replace(s, n_gpu_layers=desc.n_layer + 1))
+    full = estimate(desc, s.placed(n_gpu_layers=all_layers(desc.n_layer)))
     # A card with room for the attention and half the experts, not for all of them.
     room = (full.vram - sum(desc.expert_bytes) // 2) / MIB / 0.92
     hw = _gpus(room)
-    place = best_placement(desc, hw, s)
-    assert place.n_gpu_layers == desc.n_layer + 1 and 0 < place.n_cpu_moe < desc.n_layer
+    place = best_placement(desc, hw, s).placement
+    assert place.n_gpu_layers == all_layers(desc.n_layer) and 0 < place.n_cpu_moe < desc.n_layer
     fit = best_fit(desc, hw, s)
-    assert fit.kind == GPU_PARTIAL and fit.n_cpu_moe == place.n_cpu_moe
-    assert f"experts of {fit.n_cpu_moe} layers on the CPU" in fit.message
-    assert fit.short == f"fits: experts of {fit.n_cpu_moe} layers on the CPU"
-    one_more = check_fit(desc, hw, replace(place, n_cpu_moe=place.n_cpu_moe - 1))
+    assert fit.kind == GPU_PARTIAL and fit.placement == place
+    assert f"experts of {place.n_cpu_moe} layers on the CPU" in fit.message
+    assert fit.short == f"fits: experts of {place.n_cpu_moe} layers on the CPU"
+    one_more = check_fit(desc, hw, s.placed(n_gpu_layers=-1, n_cpu_moe=place.n_cpu_moe - 1))
     assert not one_more.fits  # the fewest experts in RAM that fit
-    vram = [estimate(desc, replace(place, n_cpu_moe=k)).vram for k in range(desc.n_layer + 1)]
+    at = [s.with_placement(replace(place, n_cpu_moe=k)) for k in range(desc.n_layer + 1)]
+    vram = [estimate(desc, placed).vram for placed in at]
     assert vram == sorted(vram, reverse=True)
     # Enough for everything: no expert in RAM.
-    assert best_placement(desc, _gpus(full.vram / MIB / 0.9), s).n_cpu_moe == 0
+    assert best_placement(desc, _gpus(full.vram / MIB / 0.9), s).placement.n_cpu_moe == 0
 
 
 def test_several_gpus_one_when_it_fits_else_split_by_free_memory(moe_models):
     desc = describe(read_header(moe_models["small-moe"]))
     s = FitSettings(n_ctx=2048, gpu_overhead=16 * MIB)  # each GPU has its own runtime
-    need = estimate(desc, replace(s, n_gpu_layers=desc.n_layer + 1)).vram / MIB / 0.9
+    need = estimate(desc, s.placed(n_gpu_layers=all_layers(desc.n_layer))).vram / MIB / 0.9
     alone = best_placement(desc, _gpus(need, need), s)
-    assert alone.tensor_split == "1,0" and alone.n_cpu_moe == 0
+    assert alone.placement.tensor_split == "1,0" and alone.placement.n_cpu_moe == 0
     split = best_placement(desc, _gpus(need * 0.75, need * 0.75), s)
-    assert split.tensor_split == "" and split.n_cpu_moe == 0
+    assert split.placement.tensor_split == "" and split.placement.n_cpu_moe == 0
     fit = check_fit(desc, _gpus(need * 0.75, need * 0.75), split)
     first, second = fit.estimate.vram_by_device
     assert fit.fits and first > 0 and second > 0 and "on the GPUs" in fit.message
@@ -219,16 +228,21 @@ def test_the_terminal_chat_takes_n_cpu_moe_and_moves_experts_live(moe_models):
 
 def test_the_tuners_expert_axis_and_pick():
     axis = plan.Axis(True, 48)
-    base = TuneConfig(0, 16, 16, 512)
+    base = TuneConfig(Placement(n_gpu_layers=0), 16, 16, 512)
     c = axis.at(base, 12)
-    assert (c.n_gpu_layers, c.n_cpu_moe, axis.value(c), axis.top) == (49, 36, 12, 48)
+    assert (c.placement.n_gpu_layers, c.placement.n_cpu_moe, axis.value(c), axis.top) == (
+        49,
+        36,
+        12,
+        48,
+    )
     assert plan.layer_plan(12, 48, top=48) == [12, 11, 10, 9, 6, 3, 0]
     points = [
         TunePoint(axis.at(base, g), True, decode_tok_s=speed, prefill_tok_s=1000)
         for g, speed in ((12, 50.0), (10, 49.5), (6, 40.0))
     ]
     pick, why = plan.choose(points, base, plan.MemoryLimits())
-    assert pick is not None and pick.n_cpu_moe == 38  # within 2%: more experts in RAM
+    assert pick is not None and pick.placement.n_cpu_moe == 38  # within 2%: more experts in RAM
     assert "experts of 38 on the CPU" in why and "within 2%" in why
     assert TuneConfig.of(pick.apply_to(LoadSettings(model_path="m"))) == pick
 
@@ -241,7 +255,8 @@ def test_the_offload_panel_has_an_expert_control_for_moe_models(qtbot, moe_model
     panel = OffloadPanel()
     qtbot.addWidget(panel)
     panel.show()
-    panel.set_model(desc, hw, FitSettings(n_ctx=2048, n_gpu_layers=desc.n_layer + 1, n_cpu_moe=2))
+    placed = Placement(n_gpu_layers=all_layers(desc.n_layer), n_cpu_moe=2)
+    panel.set_model(desc, hw, FitSettings(n_ctx=2048, placement=placed))
     assert panel.expert_slider.isVisible() and panel.expert_slider.isEnabled()
     assert panel.expert_heading.text() == (
         f"Expert layers on the GPU: {desc.n_layer - 2} of {desc.n_layer} "
@@ -250,16 +265,28 @@ def test_the_offload_panel_has_an_expert_control_for_moe_models(qtbot, moe_model
     before = panel.estimate.text()
     with qtbot.waitSignal(panel.placement_requested, timeout=3000) as reload:
         panel.expert_slider.setValue(desc.n_layer - 5)  # keyboard: reloads after a pause
-    assert reload.args == [Placement(n_gpu_layers=desc.n_layer + 1, n_cpu_moe=5)]
+    assert reload.args == [Placement(n_gpu_layers=all_layers(desc.n_layer), n_cpu_moe=5)]
     assert panel.estimate.text() != before and "experts of 5 layers on the CPU" in before + (
         panel.estimate.text()
     )
     result = TuneResult(
         points=(
-            TunePoint(TuneConfig(desc.n_layer + 1, 2, 2, 512, 4), True, decode_tok_s=30.0),
-            TunePoint(TuneConfig(desc.n_layer + 1, 2, 2, 512, 1), True, decode_tok_s=40.0),
+            TunePoint(
+                TuneConfig(
+                    Placement(n_gpu_layers=all_layers(desc.n_layer), n_cpu_moe=4), 2, 2, 512
+                ),
+                True,
+                decode_tok_s=30.0,
+            ),
+            TunePoint(
+                TuneConfig(
+                    Placement(n_gpu_layers=all_layers(desc.n_layer), n_cpu_moe=1), 2, 2, 512
+                ),
+                True,
+                decode_tok_s=40.0,
+            ),
         ),
-        pick=TuneConfig(desc.n_layer + 1, 2, 2, 512, 1),
+        pick=TuneConfig(Placement(n_gpu_layers=all_layers(desc.n_layer), n_cpu_moe=1), 2, 2, 512),
         reason="40 tok/s",
         seconds=1.0,
     )
@@ -268,10 +295,10 @@ def test_the_offload_panel_has_an_expert_control_for_moe_models(qtbot, moe_model
     assert panel.expert_marks.pick == desc.n_layer - 1
     assert "<b>5: 40</b>" in panel.marks.text()
     dense = replace(desc, n_expert=0, expert_bytes=[0] * desc.n_layer)
-    panel.set_model(dense, hw, FitSettings(n_ctx=2048, n_gpu_layers=3))
+    panel.set_model(dense, hw, FitSettings(n_ctx=2048, placement=Placement(n_gpu_layers=3)))
     assert not panel.expert_slider.isVisible() and panel.placement() == Placement(n_gpu_layers=3)
     odd = replace(desc, expert_bytes=[0] * desc.n_layer)
-    panel.set_model(odd, hw, FitSettings(n_ctx=2048, n_gpu_layers=3))
+    panel.set_model(odd, hw, FitSettings(n_ctx=2048, placement=Placement(n_gpu_layers=3)))
     assert not panel.expert_slider.isVisible() and "not recognise" in panel.expert_note.text()
 
 
@@ -279,24 +306,25 @@ def test_the_pickers_badge_names_the_experts_in_ram(moe_models):
     from vllmchat.ui.models.fit_badge import badge
 
     desc = describe(read_header(moe_models["small-moe"]))
-    full = estimate(desc, FitSettings(n_ctx=2048, n_gpu_layers=desc.n_layer + 1))
+    full = estimate(desc, FitSettings(n_ctx=2048).placed(n_gpu_layers=all_layers(desc.n_layer)))
     hw = _gpus((full.vram - sum(desc.expert_bytes) // 2) / MIB / 0.92)
     fit = best_fit(desc, hw, FitSettings(n_ctx=2048))
     text, color = badge(fit)
-    assert text == f"fits: experts of {fit.n_cpu_moe} layers on the CPU" and color == "#f9a825"
+    assert text == f"fits: experts of {fit.placement.n_cpu_moe} layers on the CPU"
+    assert color == "#f9a825"
 
 
 def test_one_gpu_against_a_split_is_measured_and_the_faster_taken(qtbot):
     from vllmchat.ui.offload.memory_panel import MemoryPanel
 
     assert plan.split_plan(2) == ["1,0", ""] and plan.split_plan(1) == []
-    base = TuneConfig(49, 16, 16, 512)
+    base = TuneConfig(Placement(n_gpu_layers=49), 16, 16, 512)
     points = [
-        TunePoint(replace(base, tensor_split=s), True, decode_tok_s=v, prefill_tok_s=1.0)
+        TunePoint(base.placed(tensor_split=s), True, decode_tok_s=v, prefill_tok_s=1.0)
         for s, v in (("1,0", 273.4), ("", 263.5))
     ]
     pick, _ = plan.choose(points, base, plan.MemoryLimits())
-    assert pick is not None and pick.tensor_split == "1,0"
+    assert pick is not None and pick.placement.tensor_split == "1,0"
     panel = MemoryPanel()
     qtbot.addWidget(panel)
     panel.update_usage(
@@ -339,9 +367,9 @@ def test_a_placement_past_the_card_is_out_of_memory_with_the_expert_fix():
         "alloc_tensor_range: failed to allocate CUDA0 buffer of size 6281940992",
         "llama_model_load: error loading model: unable to allocate CUDA0 buffer",
     ]
-    s = LoadSettings(model_path="m", n_gpu_layers=49, n_cpu_moe=20)
+    s = LoadSettings(model_path="m", placement=Placement(n_gpu_layers=49, n_cpu_moe=20))
     err = classify_load_failure(lines, s, "model", moe=True)
     assert err.kind == ErrorKind.OOM_LOAD and "experts of 20 layers in RAM" in err.message
     assert err.fix.startswith("Put the experts of more layers on the CPU")
-    dense = classify_load_failure(lines, replace(s, n_cpu_moe=0), "model", moe=False)
+    dense = classify_load_failure(lines, s.with_changes(n_cpu_moe=0), "model", moe=False)
     assert dense.kind == ErrorKind.OOM_LOAD and "lower n_gpu_layers" in dense.fix

@@ -6,7 +6,6 @@ settings, asks before a past-bound placement and takes back one that ends the en
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -27,11 +26,11 @@ from vllmchat.core.conversations.turns.kv_cache import KVStateCache
 from vllmchat.core.engine.events import DoneEvent, ErrorEvent, ErrorKind
 from vllmchat.core.engine.local.client import EngineClient
 from vllmchat.core.gguf_header import read_header
-from vllmchat.core.models.advisor import max_gpu_expert_layers, max_gpu_layers
+from vllmchat.core.models.advisor import check_fit, max_gpu_expert_layers, max_gpu_layers
 from vllmchat.core.models.description import describe
 from vllmchat.core.models.hardware import GpuInfo, HardwareInfo
 from vllmchat.core.models.memory import FitSettings, estimate
-from vllmchat.core.placement import Placement
+from vllmchat.core.placement import Placement, all_layers, layers_on_gpu
 from vllmchat.core.settings import LoadSettings
 from vllmchat.core.tuning import plan
 from vllmchat.core.tuning.results import TuneConfig
@@ -67,14 +66,17 @@ def test_one_placement_round_trips_through_settings_estimate_tuner_and_panel(qtb
     from vllmchat.ui.offload.offload_panel import OffloadPanel
 
     n = moe.n_layer
-    p = Placement(n_gpu_layers=n + 1, n_cpu_moe=3, tensor_split="1,0")
+    p = Placement(n_gpu_layers=all_layers(n), n_cpu_moe=3, tensor_split="1,0")
     load = LoadSettings(model_path="m.gguf", n_ctx=2048).with_placement(p)
     assert load.placement == p and AppSettings().with_placement(p).load.placement == p
     fit = FitSettings.of(load)
     assert fit.placement == p
     assert estimate(moe, fit).cpu_moe_layers == 3  # the estimate places what it is given
-    config = p.onto(TuneConfig(0, 2, 2, 512))
-    assert Placement.of(config) == p and config.apply_to(load).placement == p
+    config = TuneConfig(p, 2, 2, 512)
+    assert config.apply_to(load).placement == p
+    assert TuneConfig.of(config.apply_to(load)) == config  # and back, whole
+    fitted = check_fit(moe, _gpu(64 * GIB), fit)
+    assert fitted.placement == p  # the fit carries the placement it was estimated at
     axis = plan.Axis(True, n)
     assert axis.value(config) == p.expert_layers_on_gpu(n) == n - 3
     assert axis.at(config, n - 3) == config  # the tuner's axis, the same conversion
@@ -108,9 +110,9 @@ def test_the_slider_marks_placements_past_the_estimates_bound(qtbot, demo_model,
     assert panel.tick_marks.bound is None  # everything fits: nothing marked
     # A mixture of experts, every layer on the GPU: the expert slider's bound.
     n = moe.n_layer
-    full = fit.with_placement(Placement(n_gpu_layers=n + 1, n_cpu_moe=n))
-    need = estimate(moe, replace(full, n_cpu_moe=n - 3)).vram
-    more = estimate(moe, replace(full, n_cpu_moe=n - 4)).vram
+    full = fit.with_placement(Placement(n_gpu_layers=all_layers(n), n_cpu_moe=n))
+    need = estimate(moe, full.placed(n_cpu_moe=n - 3)).vram
+    more = estimate(moe, full.placed(n_cpu_moe=n - 4)).vram
     hw = _gpu(int((need + (more - need) / 2) / 0.92))
     panel.set_model(moe, hw, full)
     assert max_gpu_expert_layers(moe, hw, full) == 3
@@ -174,13 +176,17 @@ def test_a_placement_past_the_bound_loads_only_when_confirmed(owned):
     app.room = small  # as a reload would find a small GPU (plain data: none here)
     asked = list(app.set_placement(Placement(n_gpu_layers=8)))
     assert len(asked) == 1 and isinstance(asked[0], PlacementNeedsConfirmation)
-    assert "Does not fit" in asked[0].message and app.settings.load.n_gpu_layers == 0
+    assert "Does not fit" in asked[0].message and app.settings.load.placement.n_gpu_layers == 0
     within = list(app.set_placement(Placement(n_gpu_layers=5)))  # no question asked
-    assert isinstance(within[-1], Loaded) and app.settings.load.n_gpu_layers == 5
+    assert isinstance(within[-1], Loaded) and app.settings.load.placement.n_gpu_layers == 5
     app.room = small
     events = list(app.set_placement(Placement(n_gpu_layers=8), confirmed=True))
     assert isinstance(events[0], LoadStarted) and isinstance(events[-1], Loaded)
-    assert app.settings.load.n_gpu_layers == 8 == load_app_settings(path).load.n_gpu_layers
+    assert (
+        app.settings.load.placement.n_gpu_layers
+        == 8
+        == load_app_settings(path).load.placement.n_gpu_layers
+    )
 
 
 class AbortsOnFirstTurnAt(EngineClient):
@@ -206,7 +212,7 @@ class AbortsOnFirstTurnAt(EngineClient):
         return result
 
     def chat(self, messages, sampling=None):
-        if self.held is not None and self.held.n_gpu_layers == self.layers:
+        if self.held is not None and self.held.placement.n_gpu_layers == self.layers:
             crash_engine(self, "abort")
         return super().chat(messages, sampling)
 
@@ -215,7 +221,9 @@ def test_an_engine_ending_at_the_first_reply_of_a_placement_falls_back(owned):
     app, path = owned(AbortsOnFirstTurnAt(4))
     assert isinstance(list(app.send(LONG))[-1], DoneEvent)  # long enough to be checkpointed
     loaded = list(app.set_placement(Placement(n_gpu_layers=4), confirmed=True))
-    assert isinstance(loaded[-1], Loaded) and load_app_settings(path).load.n_gpu_layers == 4
+    assert (
+        isinstance(loaded[-1], Loaded) and load_app_settings(path).load.placement.n_gpu_layers == 4
+    )
     events = list(app.send("And a lake?"))
     failed = next(e for e in events if isinstance(e, ErrorEvent))
     assert failed.kind == ErrorKind.ENGINE_DIED
@@ -224,5 +232,19 @@ def test_an_engine_ending_at_the_first_reply_of_a_placement_falls_back(owned):
     assert "0 GPU layers, the last placement that ran" in back.message
     loaded = [e for e in events[events.index(back) :] if isinstance(e, Loaded)]
     assert loaded and loaded[0].restored_tokens > 0  # the conversation's checkpoint
-    assert app.settings.load.n_gpu_layers == 0 == load_app_settings(path).load.n_gpu_layers
+    assert (
+        app.settings.load.placement.n_gpu_layers
+        == 0
+        == load_app_settings(path).load.placement.n_gpu_layers
+    )
     assert isinstance(list(app.send("And a sea?"))[-1], DoneEvent)
+
+
+def test_all_layers_is_counted_in_one_place():
+    """llama.cpp counts the output head as one more layer, and -1 as all of them."""
+    assert all_layers(30) == 31
+    assert [layers_on_gpu(n, 30) for n in (-1, 0, 12, 31, 999)] == [31, 0, 12, 31, 31]
+    p = Placement(n_gpu_layers=-1)
+    assert p.all_on_gpu(30) and p.uses_gpu and p.gpu_layers(30) == 31
+    assert not Placement(n_gpu_layers=30).all_on_gpu(30) and not Placement().uses_gpu
+    assert Placement().with_all_layers(30) == Placement(n_gpu_layers=31)

@@ -17,6 +17,7 @@ from vllmchat.core.engine.events import EngineError
 from vllmchat.core.engine.local.client import EngineClient
 from vllmchat.core.models.advisor import GPU_FULL, Fit, QuantAdvice, _recommend_measured
 from vllmchat.core.models.memory_estimate import MemoryEstimate
+from vllmchat.core.placement import Placement
 from vllmchat.core.tuning.events import QuantsCompared
 from vllmchat.core.tuning.quant_lab import QualityCache, compare, reference_of
 
@@ -102,7 +103,9 @@ def test_a_file_that_is_not_a_model_is_a_row_with_its_reason(smol_quants, tmp_pa
 def test_measured_quality_picks_the_lowest_quant_that_holds():
     def row(label: str, kld: float | None) -> QuantAdvice:
         est = MemoryEstimate(0, 0, 0, 0, 0, 0, 0, 0, 0)
-        return QuantAdvice(f"m-{label}.gguf", label, 1, Fit(GPU_FULL, 33, est, ""), kld=kld)
+        return QuantAdvice(
+            f"m-{label}.gguf", label, 1, Fit(GPU_FULL, Placement(n_gpu_layers=33), est, ""), kld=kld
+        )
 
     rows = [row("F16", 0.0), row("Q8_0", 0.002), row("Q4_K_M", 0.03), row("Q3_K_M", 0.2)]
     assert rows[_recommend_measured(rows)].label == "Q4_K_M"

@@ -9,10 +9,16 @@ from dataclasses import fields
 import pytest
 
 from vllmchat.cli import build_parser
-from vllmchat.cli.options import add_options, given
-from vllmchat.core.app_settings import AppSettings, load_app_settings, save_app_settings
+from vllmchat.cli.options import add_options, build, given
+from vllmchat.core.app_settings import (
+    LOAD_FIELDS,
+    AppSettings,
+    load_app_settings,
+    save_app_settings,
+)
 from vllmchat.core.conversations.memory.policy import ContextPolicy
 from vllmchat.core.models.memory import FitSettings
+from vllmchat.core.placement import PLACEMENT_FIELDS, Placement
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 
 V1_FILE = {  # a settings.json written by version 0.1 (one flat object)
@@ -40,6 +46,34 @@ V1_FILE = {  # a settings.json written by version 0.1 (one flat object)
     "retired_setting": 1,
 }
 
+V2_FILE = {  # a settings.json written before the placement was nested (version 2)
+    "version": 2,
+    "load": {
+        "model_path": "/models/moe.gguf",
+        "n_gpu_layers": 49,
+        "n_cpu_moe": 20,
+        "override_tensors": "",
+        "tensor_split": "1,0",
+        "n_ctx": 8192,
+        "n_threads": 4,
+        "n_threads_batch": 0,
+        "n_batch": 512,
+        "n_ubatch": 512,
+        "flash_attn": True,
+        "type_k": "q8_0",
+        "type_v": "q8_0",
+        "use_mmap": True,
+        "draft_model": "",
+        "draft_n_gpu_layers": 0,
+        "mmproj_path": "",
+        "swa_full": False,
+    },
+    "sampler": {"temperature": 0.3, "top_k": 20},
+    "history": {"mode": "ask"},
+    "system_prompt": "Be brief.",
+    "gpu_margin_mib": 512,
+}
+
 
 def test_app_settings_are_the_load_sampling_and_policy_settings_composed():
     s = AppSettings.of(model_path="m.gguf", n_ctx=2048, temperature=0.0, mode="ask")
@@ -56,21 +90,22 @@ def test_app_settings_are_the_load_sampling_and_policy_settings_composed():
 
 def test_which_changes_need_a_reload_is_derived_from_where_the_field_lives():
     s = AppSettings.of(model_path="m.gguf")
-    for f in fields(LoadSettings):
-        current = getattr(s.load, f.name)
+    assert set(LOAD_FIELDS) == set(s.load.flat()) and "placement" not in LOAD_FIELDS
+    for name in LOAD_FIELDS:
+        current = s.flat()[name]
         if isinstance(current, bool):
-            changes = {f.name: not current}
+            changes = {name: not current}
         elif isinstance(current, int):
-            changes = {f.name: current + 16}
+            changes = {name: current + 16}
         else:
-            changes = {f.name: "other.gguf"}
-        if f.name in ("type_k", "type_v"):
-            changes = {f.name: "q8_0", "flash_attn": True}
-        if f.name == "tensor_split":
-            changes = {f.name: "1,0"}
-        if f.name == "override_tensors":
-            changes = {f.name: r"blk\.0\.ffn_up_exps=CPU"}
-        assert s.with_changes(**changes).needs_reload(s), f.name
+            changes = {name: "other.gguf"}
+        if name in ("type_k", "type_v"):
+            changes = {name: "q8_0", "flash_attn": True}
+        if name == "tensor_split":
+            changes = {name: "1,0"}
+        if name == "override_tensors":
+            changes = {name: r"blk\.0\.ffn_up_exps=CPU"}
+        assert s.with_changes(**changes).needs_reload(s), name
     for name in ("temperature", "max_tokens", "mode", "system_prompt", "keep_last_turns"):
         value = {"mode": "ask", "system_prompt": "Hi"}.get(name, 3)
         assert not s.with_changes(**{name: value}).needs_reload(s), name
@@ -87,7 +122,8 @@ def test_a_version_1_file_migrates(tmp_path):
     path.write_text(json.dumps(V1_FILE))
     s = load_app_settings(path)
     load, sampler = s.load, s.sampler
-    assert (load.model_path, load.n_gpu_layers, load.n_ctx, load.type_k, load.flash_attn) == (
+    place = load.placement.n_gpu_layers
+    assert (load.model_path, place, load.n_ctx, load.type_k, load.flash_attn) == (
         "/models/a.gguf",
         12,
         8192,
@@ -104,8 +140,43 @@ def test_a_version_1_file_migrates(tmp_path):
     assert s.system_prompt == "Be brief." and s.presets == {"Mine": "x"}
     save_app_settings(s, path)
     saved = json.loads(path.read_text())
-    assert saved["version"] == 2 and saved["load"]["n_ctx"] == 8192
+    assert saved["version"] == 3 and saved["load"]["n_ctx"] == 8192
+    assert saved["load"]["placement"]["n_gpu_layers"] == 12 and "n_gpu_layers" not in saved["load"]
     assert load_app_settings(path) == s  # the new file reads back the same
+
+
+def test_a_version_2_file_with_the_placement_flat_migrates(tmp_path):
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps(V2_FILE))
+    s = load_app_settings(path)
+    assert s.load.placement == Placement(n_gpu_layers=49, n_cpu_moe=20, tensor_split="1,0")
+    assert (s.load.model_path, s.load.n_ctx, s.load.type_v, s.load.flash_attn) == (
+        "/models/moe.gguf",
+        8192,
+        "q8_0",
+        True,
+    )
+    assert (s.sampler.temperature, s.history.mode, s.gpu_margin_mib) == (0.3, "ask", 512)
+    save_app_settings(s, path)
+    saved = json.loads(path.read_text())
+    assert saved["version"] == 3
+    assert saved["load"]["placement"] == {
+        "n_gpu_layers": 49,
+        "n_cpu_moe": 20,
+        "override_tensors": "",
+        "tensor_split": "1,0",
+    }
+    assert not set(PLACEMENT_FIELDS) & set(saved["load"])  # nested, not flat beside it
+    assert load_app_settings(path) == s
+
+
+def test_a_bad_placement_in_a_file_falls_back_and_keeps_the_rest(tmp_path):
+    path = tmp_path / "settings.json"
+    bad = {**V2_FILE, "load": {**V2_FILE["load"], "tensor_split": "a,b"}}
+    path.write_text(json.dumps(bad))
+    s = load_app_settings(path)
+    assert s.load.model_path == "/models/moe.gguf" and s.sampler.temperature == 0.3
+    assert s.load.placement == Placement()
 
 
 def test_bad_values_fall_back_to_their_defaults_and_keep_the_rest(tmp_path):
@@ -130,15 +201,34 @@ def test_bad_values_fall_back_to_their_defaults_and_keep_the_rest(tmp_path):
     assert load_app_settings(path) == AppSettings()
 
 
+def _flat_names(cls: type) -> list[str]:
+    """A dataclass's field names, a nested placement's fields in its place."""
+    out: list[str] = []
+    for f in fields(cls):
+        out += list(PLACEMENT_FIELDS) if f.name == "placement" else [f.name]
+    return out
+
+
 @pytest.mark.parametrize("cls", [LoadSettings, SamplingSettings, ContextPolicy, FitSettings])
 def test_options_are_generated_from_the_settings_fields(cls):
     parser = argparse.ArgumentParser()
     names = add_options(parser, cls)
-    assert names == [f.name for f in fields(cls)]
+    assert names == _flat_names(cls)
     assert given(parser.parse_args([]), names) == {}  # nothing given: the defaults stay
     help_text = parser.format_help()
-    for f in fields(cls):
-        assert f"--{f.name.replace('_', '-')}" in help_text
+    for name in names:
+        assert f"--{name.replace('_', '-')}" in help_text
+    assert "--placement" not in help_text
+
+
+def test_placement_options_keep_their_flags_and_nest_again():
+    parser = argparse.ArgumentParser()
+    names = add_options(parser, LoadSettings)
+    args = parser.parse_args(["--model", "m.gguf", "--n-gpu-layers", "7", "--n-cpu-moe", "2"])
+    load = build(LoadSettings, given(args, names))
+    assert load.placement == Placement(n_gpu_layers=7, n_cpu_moe=2) and load.model_path == "m.gguf"
+    fit = build(FitSettings, {"n_ctx": 2048, "tensor_split": "1,0"})
+    assert fit.placement == Placement(tensor_split="1,0") and fit.n_ctx == 2048
 
 
 def test_chat_options_build_the_app_settings():
@@ -184,7 +274,11 @@ def test_chat_options_build_the_app_settings():
 
 
 def test_placement_settings_are_checked():
-    assert LoadSettings(model_path="m", tensor_split="3, 2").split == (3.0, 2.0)
+    assert Placement(tensor_split="3, 2").split == (3.0, 2.0)
+    load = LoadSettings(model_path="m").with_changes(tensor_split="3, 2")
+    assert load.placement.split == (3.0, 2.0)
     for bad in ({"n_cpu_moe": -1}, {"tensor_split": "a,b"}, {"tensor_split": "0,0"}):
         with pytest.raises(ValueError):
-            LoadSettings(model_path="m", **bad)
+            Placement(**bad)
+        with pytest.raises(ValueError):
+            AppSettings.of(model_path="m", **bad)

@@ -13,6 +13,7 @@ from vllmchat.core.app.events import Loaded
 from vllmchat.core.conversations.store.store import ConversationStore
 from vllmchat.core.conversations.turns.kv_cache import KVStateCache
 from vllmchat.core.engine.events import DoneEvent, ErrorEvent
+from vllmchat.core.placement import Placement
 from vllmchat.core.tuning.events import PointMeasured, TuneFinished, TuneStarted
 from vllmchat.core.tuning.results import TuneConfig, TunePoint, TuneResult
 
@@ -22,7 +23,7 @@ MIB = 1 << 20
 def _result() -> TuneResult:
     fitting = [
         TunePoint(
-            TuneConfig(n, 8, 8, 512),
+            TuneConfig(Placement(n_gpu_layers=n), 8, 8, 512),
             True,
             prefill_tok_s=800 + 100 * n,
             decode_tok_s=8 + n,
@@ -32,11 +33,13 @@ def _result() -> TuneResult:
         )
         for n in (0, 8, 16, 24, 27)
     ]
-    failed = TunePoint(TuneConfig(29, 8, 8, 512), False, note="does not fit: out of memory")
+    failed = TunePoint(
+        TuneConfig(Placement(n_gpu_layers=29), 8, 8, 512), False, note="does not fit: out of memory"
+    )
     points = (*fitting, failed)
     return TuneResult(
         points,
-        TuneConfig(27, 16, 15, 512),
+        TuneConfig(Placement(n_gpu_layers=27), 16, 15, 512),
         "35.0 tok/s decode",
         42.0,
         budget_s=60,
@@ -185,7 +188,7 @@ def test_on_a_cpu_the_chart_plots_what_was_varied_and_every_point(qtbot):
     qtbot.addWidget(chart)
     points = [
         TunePoint(
-            TuneConfig(0, t, t, 512),
+            TuneConfig(Placement(n_gpu_layers=0), t, t, 512),
             True,
             prefill_tok_s=100.0 * t,
             decode_tok_s=speed,
@@ -194,7 +197,7 @@ def test_on_a_cpu_the_chart_plots_what_was_varied_and_every_point(qtbot):
         for t, speed in ((1, 43.6), (2, 79.7))
     ]
     chart.show_points(points, limit=23_000 * MIB)
-    chart.mark_pick(TuneConfig(0, 2, 2, 512))
+    chart.mark_pick(TuneConfig(Placement(n_gpu_layers=0), 2, 2, 512))
     assert chart.axis_label == "CPU threads"
     assert chart.memory.getPlotItem().titleLabel.text == "Engine RAM"
     decode = chart.speed.getPlotItem().listDataItems()
@@ -205,7 +208,7 @@ def test_on_a_cpu_the_chart_plots_what_was_varied_and_every_point(qtbot):
     assert memory_lines == [] or all(line.angle == 90 for line in memory_lines)  # no RAM line
     moe = [
         TunePoint(
-            TuneConfig(49, 16, 16, 512, k),
+            TuneConfig(Placement(n_gpu_layers=49, n_cpu_moe=k), 16, 16, 512),
             True,
             decode_tok_s=50.0 - k / 2,
             vram=(9000 - 300 * k) * MIB,

@@ -9,6 +9,7 @@ from vllmchat.core.app.tuning import run_tune
 from vllmchat.core.engine.events import DoneEvent, EngineError
 from vllmchat.core.engine.local.client import EngineClient
 from vllmchat.core.models.hardware import GpuInfo, HardwareInfo
+from vllmchat.core.placement import Placement
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 from vllmchat.core.tuning import plan
 from vllmchat.core.tuning.cache import TuneCache
@@ -21,7 +22,7 @@ CPU = HardwareInfo(ram_total=24 << 30, ram_available=20 << 30)
 
 
 def _point(layers: int, decode: float, vram: int = 1000 * MIB, threads: int = 4) -> TunePoint:
-    c = TuneConfig(layers, threads, threads, 512)
+    c = TuneConfig(Placement(n_gpu_layers=layers), threads, threads, 512)
     return TunePoint(c, True, prefill_tok_s=100 + layers, decode_tok_s=decode, vram=vram)
 
 
@@ -38,7 +39,7 @@ def test_refinement_goes_where_speed_changes_most():
 
 
 def test_the_pick_is_the_fastest_that_fits_and_prefers_fewer_layers_within_two_percent():
-    base = TuneConfig(0, 4, 4, 512)
+    base = TuneConfig(Placement(n_gpu_layers=0), 4, 4, 512)
     points = [
         _point(0, 10.0),
         _point(20, 40.0),
@@ -46,27 +47,44 @@ def test_the_pick_is_the_fastest_that_fits_and_prefers_fewer_layers_within_two_p
         _point(28, 60.0, vram=5000 * MIB),  # fastest, but over the memory limit
     ]
     pick, why = plan.choose(points, base, plan.MemoryLimits(vram=4000 * MIB))
-    assert pick is not None and pick.n_gpu_layers == 20
+    assert pick is not None and pick.placement.n_gpu_layers == 20
     assert "within 2%" in why
     pick, _ = plan.choose(points, base, plan.MemoryLimits(vram=6000 * MIB))
-    assert pick is not None and pick.n_gpu_layers == 28
-    failed = [TunePoint(TuneConfig(0, 4, 4, 512), False, note="does not fit")]
+    assert pick is not None and pick.placement.n_gpu_layers == 28
+    failed = [
+        TunePoint(TuneConfig(Placement(n_gpu_layers=0), 4, 4, 512), False, note="does not fit")
+    ]
     assert plan.choose(failed, base, plan.MemoryLimits())[0] is None
 
 
 def test_threads_come_from_their_own_fastest_points():
-    base = TuneConfig(0, 2, 2, 512)
+    base = TuneConfig(Placement(n_gpu_layers=0), 2, 2, 512)
     points = [
-        TunePoint(TuneConfig(0, 2, 2, 512), True, prefill_tok_s=300, decode_tok_s=30),
-        TunePoint(TuneConfig(0, 1, 1, 512), True, prefill_tok_s=200, decode_tok_s=40),
+        TunePoint(
+            TuneConfig(Placement(n_gpu_layers=0), 2, 2, 512),
+            True,
+            prefill_tok_s=300,
+            decode_tok_s=30,
+        ),
+        TunePoint(
+            TuneConfig(Placement(n_gpu_layers=0), 1, 1, 512),
+            True,
+            prefill_tok_s=200,
+            decode_tok_s=40,
+        ),
     ]
     pick, _ = plan.choose(points, base, plan.MemoryLimits())
-    assert pick == TuneConfig(0, 1, 2, 512)  # decode peaks below the core count, prompts don't
+    assert pick == TuneConfig(
+        Placement(n_gpu_layers=0), 1, 2, 512
+    )  # decode peaks below the core count, prompts don't
 
 
 def test_results_round_trip_through_json():
     result = TuneResult(
-        points=(_point(3, 9.5),), pick=TuneConfig(3, 4, 4, 512), reason="r", seconds=1.0
+        points=(_point(3, 9.5),),
+        pick=TuneConfig(Placement(n_gpu_layers=3), 4, 4, 512),
+        reason="r",
+        seconds=1.0,
     )
     assert TuneResult.from_json(result.to_json()) == result
 
@@ -101,7 +119,7 @@ def test_a_sweep_measures_threads_picks_and_restores_the_conversation(make_clien
     threads = {p.config.n_threads for p in result.points if p.fits}
     assert threads == {1, 2}, "every thread count of this 2-core machine is measured"
     assert all(p.decode_tok_s > 0 and p.prefill_tok_s > 0 and p.ram > 0 for p in result.points)
-    assert result.pick is not None and result.pick.n_gpu_layers == 0
+    assert result.pick is not None and result.pick.placement.n_gpu_layers == 0
     assert [e.done for e in got if isinstance(e, PointMeasured)] == list(
         range(1, len(result.points) + 1)
     )

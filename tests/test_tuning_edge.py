@@ -11,6 +11,7 @@ from vllmchat.bench.placement.fake_card import FakeGpuEngine, scaled_moe
 from vllmchat.core.models.advisor import max_gpu_expert_layers
 from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.memory import MIB, FitSettings
+from vllmchat.core.placement import Placement, all_layers
 from vllmchat.core.settings import GPU_MARGIN_MIB, LoadSettings
 from vllmchat.core.tuning import plan
 from vllmchat.core.tuning.events import TuneFinished
@@ -33,13 +34,17 @@ BASE = TuneConfig.of(SETTINGS)
 
 def on_gpu(c: TuneConfig) -> int:
     """Expert layers on the GPU (-1: not every layer offloaded)."""
-    return AXIS.value(c) if c.n_gpu_layers > N_LAYER else -1
+    return AXIS.value(c) if c.placement.all_on_gpu(N_LAYER) else -1
 
 
 def rising(c: TuneConfig, runs: int) -> float:
     """Decode speed: faster with more experts on the GPU, whole layers and threads."""
     speed = 40.0 + 3.0 * max(0, on_gpu(c))
-    return speed * (0.8 if c.n_gpu_layers <= N_LAYER else 1.0) * (0.8 if c.n_threads < 2 else 1.0)
+    return (
+        speed
+        * (0.8 if not c.placement.all_on_gpu(N_LAYER) else 1.0)
+        * (0.8 if c.n_threads < 2 else 1.0)
+    )
 
 
 def card(desc: ModelDescription, above_edge: int, **kw) -> FakeGpuEngine:
@@ -68,7 +73,7 @@ def test_the_search_goes_past_an_estimate_that_is_too_cautious(desc):
     # The estimate counts 1.2 GiB more than the card really takes (two steps' worth).
     engine = card(desc, 300 * MIB, over_estimate=1200 * MIB)
     hw = engine.probe()
-    fit = FitSettings.of(SETTINGS.with_changes(n_gpu_layers=N_LAYER + 1))
+    fit = FitSettings.of(SETTINGS.with_changes(n_gpu_layers=all_layers(N_LAYER)))
     bound = max_gpu_expert_layers(desc, hw, fit)
     assert bound is not None and bound < EDGE, "the estimate alone stops short of the edge"
     result = run(engine, desc)
@@ -219,7 +224,12 @@ def test_marks_under_the_margin_on_the_slider_and_the_chart(qtbot, desc):
     qtbot.addWidget(panel)
     hw = HardwareInfo(64 << 30, 48 << 30, [GpuInfo("GPU", 8 << 30, 8 << 30)], True)
     panel.set_model(
-        desc, hw, FitSettings(n_ctx=2048, n_gpu_layers=N_LAYER + 1, n_cpu_moe=N_LAYER - 9)
+        desc,
+        hw,
+        FitSettings(
+            n_ctx=2048,
+            placement=Placement(n_gpu_layers=all_layers(N_LAYER), n_cpu_moe=N_LAYER - 9),
+        ),
     )
     panel.show_tuning(result)
     assert panel.expert_marks.under == {10}

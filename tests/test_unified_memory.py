@@ -12,6 +12,7 @@ from vllmchat.core.models.advisor import best_fit, check_fit
 from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.hardware import GpuInfo, HardwareInfo, apple_silicon
 from vllmchat.core.models.memory import MIB, FitSettings
+from vllmchat.core.placement import Placement, all_layers
 
 GIB = 1024 * MIB
 N_LAYER = 8
@@ -29,7 +30,7 @@ def _mac(ram_free: int, limit: int, *, unified: bool = True) -> HardwareInfo:
 
 
 def _all_on_gpu(desc: ModelDescription) -> FitSettings:
-    return FitSettings(n_ctx=2048, n_gpu_layers=N_LAYER + 1)
+    return FitSettings(n_ctx=2048, placement=Placement(n_gpu_layers=all_layers(N_LAYER)))
 
 
 def test_the_gpu_part_is_taken_from_the_same_ram(desc):
@@ -47,7 +48,7 @@ def test_the_working_set_limit_caps_the_gpu_share(desc):
     assert hw.gpu_limit == 2 * GIB
     assert not check_fit(desc, hw, _all_on_gpu(desc)).fits
     fit = best_fit(desc, hw, FitSettings(n_ctx=2048))
-    assert fit.fits and fit.estimate.vram <= 2 * GIB and fit.n_cpu_moe > 0
+    assert fit.fits and fit.estimate.vram <= 2 * GIB and fit.placement.n_cpu_moe > 0
 
 
 def test_the_offload_panel_shows_one_pool(qtbot, desc):

@@ -34,12 +34,12 @@ class AbortsAt(EngineClient):
         self.layers = layers
 
     def load(self, settings):
-        if settings.n_gpu_layers == self.layers:
+        if settings.placement.n_gpu_layers == self.layers:
             crash_engine(self, "abort")
         return super().load(settings)
 
     def reload(self, settings):
-        if settings.n_gpu_layers == self.layers:
+        if settings.placement.n_gpu_layers == self.layers:
             crash_engine(self, "abort")
         return super().reload(settings)
 
@@ -103,8 +103,8 @@ def test_the_panel_follows_announced_placements_and_asks_past_the_bound(qtbot, m
     with qtbot.assertNotEmitted(w.offload.placement_requested, wait=500):
         w.bridge.set_placement(Placement(n_gpu_layers=3))
         qtbot.waitUntil(lambda: w.loads_ended > n, timeout=TIMEOUT)
-    assert [e.settings.load.n_gpu_layers for e in announced] == [3]
-    assert w.settings.load.n_gpu_layers == 3 and w.settings is announced[0].settings
+    assert [e.settings.load.placement.n_gpu_layers for e in announced] == [3]
+    assert w.settings.load.placement.n_gpu_layers == 3 and w.settings is announced[0].settings
     assert w.offload.slider.value() == 3 and w.loads_ended == n + 1
     # Past the estimate's bound the slider is marked, and a release asks first.
     w.offload.set_model(w.desc, _gpu_fitting(w, 5), w.loads.fit())
@@ -121,7 +121,7 @@ def test_the_panel_follows_announced_placements_and_asks_past_the_bound(qtbot, m
     qtbot.waitUntil(lambda: w.models.confirmation is not None, timeout=5000)
     _answer(w.models.confirmation, QMessageBox.StandardButton.Yes)
     qtbot.waitUntil(lambda: w.loads_ended > n, timeout=TIMEOUT)
-    assert w.settings.load.n_gpu_layers == 8 and w.offload.slider.value() == 8
+    assert w.settings.load.placement.n_gpu_layers == 8 and w.offload.slider.value() == 8
 
 
 def test_an_aborting_placement_from_the_slider(qtbot, make_window, tmp_path):
@@ -142,7 +142,7 @@ def test_an_aborting_placement_from_the_slider(qtbot, make_window, tmp_path):
     assert "aborted" in w.notice.text() and "at 5 GPU layers." in w.notice.text()
     assert "runs again at 0 GPU layers, the last placement that ran" in w.notice.text()
     assert not w.banner.isVisible() and w.bridge.snapshot.alive
-    assert w.settings.load.n_gpu_layers == 0 and w.offload.slider.value() == 0
+    assert w.settings.load.placement.n_gpu_layers == 0 and w.offload.slider.value() == 0
     with qtbot.waitSignal(w.turn_ended, timeout=TIMEOUT):
         w.send("And three lakes?")
     assert w.last_turn.stats.tokens_reused > 0, "the conversation's KV state came back"

@@ -9,8 +9,9 @@ import sys
 import threading
 from typing import Any
 
-from vllmchat.cli.options import add_options, given
+from vllmchat.cli.options import add_options, build, given
 from vllmchat.core.models.memory import MIB, FitSettings
+from vllmchat.core.placement import all_layers
 
 
 def register(sub: Any) -> None:
@@ -59,7 +60,8 @@ def _fit_options(p: argparse.ArgumentParser, gpu_layers_note: str = "") -> None:
 
 
 def _settings(args: argparse.Namespace) -> FitSettings:
-    return FitSettings(**given(args, args.fit_fields))
+    made: FitSettings = build(FitSettings, given(args, args.fit_fields))
+    return made
 
 
 def _mib(n: int) -> str:
@@ -264,13 +266,14 @@ def cmd_fit(args: argparse.Namespace) -> int:
     elif desc.moe_unplaceable_reason:
         print(desc.moe_unplaceable_reason)
     print(fit.message)
-    if fit.n_cpu_moe or fit.tensor_split:
-        flags = f"--n-gpu-layers {fit.gpu_layers}"
-        flags += f" --n-cpu-moe {fit.n_cpu_moe}" if fit.n_cpu_moe else ""
-        flags += f" --tensor-split {fit.tensor_split}" if fit.tensor_split else ""
+    placed = fit.placement
+    if placed.n_cpu_moe or placed.tensor_split:
+        flags = f"--n-gpu-layers {placed.n_gpu_layers}"
+        flags += f" --n-cpu-moe {placed.n_cpu_moe}" if placed.n_cpu_moe else ""
+        flags += f" --tensor-split {placed.tensor_split}" if placed.tensor_split else ""
         print(f"load it with: {flags}")
     print(
-        f"most GPU layers that fit: {max_gpu_layers(desc, hw, s)} of {desc.n_layer + 1}; "
+        f"most GPU layers that fit: {max_gpu_layers(desc, hw, s)} of {all_layers(desc.n_layer)}; "
         f"largest context that fits: {max_context(desc, hw, s):,}"
     )
     return 0 if fit.fits else 1

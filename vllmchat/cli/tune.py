@@ -11,7 +11,7 @@ import threading
 from dataclasses import asdict
 from typing import Any
 
-from vllmchat.cli.options import add_options, given
+from vllmchat.cli.options import add_options, build, given
 from vllmchat.core.models.memory import MIB
 from vllmchat.core.settings import GPU_MARGIN_MIB, LoadSettings
 
@@ -71,7 +71,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
         from vllmchat.core.app_settings import load_app_settings
 
         margin_mib = load_app_settings().gpu_margin_mib
-    settings = LoadSettings(model_path=args.model, **given(args, args.load_fields))
+    settings: LoadSettings = build(
+        LoadSettings, {"model_path": args.model, **given(args, args.load_fields)}
+    )
     engine = work_engine()
     stop = _stop_on_signals(engine)
     result = None

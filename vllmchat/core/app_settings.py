@@ -7,8 +7,10 @@ Changing a load setting needs a reload, and that is derived from where the
 field lives, not listed by hand. Version 1 files (one flat object) migrate.
 
 A setting is read one way, where it lives (``settings.load.n_ctx``,
-``settings.sampler.temperature``, ``settings.history.mode``); changes are given
-by field name (``with_changes(n_ctx=2048)``), each name belonging to one part.
+``settings.load.placement.n_gpu_layers``, ``settings.sampler.temperature``,
+``settings.history.mode``); changes are given by field name
+(``with_changes(n_ctx=2048)``, ``with_changes(n_gpu_layers=8)``), each name
+belonging to one part.
 """
 
 from __future__ import annotations
@@ -23,10 +25,10 @@ from typing import Any
 from vllmchat.core.conversations.memory.policy import ContextPolicy
 from vllmchat.core.models.memory import FitSettings
 from vllmchat.core.models.projector import projector_beside
-from vllmchat.core.placement import Placement
+from vllmchat.core.placement import PLACEMENT_FIELDS, Placement
 from vllmchat.core.settings import GPU_MARGIN_MIB, LoadSettings, SamplingSettings
 
-VERSION = 2
+VERSION = 3
 
 # The default is the model's own: its chat template supplies the system prompt it
 # was tuned with (SmolLM2: "You are a helpful AI assistant named SmolLM, ..."),
@@ -53,7 +55,8 @@ def _field_names(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in fields(cls))
 
 
-LOAD_FIELDS = _field_names(LoadSettings)
+# The load settings' names, the placement's fields among them (not "placement").
+LOAD_FIELDS = tuple(n for n in _field_names(LoadSettings) if n != "placement") + PLACEMENT_FIELDS
 SAMPLING_FIELDS = _field_names(SamplingSettings)
 POLICY_FIELDS = _field_names(ContextPolicy)
 
@@ -99,6 +102,8 @@ class AppSettings:
                 parts["history"][name] = value
             else:
                 raise TypeError(f"unknown setting {name!r}")
+        if load := parts.pop("load"):
+            own["load"] = self.load.with_changes(**load)
         for part, values in parts.items():
             if values:
                 own[part] = replace(getattr(self, part), **values)
@@ -113,7 +118,9 @@ class AppSettings:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         for part in ("load", "sampler", "history"):
             out.pop(part)
-            out.update(asdict(getattr(self, part)))
+        out.update(self.load.flat())
+        out.update(asdict(self.sampler))
+        out.update(asdict(self.history))
         return out
 
     def changes_from(self, before: AppSettings) -> dict[str, Any]:
@@ -168,11 +175,13 @@ def _clean(values: dict[str, Any]) -> dict[str, Any]:
 
 def migrate(data: dict[str, Any]) -> dict[str, Any]:
     """Flat settings from any version's file (version 1 was one flat object)."""
-    if data.get("version") == VERSION:
+    if data.get("version") in (2, VERSION):
         flat: dict[str, Any] = {}
         for part in ("load", "sampler", "history"):
             section = data.get(part)
             flat.update(section if isinstance(section, dict) else {})
+        placed = flat.pop("placement", None)  # version 3: nested; version 2: flat already
+        flat.update(placed if isinstance(placed, dict) else {})
         flat.update(
             {k: v for k, v in data.items() if k not in ("version", "load", "sampler", "history")}
         )

@@ -1,26 +1,33 @@
-"""Where a model's weights go: one value the settings, the estimate, the tuner and the
-offload panel all pass around.
+"""Where a model's weights go: one frozen value that the load settings, the fit
+settings, a fit and the tuner's points each carry, nested (``settings.load.placement``).
 
-A ``Placement`` has llama.cpp's own four knobs, under their llama.cpp names (the
-same names as the fields of ``LoadSettings`` and ``FitSettings``, so that
-``Placement.of`` and ``Placement.onto`` are the one conversion to and from
-anything that carries them). The offload panel's "expert layers on the GPU" is
-the other side of ``n_cpu_moe``; ``expert_layers_on_gpu`` and
-``with_expert_layers_on_gpu`` are the one place that converts between them.
+A ``Placement`` has llama.cpp's own four knobs, under their llama.cpp names. The
+offload panel's "expert layers on the GPU" is the other side of ``n_cpu_moe``;
+``expert_layers_on_gpu`` and ``with_expert_layers_on_gpu`` are the one place that
+converts between them. ``all_layers`` and ``layers_on_gpu`` are the one place that
+knows how llama.cpp counts "all layers" (the output head is one more, -1 means all).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, fields, replace
-from typing import TYPE_CHECKING, Any, TypeVar
-
-if TYPE_CHECKING:
-    from _typeshed import DataclassInstance
-
-    Placed = TypeVar("Placed", bound=DataclassInstance)
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 PLACEMENT_FIELDS = ("n_gpu_layers", "n_cpu_moe", "override_tensors", "tensor_split")
+
+
+def all_layers(n_layer: int) -> int:
+    """The n_gpu_layers that offloads everything: the ``n_layer`` repeating layers
+    and the output head, which llama.cpp counts as one more layer (offloaded first)."""
+    return n_layer + 1
+
+
+def layers_on_gpu(n_gpu_layers: int, n_layer: int) -> int:
+    """How many of the ``all_layers(n_layer)`` llama.cpp offloads for ``n_gpu_layers``
+    (a negative value, or one past the top, means all of them)."""
+    top = all_layers(n_layer)
+    return top if n_gpu_layers < 0 else min(n_gpu_layers, top)
 
 
 def parse_split(text: str) -> tuple[float, ...]:
@@ -55,14 +62,35 @@ def parse_overrides(text: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, order=True)
 class Placement:
-    """GPU layers, the layers whose experts stay in RAM, ``-ot`` rules and the split."""
+    """GPU layers, the layers whose experts stay in RAM, ``-ot`` rules and the split.
 
-    n_gpu_layers: int = 0  # of n_layer + 1: llama.cpp offloads the output head first
-    n_cpu_moe: int = 0  # offloaded layers (the first N) whose expert tensors stay in RAM
-    override_tensors: str = ""  # llama.cpp's -ot rules: "REGEX=CPU,REGEX=CPU"
-    tensor_split: str = ""  # several GPUs: shares of the offloaded layers ("": by free memory)
+    The fields' help is what the terminal's options and the settings show."""
+
+    # Of all_layers(n_layer); -1: all. llama.cpp offloads the output head first.
+    n_gpu_layers: int = field(default=0, metadata={"help": "layers to offload to the GPU"})
+    n_cpu_moe: int = field(
+        default=0,
+        metadata={
+            "help": "mixture-of-experts models: keep the experts of the first N layers in RAM "
+            "(attention stays on the GPU)"
+        },
+    )
+    override_tensors: str = field(
+        default="",
+        metadata={
+            "help": "llama.cpp's -ot rules that keep matching tensors in RAM, "
+            "'REGEX=CPU,REGEX=CPU' (what llama-fit-params prints)"
+        },
+    )
+    tensor_split: str = field(
+        default="",
+        metadata={
+            "help": "several GPUs: share of the offloaded layers per GPU, e.g. '1,0' (one GPU) "
+            "or '3,2' ('': llama.cpp's split by free memory)"
+        },
+    )
 
     def __post_init__(self) -> None:
         if self.n_cpu_moe < 0:
@@ -71,15 +99,22 @@ class Placement:
         parse_overrides(self.override_tensors)
 
     @classmethod
-    def of(cls, holder: Any) -> Placement:
-        """The placement that ``holder`` (load or fit settings, a tuning point) carries;
-        a field it lacks keeps its default."""
-        return cls(**{n: getattr(holder, n) for n in PLACEMENT_FIELDS if hasattr(holder, n)})
+    def from_json(cls, data: dict[str, Any]) -> Placement:
+        """A placement from its JSON object (keys it does not know are left out)."""
+        return cls(**{k: v for k, v in data.items() if k in PLACEMENT_FIELDS})
 
-    def onto(self, holder: Placed) -> Placed:
-        """``holder`` (a frozen dataclass) with this placement, in the fields it has."""
-        names = {f.name for f in fields(holder)} & set(PLACEMENT_FIELDS)
-        return replace(holder, **{n: getattr(self, n) for n in names})
+    def gpu_layers(self, n_layer: int) -> int:
+        """The layers (the output head among them) offloaded of a model of ``n_layer``."""
+        return layers_on_gpu(self.n_gpu_layers, n_layer)
+
+    @property
+    def uses_gpu(self) -> bool:
+        """Any layer (or the output head) offloaded."""
+        return self.n_gpu_layers != 0
+
+    def all_on_gpu(self, n_layer: int) -> bool:
+        """Every layer and the output head offloaded (experts in RAM or not)."""
+        return self.gpu_layers(n_layer) == all_layers(n_layer)
 
     @property
     def split(self) -> tuple[float, ...]:
@@ -97,13 +132,13 @@ class Placement:
 
     def with_all_layers(self, n_layer: int) -> Placement:
         """Every layer and the output head offloaded (the experts as they are)."""
-        return replace(self, n_gpu_layers=n_layer + 1)
+        return replace(self, n_gpu_layers=all_layers(n_layer))
 
     def label(self) -> str:
-        """``12 GPU layers (experts of 3 in RAM), split 1,0``."""
-        text = f"{self.n_gpu_layers} GPU layers"
+        """``12 GPU layers (experts of 3 on the CPU), split 1,0``."""
+        text = f"{self.n_gpu_layers} GPU layers" if self.n_gpu_layers >= 0 else "all GPU layers"
         if self.n_cpu_moe:
-            text += f" (experts of {self.n_cpu_moe} in RAM)"
+            text += f" (experts of {self.n_cpu_moe} on the CPU)"
         if self.override_tensors:
             text += ", -ot rules"
         if self.tensor_split:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal
 
-from vllmchat.core.placement import Placement
+from vllmchat.core.placement import PLACEMENT_FIELDS, Placement
 from vllmchat.core.placement import parse_overrides as parse_overrides  # re-exported
 from vllmchat.core.placement import parse_split as parse_split
 
@@ -34,27 +34,9 @@ class LoadSettings:
     """How to load a GGUF. Changing any field needs a reload."""
 
     model_path: str = field(metadata={"help": "path of a .gguf file (default: the demo model)"})
-    n_gpu_layers: int = field(default=0, metadata={"help": "layers to offload to the GPU"})
-    n_cpu_moe: int = field(
-        default=0,
-        metadata={
-            "help": "mixture-of-experts models: keep the experts of the first N layers in RAM "
-            "(attention stays on the GPU)"
-        },
-    )
-    override_tensors: str = field(
-        default="",
-        metadata={
-            "help": "llama.cpp's -ot rules that keep matching tensors in RAM, "
-            "'REGEX=CPU,REGEX=CPU' (what llama-fit-params prints)"
-        },
-    )
-    tensor_split: str = field(
-        default="",
-        metadata={
-            "help": "several GPUs: share of the offloaded layers per GPU, e.g. '1,0' (one GPU) "
-            "or '3,2' ('': llama.cpp's split by free memory)"
-        },
+    placement: Placement = field(
+        default_factory=Placement,
+        metadata={"help": "where the weights go: GPU layers, experts in RAM, -ot rules, split"},
     )
     n_ctx: int = field(default=4096, metadata={"help": "context size in tokens"})
     n_threads: int = field(default_factory=default_threads, metadata={"help": "CPU threads"})
@@ -102,20 +84,20 @@ class LoadSettings:
                 raise ValueError(f"{name} must be one of {KV_TYPES}")
         if self.type_v != "f16" and not self.flash_attn:
             raise ValueError("a quantized V cache needs flash attention (flash_attn=True)")
-        Placement.of(self)  # checks n_cpu_moe, tensor_split and override_tensors
-
-    @property
-    def placement(self) -> Placement:
-        """Where the weights go (GPU layers, experts in RAM, ``-ot`` rules, split)."""
-        return Placement.of(self)
 
     def with_placement(self, placement: Placement) -> LoadSettings:
-        return placement.onto(self)
+        """These settings with the weights placed anew."""
+        return replace(self, placement=placement)
+
+    # Read-only, for the load failures' words (core/engine/failures.py) until they read
+    # ``placement``; every other reader reads the placement itself.
+    @property
+    def n_gpu_layers(self) -> int:
+        return self.placement.n_gpu_layers
 
     @property
-    def split(self) -> tuple[float, ...]:
-        """The GPUs' shares of the offloaded layers (empty: llama.cpp's default)."""
-        return parse_split(self.tensor_split)
+    def n_cpu_moe(self) -> int:
+        return self.placement.n_cpu_moe
 
     @property
     def threads_batch(self) -> int:
@@ -123,8 +105,17 @@ class LoadSettings:
         return self.n_threads_batch or self.n_threads
 
     def with_changes(self, **changes: Any) -> LoadSettings:
-        """A copy with some fields changed."""
+        """A copy with some fields changed; the placement's own fields are given by their
+        names too (``with_changes(n_gpu_layers=8)``)."""
+        placed = {name: changes.pop(name) for name in PLACEMENT_FIELDS if name in changes}
+        if placed:
+            changes["placement"] = replace(changes.get("placement", self.placement), **placed)
         return replace(self, **changes)
+
+    def flat(self) -> dict[str, Any]:
+        """Every field by name, the placement's among them (what ``with_changes`` takes)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "placement"}
+        return {**out, **asdict(self.placement)}
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

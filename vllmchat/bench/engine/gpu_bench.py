@@ -30,6 +30,7 @@ from vllmchat.core.engine.process.inference.runtime import LlamaRuntime
 from vllmchat.core.gguf_header import read_header
 from vllmchat.core.models.description import describe
 from vllmchat.core.models.memory import MIB, FitSettings, estimate
+from vllmchat.core.placement import Placement, all_layers
 from vllmchat.core.settings import LoadSettings
 
 
@@ -44,14 +45,20 @@ def estimate_cases(model: str, layers: list[int], n_ctx: int) -> list[dict[str, 
         for fa in (True, False):
             rt = LlamaRuntime(
                 LoadSettings(
-                    model_path=model, n_gpu_layers=ngl, n_ctx=n_ctx, flash_attn=fa, n_threads=8
+                    model_path=model,
+                    placement=Placement(n_gpu_layers=ngl),
+                    n_ctx=n_ctx,
+                    flash_attn=fa,
+                    n_threads=8,
                 )
             )
             buffers = rt.info.buffers_mib
             rt.close()
             vram = sum(v for k, v in buffers.items() if "CUDA" in k and "Host" not in k)
             ram = sum(buffers.values()) - vram
-            e = estimate(desc, FitSettings(n_gpu_layers=ngl, n_ctx=n_ctx, flash_attn=fa))
+            e = estimate(
+                desc, FitSettings(placement=Placement(n_gpu_layers=ngl), n_ctx=n_ctx, flash_attn=fa)
+            )
             est_vram, est_ram = (e.vram - e.overhead_gpu) / MIB, e.ram / MIB
             cases.append(
                 {
@@ -93,7 +100,11 @@ def in_process_tps(settings: LoadSettings, n: int) -> float:
 
 def engine_figures(model: str, n_layer: int) -> dict[str, Any]:
     full = LoadSettings(
-        model_path=model, n_gpu_layers=n_layer + 1, n_ctx=4096, flash_attn=True, n_threads=8
+        model_path=model,
+        placement=Placement(n_gpu_layers=all_layers(n_layer)),
+        n_ctx=4096,
+        flash_attn=True,
+        n_threads=8,
     )
     client = open_local()
     try:

@@ -37,6 +37,7 @@ from vllmchat.core.app.engines import open_local
 from vllmchat.core.demo_model import demo_model_path
 from vllmchat.core.engine.events import DoneEvent
 from vllmchat.core.engine.local.client import EngineClient
+from vllmchat.core.placement import Placement
 from vllmchat.core.settings import LoadSettings, SamplingSettings, SpeculationMode
 
 INVENTORY = """def load_inventory(path, sep):
@@ -132,7 +133,7 @@ def _client(model: str, at: LayersAndThreads, *, flash_attn: bool, draft: str = 
         LoadSettings(
             model_path=model,
             n_ctx=4096,
-            n_gpu_layers=at.n_gpu_layers,
+            placement=Placement(n_gpu_layers=at.n_gpu_layers),
             n_threads=at.n_threads,
             flash_attn=flash_attn,
             draft_model=draft,

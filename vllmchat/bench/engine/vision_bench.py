@@ -16,6 +16,7 @@ from vllmchat.core.engine.chat_options import ChatOptions
 from vllmchat.core.engine.events import DoneEvent, ErrorEvent, Event, StatsEvent, TurnStats
 from vllmchat.core.engine.images import MEDIA_MARKER
 from vllmchat.core.engine.local.client import EngineClient
+from vllmchat.core.placement import Placement, all_layers
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 
 GREEDY = SamplingSettings(temperature=0.0, max_tokens=16, speculation="off")
@@ -113,13 +114,15 @@ def run_vision_bench(
         vram: dict[str, Any] = {}
         try:
             if client.probe().gpu_offload:
-                settings = settings.with_changes(n_gpu_layers=(desc.n_layer + 1) if desc else 999)
+                settings = settings.with_changes(
+                    n_gpu_layers=all_layers(desc.n_layer) if desc else -1
+                )
                 _learn_text_only(client, settings)
             client.load(settings)
             t0 = time.perf_counter()
             first, first_stats = _turn(client, messages, [picture])
             first_s = time.perf_counter() - t0
-            if settings.n_gpu_layers:
+            if settings.placement.uses_gpu:
                 vram = _vram_figures(client, settings)
             messages += [
                 {"role": "assistant", "content": first.text},
@@ -182,7 +185,7 @@ def run_projector_buffers(
                 mmproj_path=projector,
                 n_ctx=1024,
                 n_threads=n_threads,
-                n_gpu_layers=999 if gpu else 0,
+                placement=Placement(n_gpu_layers=-1 if gpu else 0),
             )
             reported = client.load(settings).buffers_mib
         finally:

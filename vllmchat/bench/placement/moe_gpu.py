@@ -27,6 +27,7 @@ from vllmchat.core.engine.local.client import EngineClient
 from vllmchat.core.models.advisor import max_gpu_expert_layers, max_gpu_layers
 from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.memory import MIB, FitSettings, estimate
+from vllmchat.core.placement import all_layers
 from vllmchat.core.settings import LoadSettings
 from vllmchat.core.tuning import plan
 from vllmchat.core.tuning.results import TuneConfig, TunePoint
@@ -232,7 +233,7 @@ def _fit_figures(
     ngl, rules = fit_args_placement(fit_args)
     fit_base = base.with_changes(override_tensors=rules)
     fit_sweep = Sweep(engine, TuneRequest(base=fit_base, budget_s=1e9), hw, desc, lambda: False)
-    c = replace(pick, n_gpu_layers=ngl, n_cpu_moe=0)
+    c = pick.placed(n_gpu_layers=ngl, n_cpu_moe=0)
     p = _measure(fit_sweep, c, 2)
     kept = estimate(desc, FitSettings.of(c.apply_to(fit_base))).cpu_moe_layers
     report(
@@ -255,17 +256,18 @@ def _layers_figures(
     now = engine.probe()
     fit = FitSettings.of(base, overhead=sweep.overhead)
     upper = max_gpu_layers(desc, with_free_vram(now, available(engine, now)[0]), fit)
-    start = replace(TuneConfig.of(base), n_threads=cores, n_threads_batch=cores, n_cpu_moe=0)
+    start = replace(TuneConfig.of(base), n_threads=cores, n_threads_batch=cores).placed(n_cpu_moe=0)
     layers = []
     for ngl in sorted(
-        {min(upper + 1, desc.n_layer + 1), *plan.layer_plan(upper, desc.n_layer)}, reverse=True
+        {min(upper + 1, all_layers(desc.n_layer)), *plan.layer_plan(upper, desc.n_layer)},
+        reverse=True,
     ):
-        sweep.points.append(p := sweep.measure(replace(start, n_gpu_layers=ngl)))
+        sweep.points.append(p := sweep.measure(start.placed(n_gpu_layers=ngl)))
         log(point=row(p))
         layers.append(p)
     ok = plan.usable(layers, sweep.limits)
     best_layers = max(ok, key=lambda p: p.decode_tok_s, default=None)
-    moe = [p for p in plan.usable(sweep.points, sweep.limits) if p.config.n_cpu_moe]
+    moe = [p for p in plan.usable(sweep.points, sweep.limits) if p.config.placement.n_cpu_moe]
     best_moe = max(moe, key=lambda p: p.decode_tok_s, default=None)
     if best_layers is not None and best_moe is not None:
         ratio = best_moe.decode_tok_s / best_layers.decode_tok_s

@@ -77,7 +77,7 @@ def run(
         )
         for n in layers:  # every layer count (at every thread count on a CPU)
             for t in per_thread:
-                c = replace(start, n_gpu_layers=n, n_threads=t, n_threads_batch=t)
+                c = replace(start.placed(n_gpu_layers=n), n_threads=t, n_threads_batch=t)
                 points[c] = _measure(exhaustive, c, repeats)
         if hw.gpu_offload:  # thread counts at the best layer count
             fitting = [p for p in points.values() if p.fits and limits.allows(p)]
@@ -129,7 +129,7 @@ def _mib(value: int | None) -> int | None:
 
 def _row(p: TunePoint) -> dict[str, Any]:
     return {
-        "layers": p.config.n_gpu_layers,
+        "layers": p.config.placement.n_gpu_layers,
         "threads": p.config.n_threads,
         "threads_batch": p.config.n_threads_batch,
         "ubatch": p.config.n_ubatch,
@@ -141,6 +141,6 @@ def _row(p: TunePoint) -> dict[str, Any]:
         "estimate_mib": _mib(p.estimate_vram),
         "ram_mib": _mib(p.ram),
         "free_mib": _mib(p.free_after),
-        "n_cpu_moe": p.config.n_cpu_moe,
+        "n_cpu_moe": p.config.placement.n_cpu_moe,
         "note": p.note,
     }

@@ -44,7 +44,7 @@ AXIS = plan.Axis(True, N_LAYER)
 def true_speed(c: TuneConfig) -> float:
     """Decode tok/s without noise: fewer layers' experts in RAM is faster; a layer
     left off the GPU whole costs half."""
-    if c.n_gpu_layers <= N_LAYER:
+    if not c.placement.all_on_gpu(N_LAYER):
         return 0.5 / (FIXED_S + PER_CPU_LAYER_S * N_LAYER)
     in_ram = N_LAYER - AXIS.value(c)
     return THREADS.get(c.n_threads, 0.8) / (FIXED_S + PER_CPU_LAYER_S * in_ram)

@@ -66,7 +66,7 @@ def learn_from_load(
     """After a GPU load: the process's real device memory teaches the estimator this
     device's runtime overhead (used by every later estimate, and by the bound)."""
     measuring = measured(engine)
-    if measuring is None or not hw.gpu_offload or desc is None or load.n_gpu_layers < 1:
+    if measuring is None or not hw.gpu_offload or desc is None or not load.placement.uses_gpu:
         return
     with contextlib.suppress(EngineError):
         vram = measuring.memory().vram

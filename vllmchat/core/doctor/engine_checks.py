@@ -10,6 +10,7 @@ from vllmchat.core.engine.events import DoneEvent, EngineError, ErrorEvent
 from vllmchat.core.engine.protocol import Engine
 from vllmchat.core.machine.backend import MachineFacts, rebuild_advice
 from vllmchat.core.models.hardware import HardwareInfo
+from vllmchat.core.placement import Placement
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 
 OpenEngine = Callable[[], Engine]
@@ -145,7 +146,11 @@ def engine_checks(
             return EngineFindings(found, hw)
         layers = -1 if hw.gpu_offload else 0
         try:
-            info = client.load(LoadSettings(model_path=model_path, n_gpu_layers=layers, n_ctx=512))
+            info = client.load(
+                LoadSettings(
+                    model_path=model_path, placement=Placement(n_gpu_layers=layers), n_ctx=512
+                )
+            )
         except EngineError as exc:
             found.append(
                 Finding(

@@ -18,6 +18,7 @@ from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.models.memory import MIB, FitSettings, estimate
 from vllmchat.core.models.memory_estimate import MemoryEstimate
 from vllmchat.core.models.projector import ProjectorInfo
+from vllmchat.core.placement import Placement, all_layers
 
 VRAM_MARGIN = 0.92  # keep 8% of free VRAM for the driver and the desktop
 RAM_MARGIN = 0.90
@@ -87,14 +88,18 @@ def display_name(filename: str) -> str:
 
 @dataclass(frozen=True)
 class Fit:
-    """How a model fits: the kind, GPU layers, the estimate, and words for it."""
+    """How a model fits: the kind, the placement it was estimated at (GPU layers as
+    offloaded, experts in RAM, the split taken), the estimate, and words for it."""
 
     kind: str
-    gpu_layers: int
+    placement: Placement
     estimate: MemoryEstimate
     message: str
-    n_cpu_moe: int = 0  # offloaded layers whose experts stay in RAM
-    tensor_split: str = ""  # several GPUs: the split taken ("1,0": the first GPU only)
+
+    @property
+    def gpu_layers(self) -> int:
+        """The layers offloaded, the output head among them."""
+        return self.placement.n_gpu_layers
 
     @property
     def fits(self) -> bool:
@@ -103,8 +108,8 @@ class Fit:
     @property
     def short(self) -> str:
         """A badge's words: "fully on GPU", "fits: experts of 20 layers on the CPU", …"""
-        if self.kind == GPU_PARTIAL and self.n_cpu_moe:
-            return f"fits: experts of {self.n_cpu_moe} layers on the CPU"
+        if self.kind == GPU_PARTIAL and self.placement.n_cpu_moe:
+            return f"fits: experts of {self.placement.n_cpu_moe} layers on the CPU"
         return {
             GPU_FULL: "fully on GPU",
             GPU_PARTIAL: f"{self.gpu_layers} layers on GPU",
@@ -159,10 +164,11 @@ def _largest(lo: int, hi: int, ok: Callable[[int], bool]) -> int | None:
 
 
 def max_gpu_layers(desc: ModelDescription, hw: HardwareInfo, s: FitSettings) -> int:
-    """The most layers (``n_layer + 1`` = all, output included) that fit in free VRAM."""
+    """The most layers (``all_layers(n_layer)``, output included) that fit in free VRAM."""
     if not hw.gpu_offload:
         return 0
-    best = _largest(0, desc.n_layer + 1, lambda n: _fits(desc, hw, replace(s, n_gpu_layers=n)))
+    top = all_layers(desc.n_layer)
+    best = _largest(0, top, lambda n: _fits(desc, hw, s.placed(n_gpu_layers=n)))
     return best or 0
 
 
@@ -184,26 +190,26 @@ def best_placement(desc: ModelDescription, hw: HardwareInfo, s: FitSettings) -> 
     of experts every layer's attention on the GPU and the experts of as few layers
     as needed in RAM; else the most whole layers; several GPUs share the model only
     when one is not enough (by their free memory)."""
-    if len(hw.gpus) > 1 and hw.gpu_offload and not s.tensor_split:
-        alone = replace(s, tensor_split=",".join(["1"] + ["0"] * (len(hw.gpus) - 1)))
+    if len(hw.gpus) > 1 and hw.gpu_offload and not s.placement.tensor_split:
+        alone = s.placed(tensor_split=",".join(["1"] + ["0"] * (len(hw.gpus) - 1)))
         one = _placement(desc, hw, alone)
-        if one.n_gpu_layers > desc.n_layer and one.n_cpu_moe == 0:
+        if one.placement.all_on_gpu(desc.n_layer) and one.placement.n_cpu_moe == 0:
             return one
         return _placement(desc, hw, s)
     return _placement(desc, hw, s)
 
 
 def _placement(desc: ModelDescription, hw: HardwareInfo, s: FitSettings) -> FitSettings:
-    full = replace(s, n_gpu_layers=desc.n_layer + 1, n_cpu_moe=0)
+    full = s.placed(n_gpu_layers=all_layers(desc.n_layer), n_cpu_moe=0)
     if not hw.gpu_offload:
-        return replace(s, n_gpu_layers=0, n_cpu_moe=0)
+        return s.placed(n_gpu_layers=0, n_cpu_moe=0)
     if _fits(desc, hw, full):
         return full
     g = max_gpu_expert_layers(desc, hw, s)
     if g is not None:
         return _experts_on_gpu(full, g, desc)
-    layers_only = replace(s, n_cpu_moe=desc.n_layer if desc.is_moe else 0)
-    return replace(layers_only, n_gpu_layers=max_gpu_layers(desc, hw, layers_only))
+    layers_only = s.placed(n_cpu_moe=desc.n_layer if desc.is_moe else 0)
+    return layers_only.placed(n_gpu_layers=max_gpu_layers(desc, hw, layers_only))
 
 
 def check_fit(desc: ModelDescription, hw: HardwareInfo, s: FitSettings) -> Fit:
@@ -237,7 +243,8 @@ def check_fit(desc: ModelDescription, hw: HardwareInfo, s: FitSettings) -> Fit:
     else:
         kind = GPU_PARTIAL
         message = f"{e.gpu_layers} of {desc.n_layer} layers on the GPU{experts}: {need}."
-    return Fit(kind, e.gpu_layers, e, message, e.cpu_moe_layers, s.tensor_split)
+    taken = replace(s.placement, n_gpu_layers=e.gpu_layers, n_cpu_moe=e.cpu_moe_layers)
+    return Fit(kind, taken, e, message)
 
 
 def best_fit(desc: ModelDescription, hw: HardwareInfo, s: FitSettings) -> Fit:

@@ -23,7 +23,7 @@ from vllmchat.core.models.description import ModelDescription, describe
 from vllmchat.core.models.memory_estimate import MIB as MIB
 from vllmchat.core.models.memory_estimate import MemoryEstimate
 from vllmchat.core.models.projector import ProjectorInfo, read_projector
-from vllmchat.core.placement import Placement, parse_overrides, parse_split
+from vllmchat.core.placement import Placement, all_layers, parse_overrides
 from vllmchat.core.settings import LoadSettings
 
 GPU_RUNTIME_OVERHEAD = 350 * MIB  # CUDA context, cuBLAS workspace (until measured: overhead.py)
@@ -51,10 +51,7 @@ def _pad(n: int, to: int) -> int:
 class FitSettings:
     """The load settings that decide memory (their defaults are ``LoadSettings``')."""
 
-    n_gpu_layers: int = _same("n_gpu_layers")
-    n_cpu_moe: int = _same("n_cpu_moe")
-    override_tensors: str = _same("override_tensors")
-    tensor_split: str = _same("tensor_split")
+    placement: Placement = field(default_factory=Placement)
     n_ctx: int = _same("n_ctx")
     n_ubatch: int = _same("n_ubatch")
     type_k: str = _same("type_k")
@@ -104,18 +101,21 @@ class FitSettings:
         need = projector.weights_bytes + projector.encode_bytes
         return replace(self, projector_bytes=need, image_tokens=projector.image_tokens)
 
-    @property
-    def placement(self) -> Placement:
-        """Where the weights go, as the estimate places them."""
-        return Placement.of(self)
-
     def with_placement(self, placement: Placement) -> FitSettings:
         """These settings at another placement (the offload panel's what-if)."""
-        return placement.onto(self)
+        return replace(self, placement=placement)
+
+    def placed(self, **changes: Any) -> FitSettings:
+        """These settings with some of the placement's fields changed."""
+        return replace(self, placement=replace(self.placement, **changes))
+
+    def gpu_layers(self, n_layer: int) -> int:
+        """The layers (the output head among them) offloaded: none without a GPU."""
+        return self.placement.gpu_layers(n_layer) if self.gpu else 0
 
     def split_points(self) -> list[float]:
         """Cumulative shares of the offloaded layers per GPU, as llama.cpp computes them."""
-        shares = list(parse_split(self.tensor_split))
+        shares = list(self.placement.split)
         n_dev = max(len(self.gpu_free), 1)
         if not any(shares):
             shares = [float(f) for f in self.gpu_free] if any(self.gpu_free) else [1.0]
@@ -171,9 +171,9 @@ def _compute_bytes(desc: ModelDescription, s: FitSettings) -> int:
 def _kept_in_ram(desc: ModelDescription, s: FitSettings) -> list[bool]:
     """Per tensor: whether an override keeps it in RAM although its layer is offloaded
     (the experts of the first ``n_cpu_moe`` layers, and ``override_tensors``' rules)."""
-    rules = [re.compile(p) for p in parse_overrides(s.override_tensors)]
+    rules = [re.compile(p) for p in parse_overrides(s.placement.override_tensors)]
     return [
-        (t.expert and 0 <= t.layer < s.n_cpu_moe) or any(r.search(t.name) for r in rules)
+        (t.expert and 0 <= t.layer < s.placement.n_cpu_moe) or any(r.search(t.name) for r in rules)
         for t in desc.tensors
     ]
 
@@ -209,15 +209,15 @@ def layer_devices(desc: ModelDescription, s: FitSettings) -> list[int]:
     """The GPU of each layer and of the output head (the last entry); -1: the CPU.
 
     llama.cpp's rule: the offloaded layers are the last ``n_gpu_layers`` of
-    ``n_layer + 1`` (the output head counts as the last one), shared between GPUs
+    ``all_layers(n_layer)`` (the output head counts as the last one), shared between GPUs
     at the split points.
     """
     n_layer = desc.n_layer
-    ngl = max(0, min(s.n_gpu_layers, n_layer + 1)) if s.gpu else 0
-    start = n_layer + 1 - ngl
+    ngl = s.gpu_layers(n_layer)
+    start = all_layers(n_layer) - ngl
     points = s.split_points()
     out = []
-    for il in range(n_layer + 1):
+    for il in range(all_layers(n_layer)):
         if il < start or ngl == 0:
             out.append(-1)
             continue
@@ -230,7 +230,7 @@ def layer_devices(desc: ModelDescription, s: FitSettings) -> list[int]:
 def estimate(desc: ModelDescription, s: FitSettings) -> MemoryEstimate:
     """Memory for ``desc`` loaded with ``s``."""
     n_layer = desc.n_layer
-    ngl = max(0, min(s.n_gpu_layers, n_layer + 1)) if s.gpu else 0
+    ngl = s.gpu_layers(n_layer)
     devices = layer_devices(desc, s)
     n_dev = max(len(s.split_points()), 1)
     on_gpu = [d >= 0 for d in devices[:n_layer]]
@@ -359,6 +359,11 @@ def _draft_need(
     # The engine opens the draft's context without swa_full: llama.cpp's default keeps
     # every sliding-window cell (measured: Gemma 3 270M's KV 36 MiB at n_ctx 2048, not 21).
     fit = FitSettings(
-        n_gpu_layers=ngl, n_ctx=n_ctx, flash_attn=flash_attn, gpu=gpu, gpu_overhead=0, swa_full=True
+        placement=Placement(n_gpu_layers=ngl),
+        n_ctx=n_ctx,
+        flash_attn=flash_attn,
+        gpu=gpu,
+        gpu_overhead=0,
+        swa_full=True,
     )
     return estimate(desc, fit)

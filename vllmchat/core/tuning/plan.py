@@ -8,7 +8,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from vllmchat.core.placement import Placement
+from vllmchat.core.placement import all_layers
 from vllmchat.core.tuning.results import TuneConfig, TunePoint
 
 SAME_SPEED = 0.98  # within 2% of the best decode, fewer GPU layers win
@@ -43,18 +43,18 @@ class Axis:
 
     @property
     def top(self) -> int:
-        return self.n_layer if self.experts else self.n_layer + 1
+        return self.n_layer if self.experts else all_layers(self.n_layer)
 
     def at(self, base: TuneConfig, value: int) -> TuneConfig:
         if self.experts:
-            placed = Placement.of(base).with_all_layers(self.n_layer)
-            return placed.with_expert_layers_on_gpu(value, self.n_layer).onto(base)
-        return replace(base, n_gpu_layers=value)
+            placed = base.placement.with_all_layers(self.n_layer)
+            return replace(base, placement=placed.with_expert_layers_on_gpu(value, self.n_layer))
+        return base.placed(n_gpu_layers=value)
 
     def value(self, c: TuneConfig) -> int:
         if self.experts:
-            return Placement.of(c).expert_layers_on_gpu(self.n_layer)
-        return c.n_gpu_layers
+            return c.placement.expert_layers_on_gpu(self.n_layer)
+        return c.placement.n_gpu_layers
 
     @property
     def name(self) -> str:
@@ -63,8 +63,8 @@ class Axis:
 
 def layer_plan(upper: int, n_layer: int, *, top: int | None = None) -> list[int]:
     """The advisor's upper bound first, the points just below it, then coarser
-    steps down to CPU-only (``top``: the largest value, ``n_layer + 1`` by default)."""
-    upper = max(0, min(upper, n_layer + 1 if top is None else top))
+    steps down to CPU-only (``top``: the largest value, ``all_layers(n_layer)`` by default)."""
+    upper = max(0, min(upper, all_layers(n_layer) if top is None else top))
     points = [upper, upper - 1, upper - 2]
     points += [round(upper * f) for f in (0.75, 0.5, 0.25)] + [0]
     out: list[int] = []
@@ -147,16 +147,23 @@ def line_speeds(
     their finalists keep their medians."""
     speeds = {c: (m, 0) for c, (m, _) in medians.items()}
     reach: dict[tuple[int, str], tuple[int, int]] = {}
-    moving = {(c.n_gpu_layers, c.tensor_split) for c in medians if c.n_cpu_moe}
+    moving = {
+        (c.placement.n_gpu_layers, c.placement.tensor_split)
+        for c in medians
+        if c.placement.n_cpu_moe
+    }
     for c in medians:  # every expert on the GPU is the line's end
-        line = (c.n_gpu_layers, c.tensor_split)
+        line = (c.placement.n_gpu_layers, c.placement.tensor_split)
         if line in moving:
-            low, high = reach.get(line, (c.n_cpu_moe, c.n_cpu_moe))
-            reach[line] = (min(low, c.n_cpu_moe), max(high, c.n_cpu_moe))
+            low, high = reach.get(line, (c.placement.n_cpu_moe, c.placement.n_cpu_moe))
+            reach[line] = (min(low, c.placement.n_cpu_moe), max(high, c.placement.n_cpu_moe))
     lines: dict[tuple[int, str], list[tuple[int, float]]] = {}
     for p in points:
         c = p.config
-        line, alike = (c.n_gpu_layers, c.tensor_split), (c.n_threads, c.n_ubatch)
+        line, alike = (
+            (c.placement.n_gpu_layers, c.placement.tensor_split),
+            (c.n_threads, c.n_ubatch),
+        )
         if (
             p.fits
             and p.decode_tok_s > 0
@@ -164,8 +171,8 @@ def line_speeds(
             and alike == (base.n_threads, base.n_ubatch)
         ):
             low, high = reach[line]
-            if low - LINE_REACH <= c.n_cpu_moe <= high + LINE_REACH:
-                lines.setdefault(line, []).append((c.n_cpu_moe, 1.0 / p.decode_tok_s))
+            if low - LINE_REACH <= c.placement.n_cpu_moe <= high + LINE_REACH:
+                lines.setdefault(line, []).append((c.placement.n_cpu_moe, 1.0 / p.decode_tok_s))
     for line, readings in lines.items():
         xs = [x for x, _ in readings]
         if len(set(xs)) < 3:
@@ -173,8 +180,8 @@ def line_speeds(
         mx, my = statistics.fmean(xs), statistics.fmean(y for _, y in readings)
         slope = sum((x - mx) * (y - my) for x, y in readings) / sum((x - mx) ** 2 for x in xs)
         for c in medians:
-            seconds = my + slope * (c.n_cpu_moe - mx)
-            if (c.n_gpu_layers, c.tensor_split) == line and seconds > 0:
+            seconds = my + slope * (c.placement.n_cpu_moe - mx)
+            if (c.placement.n_gpu_layers, c.placement.tensor_split) == line and seconds > 0:
                 speeds[c] = (1.0 / seconds, len(readings))
     return speeds
 
@@ -190,7 +197,7 @@ def finalists(
     best: dict[tuple[tuple[int, int], str], TunePoint] = {}
     alike: dict[tuple[tuple[int, int], str], TuneConfig] = {}
     for p in usable(points, limits):
-        key = (p.config.placement, p.config.tensor_split)
+        key = (p.config.gpu_rank, p.config.placement.tensor_split)
         if key not in best or p.decode_tok_s > best[key].decode_tok_s:
             best[key] = p
         if (p.config.n_threads, p.config.n_ubatch) == (base.n_threads, base.n_ubatch):
@@ -236,7 +243,7 @@ def choose(
         fastest_speed = judged[fastest_c][0]
         decode_c = min(
             (c for c in finals if judged[c][0] >= SAME_SPEED * fastest_speed),
-            key=lambda c: c.placement,
+            key=lambda c: c.gpu_rank,
         )
         (speed, on_line), (median, rounds) = judged[decode_c], finals[decode_c]
         how = f" (median of {rounds} interleaved runs)"
@@ -253,20 +260,15 @@ def choose(
         ] or fitting
         best = max(p.decode_tok_s for p in baseline)
         close = [p for p in baseline if p.decode_tok_s >= SAME_SPEED * best]
-        place = min(p.config.placement for p in close)
-        at_place = [p for p in fitting if p.config.placement == place]
+        place = min(p.config.gpu_rank for p in close)
+        at_place = [p for p in fitting if p.config.gpu_rank == place]
         decode = max(at_place, key=lambda p: p.decode_tok_s)
         fastest = max(baseline, key=lambda p: p.decode_tok_s)
         decode_c, speed, how = decode.config, decode.decode_tok_s, ""
         fastest_c, fastest_speed = fastest.config, fastest.decode_tok_s
     # Threads at that placement: by every reading there (the rounds are at the base
     # threads); the ubatch by the sweep's own, taken one after another on one load.
-    same = [
-        p
-        for p in fitting
-        if (p.config.placement, p.config.tensor_split)
-        == (decode_c.placement, decode_c.tensor_split)
-    ]
+    same = [p for p in fitting if p.config.placement == decode_c.placement]
     own = [p for p in same if not p.final_round] or same
     decode_c = _threads_there(same, base)
     prefill = max(own, key=lambda p: p.prefill_tok_s)
@@ -274,7 +276,7 @@ def choose(
         decode_c, n_threads_batch=prefill.config.n_threads_batch, n_ubatch=prefill.config.n_ubatch
     )
     why = f"{speed:.1f} tok/s decode{how} with {pick.placement_label()}"
-    if fastest_c.placement != decode_c.placement:
+    if fastest_c.gpu_rank != decode_c.gpu_rank:
         why += (
             f" (within 2% of {fastest_speed:.1f} tok/s at "
             f"{fastest_c.placement_label()}, leaving memory for other programs)"
@@ -316,7 +318,7 @@ class MemoryLimits:
     margin: int = 0
 
     def allows(self, p: TunePoint) -> bool:
-        if p.config.n_gpu_layers > 0:
+        if p.config.placement.uses_gpu:
             if p.free_after is not None:
                 if p.free_after < self.margin:
                     return False

@@ -19,6 +19,7 @@ from vllmchat.core.engine.local.client import EngineClient
 from vllmchat.core.engine.model_check import model_fingerprint
 from vllmchat.core.models.advisor import QUANT_BITS, quant_label
 from vllmchat.core.paths import measurements_dir
+from vllmchat.core.placement import Placement
 from vllmchat.core.resources import benchmark_text
 from vllmchat.core.settings import LoadSettings, default_threads
 from vllmchat.core.tuning.events import QuantEvent, QuantProgress, QuantsCompared
@@ -67,7 +68,7 @@ def compare(
                 settings = LoadSettings(
                     model_path=path,
                     n_ctx=max(1024, n_ctx),
-                    n_gpu_layers=n_gpu_layers,
+                    placement=Placement(n_gpu_layers=n_gpu_layers),
                     n_threads=threads,
                 )
                 engine.load(settings)

@@ -2,35 +2,33 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from vllmchat.core.placement import Placement
 from vllmchat.core.settings import LoadSettings
 
 
 @dataclass(frozen=True, order=True)
 class TuneConfig:
-    """One point of the search space."""
+    """One point of the search space: a placement, threads and the ubatch."""
 
-    n_gpu_layers: int
+    placement: Placement
     n_threads: int
     n_threads_batch: int
     n_ubatch: int
-    n_cpu_moe: int = 0  # offloaded layers whose experts stay in RAM
-    tensor_split: str = ""  # several GPUs: the split ("1,0": the first GPU alone)
 
     @property
-    def placement(self) -> tuple[int, int]:
+    def gpu_rank(self) -> tuple[int, int]:
         """Orders placements by how much sits on the GPU (larger: more)."""
-        return (self.n_gpu_layers, -self.n_cpu_moe)
+        return (self.placement.n_gpu_layers, -self.placement.n_cpu_moe)
+
+    def placed(self, **changes: Any) -> TuneConfig:
+        """This configuration with some of the placement's fields changed."""
+        return replace(self, placement=replace(self.placement, **changes))
 
     def placement_label(self) -> str:
-        text = f"{self.n_gpu_layers} GPU layers"
-        if self.n_cpu_moe:
-            text += f" (experts of {self.n_cpu_moe} on the CPU)"
-        if self.tensor_split:
-            text += f" split {self.tensor_split}"
-        return text
+        return self.placement.label()
 
     def label(self) -> str:
         return (
@@ -41,16 +39,20 @@ class TuneConfig:
     @classmethod
     def of(cls, s: LoadSettings) -> TuneConfig:
         """The configuration ``s`` loads."""
-        return cls(
-            s.n_gpu_layers, s.n_threads, s.threads_batch, s.n_ubatch, s.n_cpu_moe, s.tensor_split
-        )
+        return cls(s.placement, s.n_threads, s.threads_batch, s.n_ubatch)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TuneConfig:
+        """A configuration from JSON: the placement nested, or (files written before it
+        was) its fields flat beside the threads."""
+        nested = data.get("placement")
+        placement = Placement.from_json(nested if isinstance(nested, dict) else data)
+        return cls(placement, data["n_threads"], data["n_threads_batch"], data["n_ubatch"])
 
     def apply_to(self, base: LoadSettings) -> LoadSettings:
         """``base`` with this configuration (the one way a pick becomes settings)."""
         return base.with_changes(
-            n_gpu_layers=self.n_gpu_layers,
-            n_cpu_moe=self.n_cpu_moe,
-            tensor_split=self.tensor_split,
+            placement=self.placement,
             n_threads=self.n_threads,
             n_threads_batch=self.n_threads_batch,
             n_ubatch=self.n_ubatch,
@@ -84,7 +86,7 @@ class TunePoint:
         """It ran, but left less device memory free than the margin (never picked)."""
         return (
             self.fits
-            and self.config.n_gpu_layers > 0
+            and self.config.placement.uses_gpu
             and self.free_after is not None
             and self.free_after < self.margin
         )
@@ -123,9 +125,9 @@ class TuneResult:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TuneResult:
         points = tuple(
-            TunePoint(**{**p, "config": TuneConfig(**p["config"])}) for p in data["points"]
+            TunePoint(**{**p, "config": TuneConfig.from_json(p["config"])}) for p in data["points"]
         )
-        pick = TuneConfig(**data["pick"]) if data.get("pick") else None
+        pick = TuneConfig.from_json(data["pick"]) if data.get("pick") else None
         rest = {k: v for k, v in data.items() if k not in ("points", "pick")}
         return cls(points=points, pick=pick, **rest)
 

@@ -119,7 +119,7 @@ class Sweep:
         if not self.on_gpu:
             return None
         try:
-            return free_on_cards(self.engine.probe(), c.tensor_split)
+            return free_on_cards(self.engine.probe(), c.placement.tensor_split)
         except EngineError:
             return None
 
@@ -167,7 +167,7 @@ class Sweep:
                 point,
                 note=f"left {free / MIB:.0f} MiB free, under the {margin / MIB:.0f} MiB margin",
             )
-        if self.on_gpu and mem.vram is not None and est is not None and c.n_gpu_layers > 0:
+        if self.on_gpu and mem.vram is not None and est is not None and c.placement.uses_gpu:
             learn_overhead(self.hw, mem.vram, est, self.overhead)
         return point
 

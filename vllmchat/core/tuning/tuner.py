@@ -28,6 +28,7 @@ from vllmchat.core.models.advisor import max_gpu_expert_layers, max_gpu_layers
 from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.models.memory import FitSettings
+from vllmchat.core.placement import all_layers
 from vllmchat.core.settings import LoadSettings
 from vllmchat.core.tuning import plan
 from vllmchat.core.tuning.edge import edge_of, find_edge, interleaved
@@ -122,7 +123,7 @@ def tune(
             best, _ = plan.choose(sweep.points, base, limits)
             for k in (1, 2):
                 if best is not None and not explicit:
-                    fewer = replace(best, n_gpu_layers=axis.n_layer + 1 - k)
+                    fewer = best.placed(n_gpu_layers=all_layers(axis.n_layer) - k)
                     yield from measured(sweep.run(fewer))
         for v in values[3:]:  # 3. coarser steps down to CPU-only (or all experts in RAM)
             yield from measured(sweep.run(at(v)))
@@ -146,7 +147,7 @@ def tune(
         best, _ = plan.choose(sweep.points, base, limits)
         if best is not None and len(hw.gpus) > 1:  # 7. one GPU against a split
             for split in plan.split_plan(len(hw.gpus)):
-                yield from measured(sweep.run(replace(best, tensor_split=split)))
+                yield from measured(sweep.run(best.placed(tensor_split=split)))
         sweep.reserve_points = 0
         finals = plan.finalists(sweep.points, limits, base) if req.final_rounds > 0 else []
         planned += len(finals) * req.final_rounds

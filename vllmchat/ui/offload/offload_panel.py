@@ -249,7 +249,7 @@ class OffloadPanel(QGroupBox):
         for point in result.points:
             if not point.fits:
                 continue
-            p, speed = Placement.of(point.config), point.decode_tok_s
+            p, speed = point.config.placement, point.decode_tok_s
             on_gpu = p.expert_layers_on_gpu(n)
             if p.n_cpu_moe and p.n_gpu_layers > n:
                 experts[on_gpu] = max(experts.get(on_gpu, 0.0), speed)
@@ -263,7 +263,7 @@ class OffloadPanel(QGroupBox):
                     under_layers.add(p.n_gpu_layers)
                     if p.n_gpu_layers > n:
                         under_experts.add(n)
-        pick = Placement.of(result.pick) if result.pick is not None else None
+        pick = result.pick.placement if result.pick is not None else None
         pick_layers = pick.n_gpu_layers if pick and not pick.n_cpu_moe else None
         pick_experts = pick.expert_layers_on_gpu(n) if pick and pick.n_gpu_layers > n else None
         text = []

@@ -158,7 +158,7 @@ class TunerDialog(QDialog):
         self.table.insertRow(row)
         c = p.config
         cells = (
-            c.n_gpu_layers,
+            c.placement.n_gpu_layers,
             c.n_threads,
             c.n_threads_batch,
             c.n_ubatch,

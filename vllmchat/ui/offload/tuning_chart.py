@@ -30,8 +30,8 @@ CSV_FIELDS = (
 
 # What a sweep can vary, in the order a chart prefers it: (label, key of a config).
 AXES: tuple[tuple[str, Callable[[TuneConfig], int]], ...] = (
-    ("experts of layers in RAM (n_cpu_moe)", lambda c: c.n_cpu_moe),
-    ("GPU layers", lambda c: c.n_gpu_layers),
+    ("experts of layers in RAM (n_cpu_moe)", lambda c: c.placement.n_cpu_moe),
+    ("GPU layers", lambda c: c.placement.n_gpu_layers),
     ("CPU threads", lambda c: c.n_threads),
     ("ubatch", lambda c: c.n_ubatch),
 )
@@ -50,9 +50,9 @@ def write_csv(path: str, points: Sequence[TunePoint]) -> None:
             c = p.config
             out.writerow(
                 [
-                    c.n_gpu_layers,
-                    c.n_cpu_moe,
-                    c.tensor_split,
+                    c.placement.n_gpu_layers,
+                    c.placement.n_cpu_moe,
+                    c.placement.tensor_split,
                     c.n_threads,
                     c.n_threads_batch,
                     c.n_ubatch,

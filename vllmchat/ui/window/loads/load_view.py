@@ -131,7 +131,7 @@ class LoadView(QObject):
         self.offload.follow(self.fit())  # the placement that runs, not the one that failed
         snapshot = self.bridge.snapshot
         if not snapshot.alive:
-            fewer = snapshot.settings.load.n_gpu_layers > 0
+            fewer = snapshot.settings.load.placement.uses_gpu
             self.banner.show_reason(event.message, fewer_layers_possible=fewer)
 
     def settings_changed(self, _event: SettingsChanged) -> None:
@@ -141,5 +141,5 @@ class LoadView(QObject):
 
     def died(self, event: EngineDied) -> None:
         self.input.set_generating(False)
-        fewer = self.bridge.snapshot.settings.load.n_gpu_layers > 0
+        fewer = self.bridge.snapshot.settings.load.placement.uses_gpu
         self.banner.show_reason(event.reason, fewer_layers_possible=fewer)

@@ -21,6 +21,7 @@ from vllmchat.core.models.description import describe
 from vllmchat.core.models.drafts import TOKENS_KEY, vocab_fingerprint
 from vllmchat.core.models.hardware_probe import probe
 from vllmchat.core.models.memory import FitSettings, estimate
+from vllmchat.core.placement import Placement
 from vllmchat.core.settings import LoadSettings
 
 MIB = 2**20
@@ -30,7 +31,7 @@ def draft_settings(settings: LoadSettings) -> LoadSettings:
     """The draft's own load settings: its file and GPU layers, the model's context."""
     return LoadSettings(
         model_path=settings.draft_model,
-        n_gpu_layers=settings.draft_n_gpu_layers,
+        placement=Placement(n_gpu_layers=settings.draft_n_gpu_layers),
         n_ctx=settings.n_ctx,
         n_threads=settings.n_threads,
         n_threads_batch=settings.n_threads_batch,
@@ -50,11 +51,11 @@ def check_fits(settings: LoadSettings) -> None:
             f"{hw.ram_available / MIB:,.0f} MiB are free.",
             "Pick a smaller draft model, or none.",
         )
-    if hw.gpu_offload and settings.n_gpu_layers > 0 and need.vram > hw.vram_free:
+    if hw.gpu_offload and settings.placement.uses_gpu and need.vram > hw.vram_free:
         raise EngineError(
             ErrorKind.OOM_LOAD,
             f"The draft model needs {need.vram / MIB:,.0f} MiB of GPU memory "
-            f"({settings.n_gpu_layers} layers); {hw.vram_free / MIB:,.0f} MiB are free.",
+            f"({settings.placement.n_gpu_layers} layers); {hw.vram_free / MIB:,.0f} MiB are free.",
             "Put fewer of its layers on the GPU (draft_n_gpu_layers).",
         )
 
@@ -86,7 +87,7 @@ class DraftModel:
             self.llm = llama_cpp.Llama(
                 draft.model_path,
                 n_ctx=draft.n_ctx,
-                n_gpu_layers=draft.n_gpu_layers,
+                n_gpu_layers=draft.placement.n_gpu_layers,
                 n_threads=draft.n_threads,
                 n_threads_batch=draft.n_threads_batch or draft.n_threads,
                 flash_attn=draft.flash_attn,

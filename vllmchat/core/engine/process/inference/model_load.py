@@ -22,8 +22,9 @@ from vllmchat.core.settings import GGML_TYPE_IDS, LoadSettings, parse_overrides
 def expert_overrides(header: Any, settings: LoadSettings) -> OverrideList | None:
     """The overrides for ``n_cpu_moe`` and ``override_tensors``; ``n_cpu_moe`` is refused
     with the reason on a model without experts."""
-    extra = parse_overrides(settings.override_tensors)
-    if settings.n_cpu_moe <= 0:
+    placement = settings.placement
+    extra = parse_overrides(placement.override_tensors)
+    if placement.n_cpu_moe <= 0:
         return cpu_overrides(0, 0, extra)
     desc = describe(header)
     if not desc.is_moe:
@@ -32,7 +33,7 @@ def expert_overrides(header: Any, settings: LoadSettings) -> OverrideList | None
             "tensors to keep in RAM."
         )
         raise EngineError(ErrorKind.BAD_REQUEST, f"{reason} Set n_cpu_moe to 0.")
-    return cpu_overrides(settings.n_cpu_moe, desc.n_layer, extra)
+    return cpu_overrides(placement.n_cpu_moe, desc.n_layer, extra)
 
 
 def open_llama(
@@ -47,7 +48,8 @@ def open_llama(
     except MemoryError as exc:
         raise EngineError(
             ErrorKind.OOM_LOAD,
-            f"Not enough memory to load the model (n_gpu_layers={settings.n_gpu_layers}).",
+            "Not enough memory to load the model "
+            f"(n_gpu_layers={settings.placement.n_gpu_layers}).",
         ) from exc
     except (ValueError, RuntimeError) as exc:
         lines = llama_log.lines_since(mark)
@@ -60,10 +62,10 @@ def open_llama(
 
 
 def _new_llama(settings: LoadSettings) -> llama_cpp.Llama:
-    split = list(settings.split)
+    split = list(settings.placement.split)
     return llama_cpp.Llama(
         model_path=settings.model_path,
-        n_gpu_layers=settings.n_gpu_layers,
+        n_gpu_layers=settings.placement.n_gpu_layers,
         tensor_split=split or None,
         n_ctx=settings.n_ctx,
         n_threads=settings.n_threads,

@@ -58,7 +58,7 @@ class LlamaRuntime:
         self._replies: OrderedDict[str, list[int]] = OrderedDict()
         self._markup_cache: dict[str, list[str | int]] = {}
         self._last_render: tuple[object, tuple[int, ...]] | None = None
-        gpu = settings.n_gpu_layers > 0 and bool(llama_cpp.llama_supports_gpu_offload())
+        gpu = settings.placement.uses_gpu and bool(llama_cpp.llama_supports_gpu_offload())
         self.exactness = exactness_at(self.llm, settings, header, gpu)
         self.speculator = Speculator(gpu=gpu, max_batch=self.exactness.max_batch)
         self.draft: DraftModel | None = None

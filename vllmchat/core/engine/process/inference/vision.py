@@ -83,7 +83,7 @@ class Vision:
         if mismatch:
             raise EngineError(ErrorKind.BAD_REQUEST, mismatch, _FIX)
         mark = llama_log.mark()
-        gpu = settings.n_gpu_layers > 0 and bool(llama_cpp.llama_supports_gpu_offload())
+        gpu = settings.placement.uses_gpu and bool(llama_cpp.llama_supports_gpu_offload())
         self.ctx = adapter.open_projector(llm, path, n_threads=settings.threads_batch, use_gpu=gpu)
         if self.ctx is None:
             said = [ln for ln in llama_log.lines_since(mark) if "error" in ln.lower()]
