@@ -5,6 +5,8 @@ store; the pending chat's turn runs on the real demo model."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from vllmchat.core.app.chat_app import ChatApp
@@ -146,3 +148,16 @@ def test_a_new_chat_is_stored_only_at_its_first_message(tmp_path, demo_model):
     finally:
         app.shutdown()
         store.close()
+
+
+def test_the_session_is_configured_by_one_value_that_a_change_replaces(app):
+    cid, _, _ = _chat(app.store)
+    app.open_conversation(cid)
+    before = app.session.config
+    assert before.sampling == app.settings.sampler and before.tool_stream is None
+    list(app.configure(max_tokens=7, keep_last_turns=3))
+    after = app.session.config
+    assert after is not before and before.sampling.max_tokens != 7  # a new value
+    assert (after.sampling.max_tokens, after.policy.keep_last_turns) == (7, 3)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        after.model_name = "x"  # type: ignore[misc]

@@ -139,9 +139,9 @@ def test_a_document_message_is_never_summarized_away(tmp_path, demo_model):
         session = app.session
         assert session is not None
         path = session.store.path(conv)
-        old = session.to_summarize(path)
+        old = session.summaries.to_summarize(path)
         assert path[0] in old
-        assert path[0] not in session._summary_input(old)  # kept word for word instead
+        assert path[0] not in session.summaries.summary_input(old)  # kept word for word instead
         app.store.add_summary(conv, "They chatted.", old[0].id, old[-1].id)
         prompt, _ = session.plan(path)
         assert "saffron, 200 g of flour" in prompt[0]["content"]

@@ -13,7 +13,7 @@ import pytest
 from vllmchat.core.conversations.events import PromptPlanEvent, SummaryEvent
 from vllmchat.core.conversations.memory.policy import ContextPolicy
 from vllmchat.core.conversations.store.store import ConversationStore
-from vllmchat.core.conversations.turns.session import ChatSession
+from vllmchat.core.conversations.turns.session import ChatSession, SessionConfig
 from vllmchat.core.engine.events import DoneEvent
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 
@@ -82,8 +82,10 @@ def test_sixty_turn_soak_stays_within_the_context(gemma_model, make_client, tmp_
         store,
         client,
         conv.id,
-        policy=ContextPolicy(keep_last_turns=2),
-        sampling=SamplingSettings(temperature=0.7, max_tokens=24, seed=3),
+        SessionConfig(
+            policy=ContextPolicy(keep_last_turns=2),
+            sampling=SamplingSettings(temperature=0.7, max_tokens=24, seed=3),
+        ),
     )
     errors, over, summaries = [], 0, 0
     for i in range(60):

@@ -10,7 +10,7 @@ from vllmchat.core.conversations.memory.policy import ContextPolicy
 from vllmchat.core.conversations.memory.summarize import clean_summary
 from vllmchat.core.conversations.store.store import ConversationStore
 from vllmchat.core.conversations.turns.kv_cache import KVStateCache
-from vllmchat.core.conversations.turns.session import ChatSession
+from vllmchat.core.conversations.turns.session import ChatSession, SessionConfig
 from vllmchat.core.engine.events import DoneEvent, ErrorEvent, ErrorKind, StatsEvent
 from vllmchat.core.engine.process.inference.speculative import common_prefix
 from vllmchat.core.settings import LoadSettings, SamplingSettings
@@ -45,7 +45,7 @@ def _session(
     client = make_client()
     client.load(LoadSettings(model_path=str(model), n_ctx=n_ctx, n_threads=2))
     conv = store.create(system_prompt=system)
-    return ChatSession(store, client, conv.id, policy=policy, sampling=sampling)
+    return ChatSession(store, client, conv.id, SessionConfig(policy=policy, sampling=sampling))
 
 
 def _third_turn(session: ChatSession, *, when_summarizing) -> list:
@@ -81,8 +81,7 @@ def test_summary_triggers_at_the_threshold_and_the_prompt_stays_in_context(
         store,
         client,
         conv.id,
-        policy=policy,
-        sampling=SamplingSettings(temperature=0.0, max_tokens=48),
+        SessionConfig(policy=policy, sampling=SamplingSettings(temperature=0.0, max_tokens=48)),
     )
     summaries, plans = [], []
     for q in QUESTIONS * 2:
@@ -123,7 +122,7 @@ def test_summary_longer_than_what_it_replaces_falls_back_to_keep_last(
     with FakeServer() as server:
         server.mode = "script"
         server.script = ["Facts:\n- words: " + "hi ok yo " * 40 + "\n\nSummary: " + "yo " * 80] * 3
-        session.summarizer = RemoteEngine(server.url)
+        session.configure(session.config.changed(summarizer=RemoteEngine(server.url)))
         for word in ("hi", "ok", "yo", "go", "so"):
             events += list(session.send(word))
     statuses = [e.status for e in events if isinstance(e, SummaryEvent)]
@@ -229,7 +228,7 @@ def test_kv_state_survives_closing_and_a_mismatch_is_discarded(
     first = make_client()
     first.load(settings)
     conv = store.create()
-    session = ChatSession(store, first, conv.id, sampling=GREEDY)
+    session = ChatSession(store, first, conv.id, SessionConfig(sampling=GREEDY))
     for q in QUESTIONS[:4]:
         list(session.send(q))
     saved = kv.save(first, conv.id)
@@ -238,7 +237,7 @@ def test_kv_state_survives_closing_and_a_mismatch_is_discarded(
 
     second = make_client()
     second.load(settings)
-    reopened = ChatSession(store, second, conv.id, sampling=GREEDY)
+    reopened = ChatSession(store, second, conv.id, SessionConfig(sampling=GREEDY))
     reopened.prime()
     assert kv.restore(second, conv.id) == saved
     events = list(reopened.send("Thanks!"))
@@ -251,7 +250,7 @@ def test_kv_state_survives_closing_and_a_mismatch_is_discarded(
     other.load(settings.with_changes(type_k="q8_0", flash_attn=True))
     assert kv.restore(other, conv.id) == 0
     assert not kv.path_for(conv.id).exists(), "a mismatched state is deleted"
-    events = list(ChatSession(store, other, conv.id, sampling=GREEDY).send("Bye."))
+    events = list(ChatSession(store, other, conv.id, SessionConfig(sampling=GREEDY)).send("Bye."))
     assert isinstance(events[-1], DoneEvent)
 
 
@@ -271,7 +270,9 @@ def test_regenerate_and_edit_reuse_the_cache_up_to_the_change(tiny_models, store
     client = make_client()
     client.load(LoadSettings(model_path=str(tiny_models["chatml"]), n_ctx=2048, n_threads=2))
     conv = store.create(system_prompt="sys")
-    session = ChatSession(store, client, conv.id, sampling=SamplingSettings(max_tokens=8))
+    session = ChatSession(
+        store, client, conv.id, SessionConfig(sampling=SamplingSettings(max_tokens=8))
+    )
     for q in ("first question", "second question", "third question"):
         list(session.send(q))
     before = store.path(conv.id)

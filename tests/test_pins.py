@@ -13,7 +13,7 @@ import pytest
 from vllmchat.core.conversations.events import PromptPlanEvent, SummaryEvent
 from vllmchat.core.conversations.memory.policy import ContextPolicy
 from vllmchat.core.conversations.store.store import ConversationStore
-from vllmchat.core.conversations.turns.session import ChatSession
+from vllmchat.core.conversations.turns.session import ChatSession, SessionConfig
 from vllmchat.core.engine.events import DoneEvent, ErrorEvent, ErrorKind
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 
@@ -36,8 +36,7 @@ def _session(make_client, demo_model, store, n_ctx: int = 1024) -> ChatSession:
         store,
         client,
         conv.id,
-        policy=policy,
-        sampling=SamplingSettings(temperature=0.0, max_tokens=48),
+        SessionConfig(policy=policy, sampling=SamplingSettings(temperature=0.0, max_tokens=48)),
     )
 
 

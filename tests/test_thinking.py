@@ -201,7 +201,7 @@ def test_a_servers_reasoning_content_is_thinking_and_thinking_off_reaches_its_te
         )
         reply = store.path(session.conversation_id)[-1]
         assert (reply.content, reply.thinking) == ("Paris.", "France's capital.")
-        session.sampling = SamplingSettings(thinking=False)
+        session.configure(session.config.changed(sampling=SamplingSettings(thinking=False)))
         server.reasoning = ""
         list(session.send("And Spain?"))
         assert server.requests[-1]["chat_template_kwargs"] == {"enable_thinking": False}

@@ -12,7 +12,7 @@ from vllmchat.core.conversations.events import PromptPlanEvent, SummaryEvent
 from vllmchat.core.conversations.memory.policy import ContextPolicy
 from vllmchat.core.conversations.store.store import ConversationStore
 from vllmchat.core.conversations.turns.kv_cache import KVStateCache
-from vllmchat.core.conversations.turns.session import ChatSession
+from vllmchat.core.conversations.turns.session import ChatSession, SessionConfig
 from vllmchat.core.engine.events import DoneEvent, ErrorEvent, TokenEvent
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 
@@ -29,8 +29,10 @@ def _soak(model: str, folder: Path, turns: int) -> dict[str, Any]:
             store,
             client,
             conv.id,
-            policy=ContextPolicy(),
-            sampling=SamplingSettings(temperature=0.7, max_tokens=48, seed=11),
+            SessionConfig(
+                policy=ContextPolicy(),
+                sampling=SamplingSettings(temperature=0.7, max_tokens=48, seed=11),
+            ),
         )
         errors, over, summaries, fallbacks, sent = 0, 0, 0, 0, 0
         t0 = time.perf_counter()
@@ -89,7 +91,10 @@ def _reopen(model: str, folder: Path) -> dict[str, Any]:
         client.load(settings)
         conv = store.create(system_prompt="You are a storyteller.")
         session = ChatSession(
-            store, client, conv.id, sampling=sampling, policy=ContextPolicy(threshold=0.95)
+            store,
+            client,
+            conv.id,
+            SessionConfig(sampling=sampling, policy=ContextPolicy(threshold=0.95)),
         )
         i = 0
         while client.kv().kv_tokens < 2000:
@@ -101,7 +106,7 @@ def _reopen(model: str, folder: Path) -> dict[str, Any]:
         for mode in ("restored", "cold"):
             client = open_local()
             client.load(settings)
-            reopened = ChatSession(store, client, conv.id, sampling=sampling)
+            reopened = ChatSession(store, client, conv.id, SessionConfig(sampling=sampling))
             t0 = time.perf_counter()
             reopened.prime()
             if mode == "restored":

@@ -65,7 +65,7 @@ from vllmchat.core.conversations.memory.fact_list import FactList
 from vllmchat.core.conversations.store.attachment_list import AttachmentList
 from vllmchat.core.conversations.store.store import ConversationStore, StoreError
 from vllmchat.core.conversations.turns.kv_cache import KVStateCache
-from vllmchat.core.conversations.turns.session import ChatSession
+from vllmchat.core.conversations.turns.session import ChatSession, SessionConfig
 from vllmchat.core.engine.events import DoneEvent, EngineError, ErrorEvent, ErrorKind
 from vllmchat.core.engine.protocol import Engine
 from vllmchat.core.models.description import ModelDescription
@@ -266,29 +266,37 @@ class ChatApp:
         self._ran, self._untried = False, None
         self.hardware = self.room = self.description = None
         if conversation is not None:
-            self.session = ChatSession(
-                self.store,
-                self.engine,
-                conversation,
-                facts=self.facts,
-                attachments=self.attachments,
-            )
-            self._configure()
+            self.session = self._new_session(conversation)
+
+    def _new_session(self, conversation_id: int) -> ChatSession:
+        """A session of ``conversation_id`` on the engine, configured."""
+        session = ChatSession(
+            self.store, self.engine, conversation_id, facts=self.facts, attachments=self.attachments
+        )
+        session.configure(self._session_config(session))
+        return session
 
     def _configure(self) -> None:
+        """Give the open session the configuration the settings and tools make."""
         if self.session is not None:
-            self.session.sampling = self.settings.sampler
-            self.session.policy = self.settings.history
-            self.session.model_name = self.engine.info.name if self.engine.info else ""
-            history = self.settings.history
-            self.session.summarizer = self._summary_server.engine(
-                history.summary_server, history.summary_model
-            )
-            if self._tools is not None:
-                self._tools.serve(self.engine, self.session)
-            else:
-                self.session.tool_stream, self.session.tool_tokens = None, lambda: 0
-            self.session.documents.embedding_model = self.settings.embedding_model
+            self.session.configure(self._session_config(self.session))
+
+    def _session_config(self, session: ChatSession) -> SessionConfig:
+        settings, engine = self.settings, self.engine
+        history = settings.history
+        config = SessionConfig(
+            sampling=settings.sampler,
+            policy=history,
+            model_name=engine.info.name if engine.info else "",
+            summarizer=self._summary_server.engine(history.summary_server, history.summary_model),
+            embedding_model=settings.embedding_model,
+        )
+        tools, conversation = self._tools, session.conversation_id
+        if tools is None:
+            return config
+        return config.with_tools(
+            tools.stream(engine, session), lambda: tools.tokens(engine, conversation)
+        )
 
     def use_tools(
         self,
@@ -347,14 +355,7 @@ class ChatApp:
             return ConversationOpened(conversation_id, 0)
         if self.session is not None and self.engine.alive:
             self.kv.save(self.engine, self.session.conversation_id)
-        self.session = ChatSession(
-            self.store,
-            self.engine,
-            conversation_id,
-            facts=self.facts,
-            attachments=self.attachments,
-        )
-        self._configure()
+        self.session = self._new_session(conversation_id)
         restored = 0
         with contextlib.suppress(EngineError):
             restored = self._reprime()

@@ -61,15 +61,15 @@ def _next_message_tokens(session: ChatSession, path: list[Message]) -> int:
 
 def summary_due(session: ChatSession, path: list[Message]) -> bool:
     """Whether the turn after this reply would summarize (threshold, budget or period)."""
-    policy = session.policy
+    policy = session.config.policy
     if policy.mode != "summarize" or not path or path[-1].role != "assistant":
         return False
-    if path[-1].partial or not session.to_summarize(path, ahead=True):
+    if path[-1].partial or not session.summaries.to_summarize(path, ahead=True):
         return False
     _, plan = session.plan(path)
     predicted = plan.prompt_tokens + _next_message_tokens(session, path)
     periodic = bool(policy.every_k_turns) and (
-        session.turns_since_summary + 1 >= policy.every_k_turns
+        session.summaries.turns_since_summary + 1 >= policy.every_k_turns
     )
     over = predicted > min(policy.threshold * plan.n_ctx, session.prompt_budget())
     return over or periodic
@@ -84,17 +84,12 @@ def summarize_ahead(
     path = session.store.path(session.conversation_id)
     if waiting() or not summary_due(session, path):
         return
-    session.stop_requested = False
-    session.waiting = waiting
-    try:
-        done = False
-        for event in session.summarize_path(path, ahead=True):
-            done = done or (isinstance(event, SummaryEvent) and event.status == "done")
-            yield event
-        if done and session.client.capabilities.prompt_cache and not waiting():
-            yield _prefill(session, path, waiting)
-    finally:
-        session.waiting = lambda: False
+    done = False
+    for event in session.summarize_ahead(path, waiting):
+        done = done or (isinstance(event, SummaryEvent) and event.status == "done")
+        yield event
+    if done and session.client.capabilities.prompt_cache and not waiting():
+        yield _prefill(session, path, waiting)
 
 
 def _prefill(

@@ -98,13 +98,23 @@ def given_in_place(path: Sequence[Message], first_message_id: int | None) -> lis
 class Documents:
     """A conversation's documents for one chat session: attach, view, retrieve."""
 
-    def __init__(self, attachments: AttachmentList, client: Engine, conversation_id: int) -> None:
+    def __init__(
+        self,
+        attachments: AttachmentList,
+        client: Engine,
+        conversation_id: int,
+        *,
+        embedding_model: Callable[[], str] = lambda: "",
+        should_stop: Callable[[], bool] = lambda: False,
+    ) -> None:
+        """``embedding_model()``: an embedding GGUF that ranks passages with FTS5 ("":
+        FTS5 alone); ``should_stop()``: the turn was stopped."""
         self.attachments = attachments
         self.client = client
         self.conversation_id = conversation_id
         self._cached: tuple[tuple[int, ...], BranchDocuments] | None = None
-        self.embedding_model = ""  # an embedding GGUF: passages ranked by FTS5 and vectors
-        self.should_stop: Callable[[], bool] = lambda: False  # the turn was stopped
+        self._embedding_model = embedding_model
+        self._should_stop = should_stop
 
     def of(self, path: Sequence[Message]) -> BranchDocuments:
         """The documents of ``path``'s user messages (read once per branch)."""
@@ -194,9 +204,8 @@ class Documents:
         """The passages of documents ``ids`` for ``question`` that ``room`` tokens hold
         (FTS5's, or FTS5's and the embeddings' fused when an embedding model is set)."""
         k = passages_for(room, TARGET_TOKENS)
-        if self.embedding_model:
-            hybrid = HybridSearch(
-                self.attachments, self.client, self.embedding_model, self.should_stop
-            )
+        embedding_model = self._embedding_model()
+        if embedding_model:
+            hybrid = HybridSearch(self.attachments, self.client, embedding_model, self._should_stop)
             return hybrid.search(ids, question, k)
         return self.attachments.search(ids, question, k)

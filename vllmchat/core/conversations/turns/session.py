@@ -9,7 +9,7 @@ silently: a ``PromptPlanEvent`` says which history the model is given.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, replace
 
 from vllmchat.core.attachments.model import ChunkHit
@@ -22,7 +22,7 @@ from vllmchat.core.conversations.events import (
     SummaryEvent,
 )
 from vllmchat.core.conversations.memory.fact_list import FactList
-from vllmchat.core.conversations.memory.policy import ContextPolicy, pins_overflow
+from vllmchat.core.conversations.memory.policy import pins_overflow
 from vllmchat.core.conversations.memory.summarize import pinned_block
 from vllmchat.core.conversations.store.attachment_list import AttachmentList
 from vllmchat.core.conversations.store.store import (
@@ -35,13 +35,13 @@ from vllmchat.core.conversations.store.tool_prompts import StepPrompt, ToolPromp
 from vllmchat.core.conversations.store.tool_steps import ToolStepList
 from vllmchat.core.conversations.turns.documents import Documents, given_in_place
 from vllmchat.core.conversations.turns.reply_parts import ReplyParts
+from vllmchat.core.conversations.turns.session_config import SessionConfig, ToolStream
 from vllmchat.core.conversations.turns.session_summaries import SessionSummaries, turn_starts
 from vllmchat.core.conversations.turns.tool_history import step_replies, with_tool_steps
 from vllmchat.core.engine.chat_options import ChatOptions
 from vllmchat.core.engine.events import DoneEvent, EngineError, ErrorEvent, ErrorKind, Event
 from vllmchat.core.engine.media_text import neutralise
 from vllmchat.core.engine.protocol import Engine
-from vllmchat.core.settings import SamplingSettings
 from vllmchat.core.tools.events import (
     ApprovalNeeded,
     ServerStatus,
@@ -51,46 +51,76 @@ from vllmchat.core.tools.events import (
     ToolStepPrompted,
 )
 
-ToolStream = Callable[
-    [list[dict[str, str]], SamplingSettings, Sequence[bytes]], Iterator[Event | ToolEvent]
-]
+__all__ = ["ChatSession", "SessionConfig", "ToolStream"]
 
 SAVE_EVERY_S = 1.0
 
 
-class ChatSession(SessionSummaries):
-    """Send, regenerate, edit and summarize one conversation."""
+class ChatSession:
+    """Send, regenerate, edit and summarize one conversation, as ``config`` says."""
 
     def __init__(
         self,
         store: ConversationStore,
         client: Engine,
         conversation_id: int,
+        config: SessionConfig | None = None,
         *,
-        sampling: SamplingSettings | None = None,
-        policy: ContextPolicy | None = None,
-        model_name: str = "",
         facts: FactList | None = None,
         attachments: AttachmentList | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``clock``: seconds, for how often a streaming reply is saved."""
         self.store = store
         self.client = client
         self.conversation_id = conversation_id
-        self.sampling = sampling or SamplingSettings()
-        self.policy = policy or ContextPolicy()
-        self.model_name = model_name
+        self._config = config or SessionConfig()
         self.facts = facts or FactList(store)  # the user's facts, kept through summaries
-        self.summarizer: Engine | None = None  # another engine that writes the summaries
         self.stop_requested = False
-        self.waiting: Callable[[], bool] = lambda: False  # a turn is waiting (work ahead yields)
-        self.turns_since_summary = 0
+        self._clock = clock
         self._counts: dict[str, int] = {}  # tokens of pinned texts (the engine's count)
-        self.documents = Documents(attachments or AttachmentList(store), client, conversation_id)
-        self.documents.should_stop = lambda: self.stop_requested
-        # A turn with tools (set by the application layer): it streams the model's steps
-        # and the tool steps between them, as ``client.chat`` streams one reply.
-        self.tool_stream: ToolStream | None = None
-        self.tool_tokens: Callable[[], int] = lambda: 0  # the offered tools' schemas
+        self.documents = Documents(
+            attachments or AttachmentList(store),
+            client,
+            conversation_id,
+            embedding_model=lambda: self._config.embedding_model,
+            should_stop=lambda: self.stop_requested,
+        )
+        self.summaries = SessionSummaries(
+            store,
+            client,
+            conversation_id,
+            documents=self.documents,
+            planner=self,
+            config=lambda: self._config,
+            stopped=lambda: self.stop_requested,
+        )
+
+    @property
+    def config(self) -> SessionConfig:
+        """How the session answers (read only: ``configure`` replaces it)."""
+        return self._config
+
+    def configure(self, config: SessionConfig) -> None:
+        """Answer as ``config`` says from the next turn (or summary) on."""
+        self._config = config
+
+    # Read by the tools' turn (``ToolOffer.serve``): kept until it builds the config.
+    @property
+    def tool_stream(self) -> ToolStream | None:
+        return self._config.tool_stream
+
+    @tool_stream.setter
+    def tool_stream(self, stream: ToolStream | None) -> None:
+        self.configure(self._config.changed(tool_stream=stream))
+
+    @property
+    def tool_tokens(self) -> Callable[[], int]:
+        return self._config.tool_tokens
+
+    @tool_tokens.setter
+    def tool_tokens(self, tokens: Callable[[], int]) -> None:
+        self.configure(self._config.changed(tool_tokens=tokens))
 
     # -- prompt ----------------------------------------------------------------
     def _prompt(
@@ -113,9 +143,9 @@ class ChatSession(SessionSummaries):
     def _measure(self, prompt: list[dict[str, str]], path: list[Message], start: int) -> int:
         """Tokens of ``prompt``, which gives ``path[start:]`` in place with their images."""
         images = self.documents.of(path).image_tokens(path[start:])
-        return len(self.client.render(prompt)) + images + self.tool_tokens()
+        return len(self.client.render(prompt)) + images + self._config.tool_tokens()
 
-    def _verbatim_start(self, path: list[Message], summary: Summary | None) -> int:
+    def verbatim_start(self, path: list[Message], summary: Summary | None) -> int:
         if summary is None:
             return 0
         ids = [m.id for m in path]
@@ -124,7 +154,7 @@ class ChatSession(SessionSummaries):
     def plan(self, path: list[Message]) -> tuple[list[dict[str, str]], PromptPlanEvent]:
         """The prompt for ``path`` under the current summary, and what it contains."""
         summary = self.store.summary_for(self.conversation_id, path)
-        start = self._verbatim_start(path, summary)
+        start = self.verbatim_start(path, summary)
         prompt = self._prompt(path, summary, start)
         n = self._measure(prompt, path, start)
         first = path[start].id if start < len(path) else None
@@ -137,7 +167,7 @@ class ChatSession(SessionSummaries):
             0,
             pinned,
             self.documents.of(path).whole_tokens,
-            tool_tokens=self.tool_tokens(),
+            tool_tokens=self._config.tool_tokens(),
         )
         return prompt, plan
 
@@ -163,9 +193,9 @@ class ChatSession(SessionSummaries):
 
     def prompt_budget(self) -> int:
         n_ctx = self._n_ctx()
-        return n_ctx - min(self.sampling.max_tokens, n_ctx // 2)
+        return n_ctx - min(self._config.sampling.max_tokens, n_ctx // 2)
 
-    def _history_budget(self, path: list[Message]) -> int:
+    def history_budget(self, path: list[Message]) -> int:
         """The budget for the history: the prompt's, less room for passages."""
         return self.prompt_budget() - self.documents.reserve(path)
 
@@ -207,6 +237,19 @@ class ChatSession(SessionSummaries):
         yield MessageStored(message.id, "user")
         yield from self._answer()
 
+    def summarize(self) -> Iterator[SummaryEvent | Event]:
+        """Summarize now (the user asked), whatever the thresholds say."""
+        self.stop_requested = False
+        yield from self.summaries.summarize()
+
+    def summarize_ahead(
+        self, path: list[Message], waiting: Callable[[], bool]
+    ) -> Iterator[SummaryEvent | Event]:
+        """The summary the turn after ``path`` would write, written now; ``waiting()``
+        (a turn waits) stops it within a token."""
+        self.stop_requested = False
+        yield from self.summaries.summarize_path(path, ahead=True, waiting=waiting)
+
     def stop(self) -> None:
         """Stop the reply or the summary in progress (any thread)."""
         self.stop_requested = True
@@ -223,14 +266,14 @@ class ChatSession(SessionSummaries):
         self.stop_requested = False
         path = self.store.path(self.conversation_id)
         prompt, plan = self.plan(path)
-        if self._should_summarize(plan, path):
-            for event in self.summarize_path(path):
+        if self.summaries.should_summarize(plan, path):
+            for event in self.summaries.summarize_path(path):
                 yield event
                 if isinstance(event, SummaryEvent) and event.status == "cancelled":
                     return
             prompt, plan = self.plan(path)
-        if plan.prompt_tokens > self._history_budget(path):
-            if self.policy.mode == "ask":
+        if plan.prompt_tokens > self.history_budget(path):
+            if self._config.policy.mode == "ask":
                 yield ErrorEvent(
                     ErrorKind.CONTEXT_FULL,
                     (
@@ -240,7 +283,7 @@ class ChatSession(SessionSummaries):
                 )
                 return
             prompt, plan = self._keep_last(path, plan)
-            if plan.prompt_tokens > self._history_budget(path) and plan.pinned_tokens:
+            if plan.prompt_tokens > self.history_budget(path) and plan.pinned_tokens:
                 yield plan
                 yield pins_overflow(plan)
                 return
@@ -255,7 +298,7 @@ class ChatSession(SessionSummaries):
             return
         images = self.documents.of(path).images(given_in_place(path, plan.first_message_id))
         yield from self._stream_reply(prompt, plan, hits, images)
-        self.turns_since_summary += 1
+        self.summaries.turn_taken()
 
     def _with_passages(
         self, path: list[Message], prompt: list[dict[str, str]], plan: PromptPlanEvent
@@ -282,7 +325,7 @@ class ChatSession(SessionSummaries):
     ) -> tuple[list[dict[str, str]], PromptPlanEvent]:
         """Drop the oldest turns from the prompt (never from the store) until it fits."""
         summary = self.store.summary_for(self.conversation_id, path)
-        start = self._verbatim_start(path, summary)
+        start = self.verbatim_start(path, summary)
         starts = [i for i in turn_starts(path) if i >= start]
         prompt = self._prompt(path, summary, start)
         for cut in [*starts[1:], len(path) - 1]:
@@ -298,7 +341,7 @@ class ChatSession(SessionSummaries):
                 plan.document_tokens,
                 tool_tokens=plan.tool_tokens,
             )
-            if n <= self._history_budget(path):
+            if n <= self.history_budget(path):
                 break
         return prompt, plan
 
@@ -311,13 +354,15 @@ class ChatSession(SessionSummaries):
     ) -> Iterator[ReplyEvent | MessageStored | PassagesUsed]:
         """Stream and store the reply (the images go with every step of a tool turn)."""
         room = plan.n_ctx - plan.prompt_tokens
-        sampling = replace(self.sampling, max_tokens=max(1, min(self.sampling.max_tokens, room)))
+        sampling = replace(
+            self._config.sampling, max_tokens=max(1, min(self._config.sampling.max_tokens, room))
+        )
         reply = self.store.add_message(
             self.conversation_id,
             "assistant",
             "",
             partial=True,
-            model=self.model_name,
+            model=self._config.model_name,
             settings=asdict(sampling),
         )
         yield MessageStored(reply.id, "assistant")
@@ -325,10 +370,11 @@ class ChatSession(SessionSummaries):
             self.documents.attachments.record_used(reply.id, hits)
             yield PassagesUsed(reply.id, tuple(hits))
         parts = ReplyParts(self.client.info)
-        saved_at = time.monotonic()
+        saved_at = self._clock()
         stream: Iterator[Event | ToolEvent]
-        if self.tool_stream is not None:
-            stream = self.tool_stream(prompt, sampling, images)
+        tool_stream = self._config.tool_stream
+        if tool_stream is not None:
+            stream = tool_stream(prompt, sampling, images)
         elif images:
             stream = self.client.chat(prompt, sampling, ChatOptions(images=images))
         else:
@@ -369,12 +415,12 @@ class ChatSession(SessionSummaries):
                         )
                     else:
                         self.store.set_leaf(self.conversation_id, reply.parent_id)
-                elif time.monotonic() - saved_at > SAVE_EVERY_S:
+                elif self._clock() - saved_at > SAVE_EVERY_S:
                     self.store.update_message(
                         reply.id, content=parts.answer, thinking=parts.thinking
                     )
-                    saved_at = time.monotonic()
-                if isinstance(event, DoneEvent) and self.tool_stream is not None:
+                    saved_at = self._clock()
+                if isinstance(event, DoneEvent) and self._config.tool_stream is not None:
                     held = event  # one DoneEvent a turn, after its last step
                     continue
                 yield event
