@@ -39,6 +39,7 @@ class ProjectorInfo:
     n_ff: int
     weights_bytes: int
     longest_edge: int = 0  # tiling projectors: the size images are tiled up to
+    projection_bytes: int = 0  # Gemma 3's input projection matrix (0: F16 assumed)
 
     @property
     def n_patches(self) -> int:
@@ -57,18 +58,41 @@ class ProjectorInfo:
         """The encoder's compute buffer for one image: the largest of its stages, as
         ggml's allocator reuses memory between them. The engine opens the encoder with
         flash attention where the backend has it (CPU, CUDA, Metal), so no stage holds
-        the heads' n x n scores. Checked against llama.cpp's own report on the CPU
-        (``bench vision --buffers``): a 4096-patch SigLIP reserves 121.25 MiB.
+        the heads' n x n scores. A row is the encoder's width in F32 for every patch.
+        Checked against llama.cpp's own report at load on the CPU (``bench vision
+        --buffers``) and on an H200 (CUDA): a 4096-patch SigLIP reserves 121.25 MiB.
 
         - the patch embedding: the image in F32 and its im2col copy in F16;
-        - attention: five F32 rows a patch;
-        - the feed-forward: three rows of the width and one of the hidden size.
+        - attention: five rows (the layer's input, its norm, Q, K and V);
+        - the feed-forward: three rows and the hidden one (n_ff wide);
+        - Gemma 3's projection: its graph copies the projection matrix transposed (in
+          the file's type) during the last layer's attention, when one row is free
+          below the five. A copy larger than that row goes above them, and the
+          hidden row above it (unless n_ff <= 3 n_embd: it fits the three rows freed
+          below); one larger than half a row leaves no room there for K's F16 copy,
+          which goes above the five.
         """
         n = self.n_patches
+        row = 4 * n * self.n_embd
+        hidden = 4 * n * self.n_ff
         image = 3 * self.image_size * self.image_size * (4 + 2)
-        attention = 4 * n * 5 * self.n_embd
-        feed_forward = 4 * n * (3 * self.n_embd + self.n_ff)
-        return max(image, attention, feed_forward)
+        attention = 5 * row
+        feed_forward = 3 * row + hidden
+        copy = self.projection_copy_bytes
+        projection = 0
+        if copy > row:
+            projection = 5 * row + copy + (hidden if hidden > 3 * row else 0)
+        elif 2 * copy > row:
+            projection = 5 * row + row // 2
+        return max(image, attention, feed_forward, projection)
+
+    @property
+    def projection_copy_bytes(self) -> int:
+        """The transposed copy of the input projection that Gemma 3's graph makes: the
+        matrix as the file stores it (F16, as projectors ship, when not read)."""
+        if self.projector_type != "gemma3":
+            return 0
+        return self.projection_bytes or 2 * self.n_embd * self.n_embd_out
 
     @property
     def input_bytes(self) -> int:
@@ -123,6 +147,9 @@ def describe_projector(header: GGUFHeader, path: str = "") -> ProjectorInfo:
         n_ff=u("clip.vision.feed_forward_length"),
         weights_bytes=sum(t.n_bytes for t in header.tensors),
         longest_edge=u("clip.vision.preproc_image_size"),
+        projection_bytes=next(
+            (t.n_bytes for t in header.tensors if t.name == "mm.input_projection.weight"), 0
+        ),
     )
 
 
