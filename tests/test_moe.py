@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from tests.helpers import done, run_turn, stats_of
+from tests.test_placement import estimated
 from vllmchat.core.engine.events import EngineError, ErrorKind
 from vllmchat.core.gguf_header import read_header
 from vllmchat.core.models.advisor import GPU_PARTIAL, best_fit, best_placement, check_fit
@@ -255,6 +256,7 @@ def test_the_offload_panel_has_an_expert_control_for_moe_models(qtbot, moe_model
     panel = OffloadPanel()
     qtbot.addWidget(panel)
     panel.show()
+    estimated(panel)
     placed = Placement(n_gpu_layers=all_layers(desc.n_layer), n_cpu_moe=2)
     panel.set_model(desc, hw, FitSettings(n_ctx=2048, placement=placed))
     assert panel.expert_slider.isVisible() and panel.expert_slider.isEnabled()

@@ -20,6 +20,7 @@ from vllmchat.core.app.events import (
     PlacementNeedsConfirmation,
     SettingsChanged,
 )
+from vllmchat.core.app.placing import PlacementEstimates
 from vllmchat.core.app_settings import AppSettings, load_app_settings, save_app_settings
 from vllmchat.core.conversations.store.store import ConversationStore
 from vllmchat.core.conversations.turns.kv_cache import KVStateCache
@@ -45,6 +46,19 @@ LONG = (
 def _gpu(free: int) -> HardwareInfo:
     """A machine with one GPU of ``free`` bytes (plain data: no GPU here)."""
     return HardwareInfo(32 * GIB, 32 * GIB, [GpuInfo("Test GPU", free, free, "test")], True)
+
+
+def estimated(panel, estimates: PlacementEstimates | None = None) -> PlacementEstimates:
+    """``panel`` wired as the window wires it: each placement it shows is estimated once
+    by the application layer's estimates, and the answer shown."""
+    estimates = estimates or PlacementEstimates()
+
+    def propose(placement: Placement) -> None:
+        desc, hw, running = panel.desc, panel.hw, panel.fit_settings
+        panel.show_proposal(estimates.propose_fit(desc, hw, running, placement))
+
+    panel.placement_shown.connect(propose)
+    return estimates
 
 
 def _fits_up_to(desc, layers: int, fit: FitSettings) -> HardwareInfo:
@@ -100,12 +114,15 @@ def test_the_slider_marks_placements_past_the_estimates_bound(qtbot, demo_model,
     panel = OffloadPanel()
     qtbot.addWidget(panel)
     panel.show()
+    estimates = estimated(panel)
     panel.set_model(desc, hw, fit)
     assert panel.tick_marks.bound == 11  # red from the first placement that does not fit
-    assert panel.past_bound(Placement(n_gpu_layers=10)) == ""
-    assert "Does not fit" in panel.past_bound(Placement(n_gpu_layers=11))
+    assert estimates.propose_fit(desc, hw, fit, Placement(n_gpu_layers=10)).past_bound == ""
+    past = estimates.propose_fit(desc, hw, fit, Placement(n_gpu_layers=11)).past_bound
+    assert "Does not fit" in past
     panel.slider.setValue(11)
     assert "Does not fit" in panel.estimate.text()
+    assert panel.past_bound(Placement(n_gpu_layers=11)) == past  # as the estimate shown says
     panel.set_model(desc, _gpu(64 * GIB), fit)
     assert panel.tick_marks.bound is None  # everything fits: nothing marked
     # A mixture of experts, every layer on the GPU: the expert slider's bound.

@@ -1,9 +1,11 @@
 """The window and the application layer's settings: the offload panel follows announced
-changes without echo, asks before a placement past the estimate's bound, and an
-aborting placement from the slider comes back at the last one that ran (no banner)."""
+changes without echo, shows the application layer's estimate of each placement (made
+once), asks before a placement past the estimate's bound, and an aborting placement
+from the slider comes back at the last one that ran (no banner)."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -13,10 +15,12 @@ pytest.importorskip("PySide6")
 from PySide6.QtWidgets import QMessageBox
 
 from tests.helpers import crash_engine
+from vllmchat.core.app.chat_app import ChatApp
 from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.conversations.store.store import ConversationStore
 from vllmchat.core.conversations.turns.kv_cache import KVStateCache
 from vllmchat.core.engine.local.client import EngineClient
+from vllmchat.core.models.advisor import check_fit
 from vllmchat.core.models.hardware import GpuInfo, HardwareInfo
 from vllmchat.core.models.memory import estimate
 from vllmchat.core.placement import Placement
@@ -46,12 +50,13 @@ class AbortsAt(EngineClient):
 
 @pytest.fixture
 def make_window(qtbot, tmp_path: Path, demo_model: Path):
-    """``make(engine=None) -> MainWindow``: the demo loaded (greedy, short replies)."""
+    """``make(engine=None, estimator=None) -> MainWindow``: the demo loaded (greedy, short
+    replies) by an application layer that estimates placements with ``estimator``."""
     from vllmchat.ui.window.main_window import MainWindow
 
     made = []
 
-    def make(engine=None):
+    def make(engine=None, estimator=None):
         store = ConversationStore(tmp_path / "c.sqlite3")
         settings = AppSettings.of(
             model_path=str(demo_model),
@@ -61,14 +66,14 @@ def make_window(qtbot, tmp_path: Path, demo_model: Path):
             temperature=0.0,
             speculation="off",
         )
-        w = MainWindow(
-            store, settings, KVStateCache(tmp_path / "kv"), save_settings=False, engine=engine
-        )
+        kv = KVStateCache(tmp_path / "kv")
+        w = MainWindow(ChatApp(store, kv, settings, engine=engine, estimator=estimator))
         made.append((w, store))
         qtbot.addWidget(w)
         w.show()
-        w.start()
-        qtbot.waitUntil(lambda: w.loads_ended == 1 and w.desc is not None, timeout=TIMEOUT)
+        with qtbot.waitSignal(w.loads.load_ended, timeout=TIMEOUT):
+            w.start()
+        assert w.desc is not None
         return w
 
     yield make
@@ -87,6 +92,13 @@ def _gpu_fitting(w, layers: int) -> HardwareInfo:
     return HardwareInfo(32 * GIB, 32 * GIB, [GpuInfo("Test GPU", free, free, "test")], True)
 
 
+def _pretend_gpu(w, hw: HardwareInfo) -> None:
+    """The machine a reload finds is ``hw`` (plain data: no GPU here), for the
+    application layer's estimates and for the panel."""
+    w.bridge.app.room = hw
+    w.offload.set_model(w.desc, hw, w.loads.fit())
+
+
 def _answer(box: QMessageBox, button: QMessageBox.StandardButton) -> None:
     box.button(button).click()
 
@@ -97,31 +109,58 @@ def test_the_panel_follows_announced_placements_and_asks_past_the_bound(qtbot, m
         w.settings = w.settings.with_changes(n_ctx=2048)  # the window holds no copy
     # A change made elsewhere (not by the slider) is announced; the panel follows it
     # without asking for it again.
-    n = w.loads_ended
+    ended = []
+    w.loads.load_ended.connect(ended.append)
     announced = []
     w.bridge.events.settings_changed.connect(announced.append)  # on the engine's thread
-    with qtbot.assertNotEmitted(w.offload.placement_requested, wait=500):
+    with (
+        qtbot.assertNotEmitted(w.offload.placement_requested, wait=500),
+        qtbot.waitSignal(w.loads.load_ended, timeout=TIMEOUT),
+    ):
         w.bridge.set_placement(Placement(n_gpu_layers=3))
-        qtbot.waitUntil(lambda: w.loads_ended > n, timeout=TIMEOUT)
     assert [e.settings.load.placement.n_gpu_layers for e in announced] == [3]
     assert w.settings.load.placement.n_gpu_layers == 3 and w.settings is announced[0].settings
-    assert w.offload.slider.value() == 3 and w.loads_ended == n + 1
+    assert w.offload.slider.value() == 3 and len(ended) == 1
     # Past the estimate's bound the slider is marked, and a release asks first.
-    w.offload.set_model(w.desc, _gpu_fitting(w, 5), w.loads.fit())
+    _pretend_gpu(w, _gpu_fitting(w, 5))
     assert w.offload.tick_marks.bound == 6 and w.offload.slider.isEnabled()
-    n = w.loads_ended
     w.offload.slider.setValue(8)  # keyboard-like: the request goes out after a pause
     qtbot.waitUntil(lambda: w.models.confirmation is not None, timeout=5000)
     box = w.models.confirmation
     assert box.isVisible() and "Load 8 GPU layers anyway?" in box.text()
     assert "Does not fit" in box.text()
     _answer(box, QMessageBox.StandardButton.No)
-    assert w.offload.slider.value() == 3 and w.loads_ended == n  # back to what runs
+    assert w.offload.slider.value() == 3 and len(ended) == 1  # back to what runs, no load
     w.offload.slider.setValue(8)
     qtbot.waitUntil(lambda: w.models.confirmation is not None, timeout=5000)
-    _answer(w.models.confirmation, QMessageBox.StandardButton.Yes)
-    qtbot.waitUntil(lambda: w.loads_ended > n, timeout=TIMEOUT)
+    with qtbot.waitSignal(w.loads.load_ended, timeout=TIMEOUT):
+        _answer(w.models.confirmation, QMessageBox.StandardButton.Yes)
     assert w.settings.load.placement.n_gpu_layers == 8 and w.offload.slider.value() == 8
+
+
+def test_moving_the_slider_runs_the_estimate_once_and_the_panel_shows_its_event(qtbot, make_window):
+    calls = []
+
+    def counting(desc, hw, s):
+        calls.append((threading.current_thread() is threading.main_thread(), s.placement))
+        return check_fit(desc, hw, s)
+
+    w = make_window(estimator=counting)
+    proposals = []
+    w.bridge.events.placement_proposed.connect(proposals.append)
+    _pretend_gpu(w, _gpu_fitting(w, 20))
+    assert proposals and proposals[-1].placement == Placement()  # what runs, estimated
+    assert w.offload.tick_marks.bound == 21  # the bounds came with it
+    calls.clear()
+    w.offload.slider.setValue(4)  # keyboard-like: the reload goes out after a pause
+    assert calls == [(True, Placement(n_gpu_layers=4))], "one estimate, on the GUI thread"
+    shown = proposals[-1]
+    assert shown.placement == Placement(n_gpu_layers=4) and w.offload.proposal is shown
+    assert shown.fit is not None and shown.fit.message in w.offload.estimate.text()
+    with qtbot.waitSignal(w.loads.load_ended, timeout=TIMEOUT) as ended:
+        pass  # the release's reload: the application layer takes the estimate it made
+    assert w.settings.load.placement == Placement(n_gpu_layers=4), ended.args
+    assert all(on_gui for on_gui, _ in calls), "no second estimate on the engine's thread"
 
 
 def test_an_aborting_placement_from_the_slider(qtbot, make_window, tmp_path):
@@ -134,10 +173,9 @@ def test_an_aborting_placement_from_the_slider(qtbot, make_window, tmp_path):
     # Written on the engine's own thread; a real abort comes after the model is let go
     # of, which waits for it (this one comes before the reload is asked for).
     qtbot.waitUntil(lambda: any((tmp_path / "kv").glob("conversation-*.kv")), timeout=10_000)
-    w.offload.set_model(w.desc, _gpu_fitting(w, 20), w.loads.fit())  # well within the bound
-    n = w.loads_ended
-    w.offload.slider.setValue(5)  # the engine aborts there
-    qtbot.waitUntil(lambda: w.loads_ended > n, timeout=TIMEOUT)
+    _pretend_gpu(w, _gpu_fitting(w, 20))  # well within the bound
+    with qtbot.waitSignal(w.loads.load_ended, timeout=TIMEOUT):
+        w.offload.slider.setValue(5)  # the engine aborts there
     assert w.models.confirmation is None  # within the bound: not asked
     assert "aborted" in w.notice.text() and "at 5 GPU layers." in w.notice.text()
     assert "runs again at 0 GPU layers, the last placement that ran" in w.notice.text()

@@ -40,15 +40,17 @@ from vllmchat.core.app.events import (
     NewChatPending,
     PlacementFellBack,
     PlacementNeedsConfirmation,
+    PlacementProposed,
     StorageWarning,
     TitleMade,
     TurnStarted,
 )
 from vllmchat.core.app.placing import (
     ABORTS,
+    Estimator,
+    PlacementEstimates,
     fell_back,
     learn_from_load,
-    past_bound,
     room_for_placing,
 )
 from vllmchat.core.app.reading import Reading
@@ -89,8 +91,10 @@ class ChatApp:
         *,
         engine: Engine | None = None,
         persist: Persist | None = None,
+        estimator: Estimator | None = None,
     ) -> None:
-        """``persist``: where confirmed settings are written (None: nowhere)."""
+        """``persist``: where confirmed settings are written (None: nowhere);
+        ``estimator``: how a placement fits the machine (``check_fit``)."""
         self.store = store
         self.kv = kv
         self._settings = SettingsModel(settings or AppSettings(), persist)
@@ -102,6 +106,7 @@ class ChatApp:
         self.hardware: HardwareInfo | None = None  # as the engine saw it at the last load
         self.room: HardwareInfo | None = None  # as a new placement of that model finds it
         self.description: ModelDescription | None = None
+        self.placements = PlacementEstimates(estimator)
         self._ran = False  # a model loaded with the current settings
         self._untried: Placement | None = None  # the placement before one no turn ran at
         self._death_reported = False
@@ -200,13 +205,18 @@ class ChatApp:
         self.engine.close()
         yield from self.load(to, fall_back=False)
 
+    def propose_placement(self, placement: Placement) -> PlacementProposed:
+        """The estimate of ``placement`` on the machine a reload finds, made once and
+        answered as its event (a query: safe on any thread, it changes nothing)."""
+        return self.placements.propose(self.description, self.room, self.settings, placement)
+
     def set_placement(self, placement: Placement, *, confirmed: bool = False) -> Iterator[AppEvent]:
         """Reload live with the weights placed anew. A placement at or past the estimate's
         bound loads only ``confirmed``; unconfirmed, ``PlacementNeedsConfirmation`` says why."""
         settings = self.settings.with_placement(placement)
         if settings == self.settings and self._ran:
             return
-        why = past_bound(self.description, self.room, settings)
+        why = self.placements.past_bound(self.description, self.room, settings)
         if why and not confirmed:
             yield PlacementNeedsConfirmation(placement, why)
             return

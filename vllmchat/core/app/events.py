@@ -16,6 +16,7 @@ from vllmchat.core.conversations.events import (
 )
 from vllmchat.core.engine.events import ErrorKind, Event
 from vllmchat.core.engine.info import ModelInfo, ReloadResult
+from vllmchat.core.models.advisor import Fit
 from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.placement import Placement
@@ -108,6 +109,33 @@ class PlacementFellBack:
     restored: Placement
     reason: str
     message: str
+
+
+@dataclass(frozen=True)
+class SliderBounds:
+    """Where the offload sliders turn red: the first count of GPU layers, and for a
+    mixture of experts of expert layers on the GPU, at or past the estimate's bound
+    with the other slider where the model runs (None: every position fits)."""
+
+    layers: int | None = None
+    experts: int | None = None
+
+
+@dataclass(frozen=True)
+class PlacementProposed:
+    """The estimate of ``placement`` (a slider moved), made once by the application
+    layer: ``fit`` on ``room``, the machine as a reload finds it (both None while no
+    local model is loaded), and the sliders' ``bounds``."""
+
+    placement: Placement
+    fit: Fit | None
+    room: HardwareInfo | None
+    bounds: SliderBounds
+
+    @property
+    def past_bound(self) -> str:
+        """Why the placement is at or past the estimate's bound ("" when it fits)."""
+        return "" if self.fit is None or self.fit.fits else self.fit.message
 
 
 @dataclass(frozen=True)
@@ -250,6 +278,7 @@ AppEvent = (
     | SettingsChanged
     | PlacementNeedsConfirmation
     | PlacementFellBack
+    | PlacementProposed
     | ConversationEdit
     | NewChatPending
     | AttachmentAdded

@@ -31,7 +31,7 @@ from vllmchat.core.settings import LoadSettings, SamplingSettings
 from vllmchat.ui.models.draft_field import DraftField
 
 # Load settings the offload panel and the model picker own (not edited here).
-PLACED_ELSEWHERE = ("model_path", "n_gpu_layers", "n_cpu_moe", "override_tensors", "tensor_split")
+PLACED_ELSEWHERE = ("model_path", "placement")  # the model picker, the offload panel
 NOT_SHOWN = ("ignore_eos",)  # benchmarks only
 FLOAT_STEPS = {"temperature": 0.05, "threshold": 0.05}
 LABELS = {

@@ -1,15 +1,16 @@
 """The offload controls with live estimates: GPU layers, and for a mixture of
 experts the layers whose experts are on the GPU too.
 
-The panel holds no settings of its own: it shows the placement the application
-layer announced (``follow``, under a signal blocker: no echo) and asks for a new
-one (``placement_requested``). Positions at or past the estimate's bound are
-marked red under each slider.
+The panel holds no settings of its own and estimates nothing: it shows the placement
+the application layer announced (``follow``, under a signal blocker: no echo), says
+which placement it shows (``placement_shown``, on every change), shows the estimate
+the application layer answers with (``show_proposal``: the fit, and the positions
+at or past the estimate's bound marked red under each slider) and asks for a new
+placement on release (``placement_requested``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 
 from PySide6.QtCore import QSignalBlocker, Qt, QTimer, Signal
@@ -22,11 +23,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from vllmchat.core.models.advisor import check_fit
+from vllmchat.core.app.events import PlacementProposed, SliderBounds
 from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.models.memory import MIB, FitSettings
-from vllmchat.core.placement import Placement
+from vllmchat.core.placement import Placement, all_layers
 from vllmchat.core.tuning.results import TuneResult
 from vllmchat.ui.offload.slider_marks import SliderMarks
 
@@ -40,6 +41,9 @@ class OffloadPanel(QGroupBox):
 
     placement_requested = Signal(object)
     """``Placement``: the user placed the weights anew (debounced, on release)."""
+    placement_shown = Signal(object)
+    """``Placement``: the sliders show this placement now; its estimate is wanted
+    (``show_proposal`` shows it)."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("GPU offload", parent)
@@ -89,6 +93,7 @@ class OffloadPanel(QGroupBox):
         self.desc: ModelDescription | None = None
         self.hw: HardwareInfo | None = None
         self.fit_settings = FitSettings()
+        self.proposal: PlacementProposed | None = None  # the estimate shown
         self._debounce = QTimer(self)
         self._debounce.setSingleShot(True)
         self._debounce.setInterval(350)
@@ -119,7 +124,8 @@ class OffloadPanel(QGroupBox):
         settings it runs with (its placement among them)."""
         self.desc, self.hw = desc, hw
         self.tune_button.setEnabled(True)
-        for slider, top in ((self.slider, desc.n_layer + 1), (self.expert_slider, desc.n_layer)):
+        tops = ((self.slider, all_layers(desc.n_layer)), (self.expert_slider, desc.n_layer))
+        for slider, top in tops:
             blocker = QSignalBlocker(slider)
             slider.setRange(0, top)
             blocker.unblock()
@@ -142,14 +148,13 @@ class OffloadPanel(QGroupBox):
             blocker = QSignalBlocker(slider)
             slider.setValue(max(0, min(value, slider.maximum())))
             blocker.unblock()
-        self._show_estimate()
+        self._shown()
 
     def past_bound(self, placement: Placement) -> str:
-        """Why ``placement`` is at or past the estimate's bound ("" when it fits)."""
-        if self.desc is None or self.hw is None:
-            return ""
-        fit = check_fit(self.desc, self.hw, self.fit_settings.with_placement(placement))
-        return "" if fit.fits else fit.message
+        """Why ``placement`` is at or past the estimate's bound, as the estimate shown
+        says ("" when it fits, or when it is not the placement shown)."""
+        p = self.proposal
+        return p.past_bound if p is not None and p.placement == placement else ""
 
     def _show_experts(self, shown: bool, reason: str) -> None:
         for w in (self.expert_heading, self.expert_slider, self.expert_marks):
@@ -163,61 +168,59 @@ class OffloadPanel(QGroupBox):
         self.expert_slider.setEnabled(enabled and self.moe)
 
     def _on_value(self, _value: int) -> None:
-        self._show_estimate()
+        self._shown()
         if not (self.slider.isSliderDown() or self.expert_slider.isSliderDown()):
             self._debounce.start()  # keyboard and wheel changes
 
-    def _show_estimate(self) -> None:
+    def _shown(self) -> None:
+        """The headings for the sliders' placement, and the wish for its estimate."""
         if self.desc is None or self.hw is None:
             return
         n = self.desc.n_layer
         placement = self.placement()
         layers = placement.n_gpu_layers
-        self.heading.setText(f"GPU layers: {layers} of {n + 1}" + (" (all)" if layers > n else ""))
+        heading = f"GPU layers: {layers} of {all_layers(n)}"
+        self.heading.setText(heading + (" (all)" if placement.all_on_gpu(n) else ""))
         if self.moe:
             cpu_moe = placement.n_cpu_moe
             self.expert_heading.setText(
                 f"Expert layers on the GPU: {placement.expert_layers_on_gpu(n)} of {n}"
                 + (f" (experts of {cpu_moe} layers on the CPU)" if cpu_moe else "")
             )
-        fit = check_fit(self.desc, self.hw, self.fit_settings.with_placement(placement))
+        self.placement_shown.emit(placement)
+
+    def show_proposal(self, proposal: PlacementProposed) -> None:
+        """Show the application layer's estimate of the placement the sliders show (an
+        answer for another placement, overtaken by a later move, is left out)."""
+        if self.desc is None or proposal.placement != self.placement():
+            return
+        self.proposal = proposal
+        fit, room = proposal.fit, proposal.room
+        self._mark_bounds(proposal.bounds if room is not None and room.gpu_offload else None)
+        if fit is None or room is None:
+            self.estimate.setText("")
+            return
         e = fit.estimate
         color = "#080" if fit.fits else "#c00"
         per_gpu = ""
         if len(e.vram_by_device) > 1:
             per_gpu = " (" + " + ".join(_mib(b) for b in e.vram_by_device) + ")"
-        used = f"VRAM {_mib(e.vram)}{per_gpu} of {_mib(self.hw.vram_free)} free · RAM {_mib(e.ram)}"
-        if self.hw.unified:  # Apple silicon: one pool, the GPU's share capped
+        used = f"VRAM {_mib(e.vram)}{per_gpu} of {_mib(room.vram_free)} free · RAM {_mib(e.ram)}"
+        if room.unified:  # Apple silicon: one pool, the GPU's share capped
             used = (
-                f"memory {_mib(e.vram + e.ram)} of {_mib(self.hw.ram_available)} free "
-                f"(one pool: GPU {_mib(e.vram)} of at most {_mib(self.hw.gpu_limit)}, "
+                f"memory {_mib(e.vram + e.ram)} of {_mib(room.ram_available)} free "
+                f"(one pool: GPU {_mib(e.vram)} of at most {_mib(room.gpu_limit)}, "
                 f"CPU {_mib(e.ram)})"
             )
         self.estimate.setText(
             f"Estimated: {used}<br><span style='color:{color}'>{fit.message}</span>"
         )
-        self._mark_bounds(placement)
 
-    def _mark_bounds(self, placement: Placement) -> None:
+    def _mark_bounds(self, bounds: SliderBounds | None) -> None:
         """Red from the first position of each slider where the estimate does not fit
-        (the other slider held where it is)."""
-        if self.desc is None or self.hw is None or not self.hw.gpu_offload:
-            self.tick_marks.set_bound(None)
-            self.expert_marks.set_bound(None)
-            return
-        desc, hw, s, n = self.desc, self.hw, self.fit_settings, self.desc.n_layer
-
-        def fits(p: Placement) -> bool:
-            return check_fit(desc, hw, s.with_placement(p)).fits
-
-        layers = _first_past(n + 1, lambda v: fits(replace(placement, n_gpu_layers=v)))
-        self.tick_marks.set_bound(layers)
-        experts = (
-            _first_past(n, lambda g: fits(placement.with_expert_layers_on_gpu(g, n)))
-            if self.moe
-            else None
-        )
-        self.expert_marks.set_bound(experts)
+        (the other slider held where the model runs)."""
+        self.tick_marks.set_bound(bounds.layers if bounds else None)
+        self.expert_marks.set_bound(bounds.experts if bounds and self.moe else None)
 
     def _request(self) -> None:
         placement = self.placement()
@@ -251,21 +254,22 @@ class OffloadPanel(QGroupBox):
                 continue
             p, speed = point.config.placement, point.decode_tok_s
             on_gpu = p.expert_layers_on_gpu(n)
-            if p.n_cpu_moe and p.n_gpu_layers > n:
+            all_on_gpu = p.all_on_gpu(n)
+            if p.n_cpu_moe and all_on_gpu:
                 experts[on_gpu] = max(experts.get(on_gpu, 0.0), speed)
                 if point.under_margin:
                     under_experts.add(on_gpu)
             elif not p.n_cpu_moe:
                 layers[p.n_gpu_layers] = max(layers.get(p.n_gpu_layers, 0.0), speed)
-                if p.n_gpu_layers > n:
+                if all_on_gpu:
                     experts[n] = max(experts.get(n, 0.0), speed)
                 if point.under_margin:
                     under_layers.add(p.n_gpu_layers)
-                    if p.n_gpu_layers > n:
+                    if all_on_gpu:
                         under_experts.add(n)
         pick = result.pick.placement if result.pick is not None else None
         pick_layers = pick.n_gpu_layers if pick and not pick.n_cpu_moe else None
-        pick_experts = pick.expert_layers_on_gpu(n) if pick and pick.n_gpu_layers > n else None
+        pick_experts = pick.expert_layers_on_gpu(n) if pick and pick.all_on_gpu(n) else None
         text = []
         rows = (
             ("layers", layers, pick_layers, under_layers),
@@ -292,16 +296,3 @@ class OffloadPanel(QGroupBox):
         cpu = sum(buffers_mib.values()) - gpu
         speed = f" · {tok_s:.1f} tok/s" if tok_s else ""
         self.measured.setText(f"Measured: GPU {gpu:,.0f} MiB · CPU {cpu:,.0f} MiB{speed}")
-
-
-def _first_past(top: int, fits: Callable[[int], bool]) -> int | None:
-    """The first of ``0..top`` where ``fits`` fails (it holds up to a point), or None."""
-    if fits(top):
-        return None
-    lo, hi = 0, top  # fits fails at hi
-    if not fits(lo):
-        return 0
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
-    return hi

@@ -1,13 +1,15 @@
 """The model's loads as the window shows them: input waits while one runs, then the
 status line, the offload and memory panels follow; a failure is said where it
-applies, and an engine that ended shows the banner."""
+applies, and an engine that ended shows the banner. The offload panel's estimates
+are the application layer's: each placement the sliders show is proposed to it
+once, and its answer is shown."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject
+from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QMainWindow, QProgressBar
 
 from vllmchat.core.app.events import EngineDied, Loaded, LoadFailed, LoadStarted, SettingsChanged
@@ -17,6 +19,7 @@ from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.models.memory import FitSettings
 from vllmchat.core.models.overhead import learned_overhead
+from vllmchat.core.placement import Placement
 from vllmchat.core.tuning.cache import TuneCache
 from vllmchat.ui.chat.chat_input import ChatInput
 from vllmchat.ui.offload.memory_panel import MemoryPanel
@@ -30,6 +33,9 @@ class LoadView(QObject):
     """Given the widgets a load changes; ``info``, ``desc`` and ``hw`` are the last
     load's, as its event told them. (A QObject of the GUI thread: the engine thread's
     signals reach its methods there.)"""
+
+    load_ended = Signal(object)
+    """``Loaded`` or ``LoadFailed``: a load or a live reload ended, and the widgets show it."""
 
     def __init__(
         self,
@@ -49,7 +55,7 @@ class LoadView(QObject):
         self.desc: ModelDescription | None = None
         self.hw: HardwareInfo | None = None
         self.loading = False
-        self.ended = 0  # loads ended, loaded or failed (tests, benchmarks)
+        self.ended = 0  # loads ended, for the window's older ``loads_ended`` (load_ended tells)
         self.last: Any = None  # the last ``ReloadResult`` or ``LoadFailed``
 
     def wire(self) -> None:
@@ -59,6 +65,8 @@ class LoadView(QObject):
         e.load_failed.connect(self.failed)
         e.settings_changed.connect(self.settings_changed)
         e.engine_died.connect(self.died)
+        e.placement_proposed.connect(self.offload.show_proposal)
+        self.offload.placement_shown.connect(self.propose)
         self.banner.restart_requested.connect(self.restart)
         self.banner.restart_fewer_layers_requested.connect(self.restart_with_fewer_layers)
 
@@ -67,6 +75,11 @@ class LoadView(QObject):
         snapshot = self.bridge.snapshot
         room = snapshot.room
         return snapshot.settings.fit_settings(learned_overhead(room) if room else None)
+
+    def propose(self, placement: Placement) -> None:
+        """Ask the application layer for the estimate of what the sliders show (a query
+        run here, at once; its event reaches the panel)."""
+        self.bridge.run_as("now", "propose_placement", placement)
 
     def restart(self) -> None:
         self.banner.hide()
@@ -121,6 +134,7 @@ class LoadView(QObject):
             if cached is not None:  # measured before on this device: marks on the slider
                 self.offload.show_tuning(cached)
         self.offload.set_busy(self.loading)
+        self.load_ended.emit(event)
 
     def failed(self, event: LoadFailed) -> None:
         self.ended += 1
@@ -133,6 +147,7 @@ class LoadView(QObject):
         if not snapshot.alive:
             fewer = snapshot.settings.load.placement.uses_gpu
             self.banner.show_reason(event.message, fewer_layers_possible=fewer)
+        self.load_ended.emit(event)
 
     def settings_changed(self, _event: SettingsChanged) -> None:
         """The application layer's settings changed: the panel follows (no echo)."""

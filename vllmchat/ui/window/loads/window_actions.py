@@ -97,7 +97,7 @@ class ModelActions(QObject):
     # -- placements ---------------------------------------------------------------------
     def request_placement(self, placement: Placement) -> None:
         """The slider's placement: loaded at once within the estimate's bound, asked
-        about at or past it."""
+        about at or past it (as the application layer's estimate shown says)."""
         why = self.offload.past_bound(placement)
         if why:
             self.ask(PlacementNeedsConfirmation(placement, why))
