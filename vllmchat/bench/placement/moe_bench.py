@@ -38,15 +38,17 @@ from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.memory import MIB, FitSettings, estimate
 from vllmchat.core.models.overhead import learned_overhead
 from vllmchat.core.paths import cache_dir
+from vllmchat.core.placement import all_layers
 from vllmchat.core.settings import LoadSettings
 from vllmchat.core.tuning.tuner import available, with_free_vram
 
 
 def fit_args_placement(text: str) -> tuple[int, str]:
-    """(n_gpu_layers, its ``-ot`` rules) from what ``llama-fit-params`` printed."""
+    """(n_gpu_layers, its ``-ot`` rules) from what ``llama-fit-params`` printed (-1: all
+    layers, where it printed no ``-ngl``)."""
     ngl = re.search(r"-ngl\s+(\d+)", text)
     rules = re.search(r"-ot\s+(\"[^\"]*\"|\S+)", text)
-    return (int(ngl.group(1)) if ngl else 999), (rules.group(1).strip('"') if rules else "")
+    return (int(ngl.group(1)) if ngl else -1), (rules.group(1).strip('"') if rules else "")
 
 
 def _estimate_rows(
@@ -63,7 +65,7 @@ def _estimate_rows(
         g = max_gpu_expert_layers(desc, with_free_vram(hw, available(engine, hw)[0]), fit) or 0
         placements = {n, n - g // 3, n - (2 * g) // 3, n - g}
     for n_cpu_moe in sorted(placements):
-        s = base.with_changes(n_gpu_layers=n + 1, n_cpu_moe=n_cpu_moe)
+        s = base.with_changes(n_gpu_layers=all_layers(n), n_cpu_moe=n_cpu_moe)
         try:
             info = engine.load(s)
         except EngineError as exc:
@@ -198,7 +200,7 @@ def _measure_all(
         )
         with stages.stage("reload"):
             # A live reload from all experts in RAM to two layers' experts on the GPU.
-            s = base.with_changes(n_gpu_layers=desc.n_layer + 1, n_cpu_moe=desc.n_layer)
+            s = base.with_changes(n_gpu_layers=all_layers(desc.n_layer), n_cpu_moe=desc.n_layer)
             engine.load(s)
             messages: list[dict[str, str]] = [{"role": "system", "content": "Tell stories."}]
             _grow(engine, messages, 200 if quick else 600)

@@ -17,6 +17,7 @@ from vllmchat.core.app.tuning import describe_file
 from vllmchat.core.demo_model import demo_model_path
 from vllmchat.core.engine.local.client import EngineClient
 from vllmchat.core.models.memory import MIB
+from vllmchat.core.placement import all_layers
 from vllmchat.core.settings import LoadSettings
 from vllmchat.core.tuning import plan
 from vllmchat.core.tuning.events import TuneFinished
@@ -69,7 +70,7 @@ def run(
         )
         start = config_of(base)
         n_layer = desc.n_layer if desc is not None else 0
-        layers = list(range(n_layer + 2)) if hw.gpu_offload else [0]
+        layers = list(range(all_layers(n_layer) + 1)) if hw.gpu_offload else [0]
         threads = plan.thread_plan(base.n_threads)
         points: dict[TuneConfig, TunePoint] = {}
         per_thread = (

@@ -79,6 +79,8 @@ def _stalls(folder: Path) -> dict[str, Any]:
     beat = _Heartbeat()
     ended: list[Any] = []
     window.turn_ended.connect(ended.append)
+    loaded: list[Any] = []
+    window.loads.load_ended.connect(loaded.append)
 
     def wait(predicate: Any, timeout: float = 120.0) -> None:
         deadline = time.monotonic() + timeout
@@ -87,7 +89,7 @@ def _stalls(folder: Path) -> dict[str, Any]:
             time.sleep(0.001)
 
     window.start()
-    wait(lambda: window.loads_ended == 1 and window.desc is not None)
+    wait(lambda: bool(loaded) and window.desc is not None)
     beat.timer.start()
     streaming = []
     for text in ("Tell me a story about a fox.", "And then what happened?"):
@@ -103,10 +105,10 @@ def _stalls(folder: Path) -> dict[str, Any]:
         tokens = turn.stats.decode_tokens
     reloads = []
     for layers in (1, 0):
-        n = window.loads_ended
+        n = len(loaded)
         t0 = time.perf_counter()
         window.bridge.set_placement(Placement(n_gpu_layers=layers))
-        wait(lambda n=n: window.loads_ended > n)
+        wait(lambda n=n: len(loaded) > n)
         wait(lambda: False, 0.3)  # the estimate refresh after the reload
         reloads.append(beat.max_gap_ms(t0, time.perf_counter()))
     beat.timer.stop()
