@@ -16,6 +16,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 # The Hugging Face mirror listens before huggingface_hub is imported, so the
 # real client (in this process and in subprocesses) talks to it through HF_ENDPOINT.
+from tests.engine_pool import EnginePool, PooledEngineClient
 from tests.hf_mirror import Faults, Mirror
 
 MIRROR = Mirror()
@@ -77,14 +78,24 @@ def _running_workers() -> list[str]:
     return [w.name for w in workers.Worker.running_workers()] if workers else []
 
 
+@pytest.fixture(scope="session")
+def engine_pool() -> Iterator[EnginePool]:
+    """Engine processes handed from test to test with no model in them (``engine_pool``)."""
+    pool = EnginePool()
+    yield pool
+    pool.close()
+
+
 @pytest.fixture(autouse=True)
-def _no_leaks() -> Iterator[None]:
-    """Fail a test that leaves an engine process, an extra thread or a worker running."""
+def _no_leaks(engine_pool: EnginePool) -> Iterator[None]:
+    """Fail a test that leaves an engine process, an extra thread or a worker running
+    (the pool's processes wait with no model, closed by their clients)."""
     threads_before = set(threading.enumerate())
     yield
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
-        procs = _engine_children()
+        pooled = engine_pool.pids()
+        procs = [p for p in _engine_children() if p.pid not in pooled]
         threads = [
             t
             for t in threading.enumerate()
@@ -102,14 +113,15 @@ def _no_leaks() -> Iterator[None]:
 
 
 @pytest.fixture
-def make_client() -> Iterator:
-    """Factory of engine clients; all are closed at the end of the test."""
+def make_client(engine_pool: EnginePool) -> Iterator:
+    """Factory of engine clients (their processes from the pool); all are closed at the
+    end of the test."""
     from vllmchat.core.engine.local.client import EngineClient
 
     clients: list[EngineClient] = []
 
     def make() -> EngineClient:
-        client = EngineClient()
+        client = PooledEngineClient(engine_pool)
         clients.append(client)
         return client
 
@@ -167,7 +179,7 @@ def small_quants(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 @pytest.fixture
-def make_demo_app(tmp_path: Path, demo_model: Path) -> Iterator:
+def make_demo_app(tmp_path: Path, demo_model: Path, engine_pool: EnginePool) -> Iterator:
     """``make(**settings) -> (ChatApp, Loaded events)``: the demo model loaded (greedy, 2
     threads) with one open conversation; shut down and closed at the end of the test."""
     from vllmchat.core.app.chat_app import ChatApp
@@ -180,7 +192,7 @@ def make_demo_app(tmp_path: Path, demo_model: Path) -> Iterator:
 
     def make(**settings: object) -> tuple:
         store = ConversationStore(tmp_path / "c.sqlite3")
-        chat = ChatApp(store, KVStateCache(tmp_path / "kv"))
+        chat = ChatApp(store, KVStateCache(tmp_path / "kv"), engine=PooledEngineClient(engine_pool))
         made.append((chat, store))
         chat.open_conversation(store.create().id)
         flat = {"model_path": str(demo_model), "n_threads": 2, "temperature": 0.0, **settings}
@@ -194,7 +206,7 @@ def make_demo_app(tmp_path: Path, demo_model: Path) -> Iterator:
 
 
 @pytest.fixture
-def demo_window(qtbot, tmp_path: Path, demo_model: Path) -> Iterator:
+def demo_window(qtbot, tmp_path: Path, demo_model: Path, engine_pool: EnginePool) -> Iterator:
     """``(MainWindow, store, settings)``: the window shown with the demo model loaded
     (greedy, 24 tokens a reply); closed at the end of the test."""
     from vllmchat.core.app_settings import AppSettings
@@ -206,7 +218,10 @@ def demo_window(qtbot, tmp_path: Path, demo_model: Path) -> Iterator:
     settings = AppSettings.of(
         model_path=str(demo_model), n_ctx=2048, n_threads=2, max_tokens=24, temperature=0.0
     )
-    w = MainWindow(store, settings, KVStateCache(tmp_path / "kv"), save_settings=False)
+    engine = PooledEngineClient(engine_pool)
+    w = MainWindow(
+        store, settings, KVStateCache(tmp_path / "kv"), save_settings=False, engine=engine
+    )
     qtbot.addWidget(w)
     w.show()
     w.start()
