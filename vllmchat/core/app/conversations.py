@@ -73,7 +73,7 @@ class SearchHit:
 class Conversations:
     """Queries (frozen values) and intents (events) on every stored conversation.
 
-    ``on_delete(conversation_id)`` is called before a conversation is deleted (the
+    ``on_delete(conversation_id)`` is called once a conversation is deleted (the
     application lets go of it when it is open, and forgets its KV state)."""
 
     def __init__(
@@ -226,8 +226,10 @@ class Conversations:
         or ``EditRefused``."""
         if self.conversation(conversation_id) is None:
             return EditRefused("delete", f"There is no conversation {conversation_id}.")
-        self._on_delete(conversation_id)
-        return self._told(self._edits.delete(conversation_id))
+        event = self._edits.delete(conversation_id)
+        if isinstance(event, ConversationDeleted):
+            self._on_delete(conversation_id)
+        return self._told(event)
 
     def pin(self, message_id: int, pinned: bool) -> MessagePinned | EditRefused:
         """``MessagePinned`` (word for word in every prompt), or ``EditRefused``."""
