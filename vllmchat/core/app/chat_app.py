@@ -376,8 +376,8 @@ class ChatApp:
         return self.conversations.delete(conversation_id)
 
     def _let_go(self, conversation_id: int) -> None:
-        """Before ``conversation_id`` is deleted: its KV state forgotten, the session
-        let go of when it is the open one."""
+        """``conversation_id`` was deleted: its KV state forgotten, the session let go
+        of when it is the open one."""
         self.kv.forget(conversation_id)
         if self.conversation_id == conversation_id:
             self.session = None
