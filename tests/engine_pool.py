@@ -52,13 +52,13 @@ class EnginePool:
         environment the test has now, else a new one."""
         while self.idle:
             process, ids = self.idle.pop()
-            if process.alive and self.environ.get(id(process)) == dict(os.environ):
+            if process.alive and self.environ.get(id(process)) == _environ():
                 self.reused += 1
                 return process, ids
             self._end(process)
         process = EngineProcess(None, (MODULE,))
         process.start()
-        self.environ[id(process)] = dict(os.environ)
+        self.environ[id(process)] = _environ()
         self.spawned += 1
         return process, itertools.count(1)
 
@@ -83,6 +83,11 @@ class EnginePool:
         except (OSError, EngineError):
             pass
         process.discard()
+
+
+def _environ() -> dict[str, str]:
+    """The environment a process starts with, less pytest's name of the current test."""
+    return {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
 
 
 class PooledEngineClient(EngineClient):
