@@ -43,6 +43,11 @@ def test_a_config_the_user_named_that_does_not_exist_is_said_with_its_path(
     assert str(missing) in problem.message and "does not exist" in problem.message
     assert "No MCP servers" not in problem.message
     assert service.use(missing) is None and not service.active  # the default file: none yet
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"mcpServers": {"a": }')
+    checked = service.check(broken)
+    assert checked is not None and "line 1, column 22" in checked.message
+    assert len(heard) == 1  # a check is a query: nothing announced
 
 
 def test_a_call_is_asked_answered_run_and_each_step_announced(tmp_path: Path) -> None:

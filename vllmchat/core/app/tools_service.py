@@ -124,6 +124,14 @@ class ToolsService:
             self._swap(config)
         return None
 
+    def check(self, config_file: Path, *, must_exist: bool = False) -> ToolsConfigProblem | None:
+        """Why ``config_file`` cannot be used (None: it can), without using it; any thread."""
+        try:
+            load_config(config_file, must_exist=must_exist)
+        except ConfigError as exc:
+            return ToolsConfigProblem(str(config_file), str(exc))
+        return None
+
     def _swap(self, config: ToolsConfig) -> None:
         old, self._manager = self._manager, None
         self.config = config
