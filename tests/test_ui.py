@@ -157,7 +157,7 @@ def test_a_new_chat_is_stored_at_its_first_message(qtbot, window):
     _send(qtbot, window, "Tell me about otters.")
     [first] = stored.list()
     assert window.conversation_id == first.id
-    assert listed.count() == 1 and listed.current_id() == first.id
+    assert listed.list.count() == 1 and listed.current_id() == first.id
     assert [m.role for m in _branch(window)] == ["user", "assistant"]
     with qtbot.waitSignal(window.bridge.events.new_chat_pending, timeout=TIMEOUT):
         window.new_conversation()
