@@ -86,9 +86,7 @@ def test_a_call_waits_for_the_prompt_and_shows_folded_in_its_reply(
 
     config.write_text('{"mcpServers": {"w": }')
     w.tool_actions.start()
-    qtbot.waitUntil(
-        lambda: "MCP servers not used" in w.statusBar().currentMessage(), timeout=30_000
-    )
+    assert "MCP servers not used" in w.statusBar().currentMessage()
     assert "line 1" in w.statusBar().currentMessage()
 
 
@@ -164,3 +162,30 @@ def test_the_conversation_offers_the_checked_tools_and_an_always_approval_is_rev
     assert "w_weather" not in w.bridge.app.tools.policy.always and actions.approved.names() == []
     assert not actions.approved.revoke.isEnabled()
     actions.dialog.close()
+
+
+def test_a_server_that_does_not_start_is_said_once_in_the_reply(
+    demo_window, qtbot, tmp_path: Path
+) -> None:
+    from PySide6.QtWidgets import QLabel
+
+    w, _, _ = demo_window
+    ended = turns(w)
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"gone": {"command": "vllmchat-no-such-mcp"}}}))
+    w.tool_actions.config_file, w.tool_actions.tool_choice = config, "required"
+    w.tool_actions.start()
+
+    def notes() -> list[str]:
+        reply = w.chat.messages()[-1]
+        return [n.text() for n in reply.findChildren(QLabel, "tools-unavailable")]
+
+    w.send("Hello.")
+    qtbot.waitUntil(lambda: len(ended) == 1, timeout=300_000)
+    qtbot.waitUntil(lambda: bool(notes()), timeout=10_000)
+    [note] = notes()
+    assert "The MCP server 'gone' is not working" in note and "'vllmchat-no-such-mcp'" in note
+    assert "no MCP server is working: turns run without tools" in note
+    w.send("Hello again.")
+    qtbot.waitUntil(lambda: len(ended) == 2, timeout=300_000)
+    assert notes() == []  # said once, at the turn it first left without tools

@@ -97,7 +97,12 @@ class ToolActions(QObject):
 
     # -- the servers -------------------------------------------------------------------
     def start(self) -> None:
-        """Offer the configured servers' tools from the next turn on (none: no tools)."""
+        """Offer the configured servers' tools from the next turn on (none: no tools); a
+        config that cannot be used is said at once, and the last one stays in use."""
+        problem = self.service.check(self.config_file)
+        if problem is not None:
+            self.notify(f"MCP servers not used: {problem.message}", 30_000)
+            return
         self.bridge.call(self.bridge.app.use_tools, self.config_file, tool_choice=self.tool_choice)
 
     def open_servers(self) -> None:
