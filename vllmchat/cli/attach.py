@@ -26,16 +26,14 @@ def attach(app: ChatApp, path: str, out: Any) -> bool:
     if not path:
         out.write("error: /attach takes a file, e.g. /attach ~/report.pdf\n")
         return False
-    start_new_chat(app)
-    taken = False
+    taken = False  # a new chat is stored first, the file going with its first message
     for event in app.attach(path):
         taken = show(event, out) or taken
     return taken
 
 
 def start_new_chat(app: ChatApp) -> None:
-    """A new chat given a file or a fact before its first message is stored now (the
-    file goes with the first message)."""
+    """A new chat given a fact before its first message is stored now (``/remember``)."""
     pending = app.pending
     if app.session is not None or pending is None:
         return
