@@ -13,9 +13,9 @@ from dataclasses import replace
 import pytest
 
 from tests.recorded_engine import GPT_OSS, INFO, QWEN3, R1, RecordedEngine
+from vllmchat.core.app.titling import title_conversation
 from vllmchat.core.conversations.events import ThinkingEvent, ThoughtFor
 from vllmchat.core.conversations.store.store import ConversationStore
-from vllmchat.core.conversations.turns.background import make_title
 from vllmchat.core.conversations.turns.session import ChatSession
 from vllmchat.core.engine.events import DoneEvent, StatsEvent, TokenEvent
 from vllmchat.core.settings import LoadSettings, SamplingSettings
@@ -106,7 +106,7 @@ def test_thinking_is_folded_stored_apart_and_left_out_of_the_next_prompt(store):
     list(session.send("And of Germany?"))
     given = " ".join(m["content"] for m in engine.prompts[-1])
     assert "The capital of France is Paris." in given and "Easy" not in given
-    assert make_title(session) == "Paris trip", "a title never holds the thinking"
+    assert title_conversation(session).title == "Paris trip", "a title never holds the thinking"
     assert engine.sampling[-1].thinking is False
 
 

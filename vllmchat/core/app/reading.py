@@ -10,11 +10,11 @@ import sqlite3
 from collections.abc import Callable, Iterator
 
 from vllmchat.core.app.events import AppEvent, StorageWarning, TitleMade
+from vllmchat.core.app.titling import title_conversation
 from vllmchat.core.conversations.events import PrefilledAhead, SummaryEvent
 from vllmchat.core.conversations.store.store import StoreError
 from vllmchat.core.conversations.turns.background import (
     has_one_reply,
-    make_title,
     summarize_ahead,
 )
 from vllmchat.core.conversations.turns.session import ChatSession
@@ -37,12 +37,14 @@ def title_made(
     if after_first_reply and not has_one_reply(session):
         return
     conversation_id = session.conversation_id
-    title = None
+    titled = None
     if not busy() and _ready(engine):
         with contextlib.suppress(EngineError):
-            title = make_title(session, busy)
-    name = title or session.store.conversation(conversation_id).title
-    yield TitleMade(conversation_id, name, title is not None)
+            titled = title_conversation(session, busy)
+    if titled is None:
+        yield TitleMade(conversation_id, session.store.conversation(conversation_id).title, False)
+    else:
+        yield TitleMade(conversation_id, titled.title, titled.by_model)
 
 
 def summarized_ahead(

@@ -10,12 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from vllmchat.core.conversations.events import PrefilledAhead, SummaryEvent
-from vllmchat.core.conversations.store.store import Message, title_from
+from vllmchat.core.conversations.store.store import Message
 from vllmchat.core.conversations.turns.session import ChatSession
-from vllmchat.core.conversations.turns.titles import TITLE_PROMPT, clean_title
 from vllmchat.core.engine.events import DoneEvent, ErrorEvent, Event, StatsEvent
 from vllmchat.core.settings import SamplingSettings
-from vllmchat.core.thinking import answer_of
 
 MIN_NEXT_MESSAGE_TOKENS = 32
 
@@ -25,31 +23,6 @@ def has_one_reply(session: ChatSession) -> bool:
     path = session.store.path(session.conversation_id)
     replies = [m for m in path if m.role == "assistant"]
     return len(replies) == 1 and not path[-1].partial
-
-
-def make_title(session: ChatSession, should_stop: Callable[[], bool] = lambda: False) -> str | None:
-    """A title by the model for a conversation still named by its first words; None
-    (the first words stay) when it has a title of the user's, none came, or
-    ``should_stop`` turned true (a turn is waiting: the title gives way at once)."""
-    store, client = session.store, session.client
-    path = store.path(session.conversation_id)
-    first = next((m for m in path if m.role == "user"), None)
-    conversation = store.conversation(session.conversation_id)
-    if first is None or conversation.title not in ("", title_from(first.content)):
-        return None
-    prompt, _ = session.plan(path)
-    request = [*prompt, {"role": "user", "content": TITLE_PROMPT}]
-    sampling = SamplingSettings(temperature=0.0, max_tokens=16, repeat_penalty=1.0, thinking=False)
-    title = ""
-    for event in client.chat(request, sampling):
-        if should_stop():
-            client.stop()
-        if isinstance(event, DoneEvent) and event.stop_reason != "stopped":
-            title = clean_title(answer_of(event.text))
-    if not title:
-        return None
-    store.rename(session.conversation_id, title)
-    return title
 
 
 def _next_message_tokens(session: ChatSession, path: list[Message]) -> int:
