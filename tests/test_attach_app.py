@@ -124,6 +124,12 @@ def test_bad_files_and_a_context_too_small_lose_nothing(tmp_path, demo_model):
         assert "vision" in next(iter(app.attach(scan))).message  # type: ignore[attr-defined]
         assert app.store.path(conv) == before
         assert app.attachments.pending(conv) == []
+        old = tmp_path / "old.txt"
+        old.write_bytes("Caf\xe9 cr\xe8me".encode("cp1252"))
+        added = [e for e in app.attach(old) if isinstance(e, AttachmentAdded)]
+        assert added and "so it was read as Windows-1252" in added[0].message, (
+            "the encoding is said"
+        )
     finally:
         _close(app)
 

@@ -174,6 +174,7 @@ class Documents:
             n_ctx=info.n_ctx,
             chunk_tokens=TARGET_TOKENS,
             n_ctx_train=info.n_ctx_train,
+            notice=doc.notice,
         )
         ratio = len(doc.text) / tokens if tokens else CHARS_PER_TOKEN
         chunks = chunk_document(doc, chars_per_token=ratio)
