@@ -3,10 +3,8 @@ and its actions, coloured for the light or dark scheme."""
 
 from __future__ import annotations
 
-import functools
-
 from PySide6.QtCore import QSize, Qt, QTimer, QUrl, Signal
-from PySide6.QtGui import QGuiApplication, QIcon, QTextCursor
+from PySide6.QtGui import QGuiApplication, QTextCursor
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -18,23 +16,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from vllmchat.core.resources import resource_path
 from vllmchat.ui.chat.attachments import ChipRow
 from vllmchat.ui.chat.markdown_render import render
 from vllmchat.ui.chat.thinking_fold import ThinkingFold
+from vllmchat.ui.common.icons import icon
 from vllmchat.ui.common.theme import label_color
 
 ROLE_NAMES = {"user": "You", "assistant": "Assistant", "summary": "Summary"}
 STREAM_RENDER_MS = 250  # how often a streaming reply is rendered again
 READABLE_WIDTH = 860  # px: lines stay readable on wide windows
-
-
-@functools.cache
-def icon(name: str) -> QIcon:
-    try:
-        return QIcon(str(resource_path(f"icons/{name}.svg")))
-    except FileNotFoundError:
-        return QIcon()
 
 
 class MessageWidget(QFrame):
@@ -123,7 +113,8 @@ class MessageWidget(QFrame):
     def _button(
         self, label: str, icon_name: str, slot: object, *, first: bool = False
     ) -> QPushButton:
-        button = QPushButton(icon(icon_name), label)
+        button = QPushButton(icon(icon_name, self.dark), label)
+        button.setProperty("icon_name", icon_name)
         button.setAccessibleName(f"{label} ({ROLE_NAMES.get(self.role, self.role).lower()})")
         button.setToolTip(label)
         button.setFlat(True)
@@ -166,6 +157,9 @@ class MessageWidget(QFrame):
         """Colours for the light or dark scheme (code re-highlighted to match); the
         frame's colours come from the view's style sheet (``theme.view_style``)."""
         self.dark = dark
+        for button in self.findChildren(QPushButton):
+            if button.property("icon_name"):
+                button.setIcon(icon(button.property("icon_name"), dark))
         color = label_color(self.role, dark)
         self.who.setText(f"<b style='color:{color}'>{ROLE_NAMES.get(self.role, self.role)}</b>")
         if rerender and self.complete:
