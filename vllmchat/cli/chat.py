@@ -286,8 +286,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 class WhileReading:
-    """The summary the next turn needs, written on a thread while the user types;
-    what it reports is shown when the next line arrives (never over the prompt)."""
+    """The title after the first reply and the summary the next turn needs, made on a
+    thread while the user types; what it reports is shown when the next line arrives
+    (never over the prompt)."""
 
     def __init__(self, app: ChatApp) -> None:
         self.app = app
@@ -302,7 +303,9 @@ class WhileReading:
 
     def _run(self) -> None:
         try:
-            self.events.extend(self.app.prepare_next(busy=self.typed.is_set))
+            reading = self.app.reading
+            self.events.extend(reading.make_title(busy=self.typed.is_set, after_first_reply=True))
+            self.events.extend(reading.prepare_next(busy=self.typed.is_set))
         except Exception as exc:  # shown with the next turn, never a traceback
             log.error("Summarizing ahead failed", exc_info=exc)
             self.events.append(ErrorEvent(ErrorKind.INTERNAL, f"Summarizing ahead failed: {exc!r}"))
