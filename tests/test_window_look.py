@@ -14,6 +14,7 @@ from vllmchat.core.conversations.turns.kv_cache import KVStateCache
 from vllmchat.core.conversations.turns.titles import refusal
 from vllmchat.ui.chat.chat_view import PAGE, ChatView, HistoryItem
 from vllmchat.ui.chat.message_widget import MessageWidget
+from vllmchat.ui.common.workers import Worker
 
 TIMEOUT = 60_000
 CODE = "Try this:\n\n```python\ndef add(a, b):\n    return a + b\n```\n\nThen call `add`.\n"
@@ -244,4 +245,7 @@ def test_a_search_hit_opens_its_conversation_at_a_message_not_yet_loaded(qtbot, 
     shown = {m.message_id: m for m in w.chat.messages()}
     assert target in shown and shown[target].text == "the quokka smiles"
     w.close()
+    # the opening's work on the engine's thread ends and its events arrive first
+    qtbot.waitUntil(lambda: not Worker.running_workers())
+    qtbot.wait(20)
     store.close()
