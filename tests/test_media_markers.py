@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_attach_app import _close, _open, _turn
+from tests.tool_configs import server, write_config
 from vllmchat.bench.synthetic.synth_mmproj import png_bytes, write_gemma3_mmproj
 from vllmchat.core.app.events import AttachmentAdded
 from vllmchat.core.app.tool_turns import ToolTurn
@@ -83,7 +84,7 @@ def test_a_typed_marker_beside_an_image_and_in_a_document_counts_no_image(
         _close(app)
 
 
-def test_a_turn_with_an_image_offers_the_tools(tmp_path, demo_model, projector, manager):
+def test_a_turn_with_an_image_offers_the_tools(tmp_path, demo_model, projector):
     """SmolLM2's template has no tool format: the call is grammar-constrained
     (``tool_choice="required"``), then answered in plain text; both steps send the image,
     which only the first encodes."""
@@ -93,7 +94,11 @@ def test_a_turn_with_an_image_offers_the_tools(tmp_path, demo_model, projector, 
         tmp_path, demo_model, n_ctx=2048, mmproj_path=str(projector), max_tokens=48
     )
     try:
-        app.use_tools(manager, ApprovalPolicy(), tool_choice="required")
+        assert (
+            app.use_tools(write_config(tmp_path, {"demo": server()}), tool_choice="required")
+            is None
+        )
+        app.tools.start_all(timeout_s=60)
         list(app.attach(photo))
         events = []
         for event in app.send("What is 2 plus 40? Use the picture too."):
@@ -110,6 +115,7 @@ def test_a_turn_with_an_image_offers_the_tools(tmp_path, demo_model, projector, 
         reply = app.store.path(conv)[-1]
         assert reply.role == "assistant" and not reply.partial
     finally:
+        app.tools.close()
         _close(app)
 
 
