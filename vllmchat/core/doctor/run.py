@@ -19,7 +19,7 @@ def run_doctor(
     """All findings; ``load_model=False`` skips loading a model (seconds faster).
 
     The engine checks run in an engine ``open_engine`` makes (the front ends pass the
-    application layer's ``open_local``); the offload and chat checks load
+    application layer's ``work_engine``); the offload and chat checks load
     ``model_path``, by default the demo model; the images check names its projector
     (``mmproj_path``, or one beside it).
     """
