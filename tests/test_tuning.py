@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from vllmchat.core.app.tuning import run_tune
@@ -175,6 +177,21 @@ def test_an_out_of_memory_point_is_recorded_and_the_sweep_goes_on(demo_settings)
     assert by_ubatch[256].fits and by_ubatch[256].decode_tok_s > 0, "measured after the failure"
     assert result.pick is not None and result.pick.n_ubatch != 4096
     assert held.rss > 0
+
+
+def test_a_result_cached_with_the_placement_flat_reads_back_nested():
+    """A tuning cache file written before the placement was nested in the points."""
+    flat = {"n_gpu_layers": 49, "n_threads": 8, "n_threads_batch": 8, "n_ubatch": 512}
+    old = {
+        "points": [{"config": {**flat, "n_cpu_moe": 3, "tensor_split": "1,0"}, "fits": True}],
+        "pick": {**flat, "n_cpu_moe": 3, "tensor_split": "1,0"},
+        "reason": "r",
+        "seconds": 1.0,
+    }
+    result = TuneResult.from_json(old)
+    placed = Placement(n_gpu_layers=49, n_cpu_moe=3, tensor_split="1,0")
+    assert result.pick == TuneConfig(placed, 8, 8, 512) == result.points[0].config
+    assert TuneResult.from_json(json.loads(json.dumps(result.to_json()))) == result
 
 
 def test_results_are_cached_per_file_and_settings(make_client, demo_settings, tmp_path):

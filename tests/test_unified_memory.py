@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.test_placement import estimated
 from vllmchat.bench.placement.fake_card import scaled_moe
 from vllmchat.core.machine.nvml import library_candidates
 from vllmchat.core.models.advisor import best_fit, check_fit
@@ -56,6 +57,7 @@ def test_the_offload_panel_shows_one_pool(qtbot, desc):
 
     panel = OffloadPanel()
     qtbot.addWidget(panel)
+    estimated(panel)  # the application layer's estimates, as the window wires them
     panel.set_model(desc, _mac(16 * GIB, 10 * GIB), _all_on_gpu(desc))
     text = panel.estimate.text()
     assert "one pool" in text and "of at most 10.0 GiB" in text and "VRAM" not in text
