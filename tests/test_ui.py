@@ -105,7 +105,7 @@ def test_slider_reload_keeps_the_cache_and_the_next_turn_prefills_only_new(qtbot
     window.offload.slider.setValue(5)  # keyboard-like change: debounced reload
     qtbot.waitUntil(lambda: not window.input.edit.isEnabled(), timeout=5000)
     qtbot.waitUntil(lambda: window.loads_ended > n, timeout=TIMEOUT)
-    assert window.last_load.restored and window.settings.load.n_gpu_layers == 5
+    assert window.last_load.restored and window.settings.load.placement.n_gpu_layers == 5
     assert "VRAM" in window.offload.estimate.text()
     assert window.input.edit.isEnabled()
     done = _send(qtbot, window, "And three seas?")

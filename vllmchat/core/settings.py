@@ -89,16 +89,6 @@ class LoadSettings:
         """These settings with the weights placed anew."""
         return replace(self, placement=placement)
 
-    # Read-only, for the load failures' words (core/engine/failures.py) until they read
-    # ``placement``; every other reader reads the placement itself.
-    @property
-    def n_gpu_layers(self) -> int:
-        return self.placement.n_gpu_layers
-
-    @property
-    def n_cpu_moe(self) -> int:
-        return self.placement.n_cpu_moe
-
     @property
     def threads_batch(self) -> int:
         """Threads for prompt processing (``n_threads_batch``, or ``n_threads`` when 0)."""

@@ -33,17 +33,18 @@ def classify_load_failure(
         )
     )
     if stage == "model" and oom:
-        if (settings.n_cpu_moe > 0 or moe) and settings.n_gpu_layers > 0:
+        place = settings.placement
+        if (place.n_cpu_moe > 0 or moe) and place.n_gpu_layers != 0:
             return EngineError(
                 ErrorKind.OOM_LOAD,
-                f"Not enough memory for the weights (n_gpu_layers={settings.n_gpu_layers}, "
-                f"experts of {settings.n_cpu_moe} layers in RAM).",
+                f"Not enough memory for the weights (n_gpu_layers={place.n_gpu_layers}, "
+                f"experts of {place.n_cpu_moe} layers in RAM).",
                 "Put the experts of more layers on the CPU (raise n_cpu_moe), "
                 "or pick a smaller quant.",
             )
         return EngineError(
             ErrorKind.OOM_LOAD,
-            f"Not enough memory for the weights (n_gpu_layers={settings.n_gpu_layers}).",
+            f"Not enough memory for the weights (n_gpu_layers={place.n_gpu_layers}).",
         )
     if stage == "context":
         return EngineError(
