@@ -224,8 +224,9 @@ def demo_window(qtbot, tmp_path: Path, demo_model: Path, engine_pool: EnginePool
     )
     qtbot.addWidget(w)
     w.show()
-    w.start()
-    qtbot.waitUntil(lambda: w.loads_ended == 1 and w.desc is not None, timeout=60_000)
+    with qtbot.waitSignal(w.loads.load_ended, timeout=60_000):
+        w.start()
+    qtbot.waitUntil(lambda: w.desc is not None, timeout=60_000)
     yield w, store, settings
     w.close()
     store.close()

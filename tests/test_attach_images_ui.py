@@ -54,8 +54,9 @@ def test_an_image_chip_shows_a_thumbnail_and_opens_the_picture(qtbot, tmp_path, 
     qtbot.addWidget(w)
     w.show()
     try:
-        w.start()
-        qtbot.waitUntil(lambda: w.loads_ended == 1 and w.desc is not None, timeout=TIMEOUT)
+        with qtbot.waitSignal(w.loads.load_ended, timeout=TIMEOUT):
+            w.start()
+        qtbot.waitUntil(lambda: w.desc is not None, timeout=TIMEOUT)
         photo = tmp_path / "photo.png"
         photo.write_bytes(png_bytes(120, 80, seed=7))
         _attach(qtbot, w, photo)

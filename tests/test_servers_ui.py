@@ -41,9 +41,8 @@ def test_the_servers_tab_tests_lists_and_chooses(qtbot, llama_server):
 def test_the_window_switches_to_the_server_and_back(qtbot, demo_window, llama_server):
     w, store, _ = demo_window
     local = w.bridge.app.engine
-    n = w.loads_ended
-    w.models.use_server(llama_server.url, "")
-    qtbot.waitUntil(lambda: w.loads_ended > n, timeout=TIMEOUT)
+    with qtbot.waitSignal(w.loads.load_ended, timeout=TIMEOUT):
+        w.models.use_server(llama_server.url, "")
     assert isinstance(w.bridge.app.engine, RemoteEngine) and not local.alive
     assert "set on the server" in w.offload.heading.text()
     assert not w.offload.slider.isEnabled() and not w.offload.tune_button.isEnabled()
@@ -65,9 +64,8 @@ def test_the_window_switches_to_the_server_and_back(qtbot, demo_window, llama_se
     assert stats is not None and stats.tokens_reused > 0, "the server's cache"
     w.tuning.open()
     assert "server" in w.tuning.dialog.eta.text() and not w.tuning.dialog.start_button.isEnabled()
-    n = w.loads_ended
-    w.models.load_model(w.settings.load.model_path)
-    qtbot.waitUntil(lambda: w.loads_ended > n, timeout=TIMEOUT)
+    with qtbot.waitSignal(w.loads.load_ended, timeout=TIMEOUT):
+        w.models.load_model(w.settings.load.model_path)
     assert isinstance(w.bridge.app.engine, EngineClient) and w.bridge.app.engine.alive
     assert w.offload.tune_button.isEnabled()
     assert [m.role for m in store.path(w.bridge.app.conversation_id)][:4] == [

@@ -30,8 +30,9 @@ def window(qtbot, tmp_path, demo_model):
     w = MainWindow(storage.app(settings))
     qtbot.addWidget(w)
     w.show()
-    w.start()
-    qtbot.waitUntil(lambda: w.loads_ended == 1 and w.desc is not None, timeout=TIMEOUT)
+    with qtbot.waitSignal(w.loads.load_ended, timeout=TIMEOUT):
+        w.start()
+    qtbot.waitUntil(lambda: w.desc is not None, timeout=TIMEOUT)
     yield w
     w.close()
     assert not w.bridge.busy, "a call was left on the engine's thread"
@@ -55,9 +56,8 @@ def _branch(w) -> list:
 
 
 def _load(qtbot, w, action) -> object:
-    n = w.loads_ended
-    action()
-    qtbot.waitUntil(lambda: w.loads_ended > n, timeout=TIMEOUT)
+    with qtbot.waitSignal(w.loads.load_ended, timeout=TIMEOUT):
+        action()
     return w.last_load
 
 
@@ -101,10 +101,9 @@ def test_slider_reload_keeps_the_cache_and_the_next_turn_prefills_only_new(qtbot
     gpu = HardwareInfo(8 << 30, 8 << 30, [GpuInfo("Test GPU", 8 << 30, 8 << 30, "test")], True)
     window.offload.set_model(window.desc, gpu, window.loads.fit())
     assert window.offload.slider.isEnabled()
-    n = window.loads_ended
-    window.offload.slider.setValue(5)  # keyboard-like change: debounced reload
-    qtbot.waitUntil(lambda: not window.input.edit.isEnabled(), timeout=5000)
-    qtbot.waitUntil(lambda: window.loads_ended > n, timeout=TIMEOUT)
+    with qtbot.waitSignal(window.loads.load_ended, timeout=TIMEOUT):
+        window.offload.slider.setValue(5)  # keyboard-like change: debounced reload
+        qtbot.waitUntil(lambda: not window.input.edit.isEnabled(), timeout=5000)
     assert window.last_load.restored and window.settings.load.placement.n_gpu_layers == 5
     assert "VRAM" in window.offload.estimate.text()
     assert window.input.edit.isEnabled()

@@ -182,10 +182,6 @@ class MainWindow(QMainWindow):
         return self.loads.desc
 
     @property
-    def loads_ended(self) -> int:
-        return self.loads.ended
-
-    @property
     def last_turn(self) -> DoneEvent | ErrorEvent | None:
         return self.turns.last
 

@@ -55,7 +55,6 @@ class LoadView(QObject):
         self.desc: ModelDescription | None = None
         self.hw: HardwareInfo | None = None
         self.loading = False
-        self.ended = 0  # loads ended, for the window's older ``loads_ended`` (load_ended tells)
         self.last: Any = None  # the last ``ReloadResult`` or ``LoadFailed``
 
     def wire(self) -> None:
@@ -101,7 +100,6 @@ class LoadView(QObject):
         self.set_loading(True)
 
     def loaded(self, event: Loaded) -> None:
-        self.ended += 1
         self.last = event.reload
         info, reload = event.info, event.reload
         self.info = info
@@ -137,7 +135,6 @@ class LoadView(QObject):
         self.load_ended.emit(event)
 
     def failed(self, event: LoadFailed) -> None:
-        self.ended += 1
         self.last = event
         self.set_loading(False)
         self.memory.show_error(event.kind.value, event.message, event.fix)
