@@ -48,3 +48,20 @@ def test_the_image_enters_the_encoder_as_f32_pixels_in_a_host_buffer():
     # llama.cpp's "projector compute:CPU" on an H200: 9.19, 2.30 and 0.57 MiB
     for size, reported in ((896, 9.19), (448, 2.30), (224, 0.57)):
         assert abs(info(size).input_bytes / MIB - reported) < 0.01
+
+
+def test_a_projector_on_the_gpu_keeps_the_image_in_ram():
+    from vllmchat.core.app.tuning import describe_file
+    from vllmchat.core.demo_model import demo_model_path
+    from vllmchat.core.models.memory import FitSettings, estimate
+    from vllmchat.core.placement import Placement
+
+    desc = describe_file(str(demo_model_path()))
+    assert desc is not None
+    siglip = ProjectorInfo("m.gguf", "gemma3", 576, 896, 14, 4, 1152, 27, 16, 4304, 800 << 20)
+    on_gpu = FitSettings(placement=Placement(n_gpu_layers=-1)).with_projector(siglip)
+    on_cpu = FitSettings(placement=Placement(n_gpu_layers=0)).with_projector(siglip)
+    gpu, cpu = estimate(desc, on_gpu), estimate(desc, on_cpu)
+    assert gpu.projector_cpu == siglip.input_bytes, "llama.cpp's projector compute:CPU"
+    assert gpu.projector_gpu >= siglip.weights_bytes + siglip.encode_bytes
+    assert cpu.projector_cpu == siglip.weights_bytes + siglip.encode_bytes

@@ -113,7 +113,7 @@ def test_the_estimate_adds_the_projector_and_says_the_image_tokens(tiny_vision):
     )
     # on the GPU its encoder also opens its own backend (measured on an H200)
     assert on_gpu.projector_gpu == seeing.projector_cpu + PROJECTOR_GPU_RUNTIME
-    assert on_gpu.projector_cpu == 0
+    assert on_gpu.projector_cpu == info.input_bytes  # the image's pixels, on the host
 
 
 def test_doctor_reports_vision(tiny_vision, tmp_path):

@@ -69,6 +69,8 @@ class FitSettings:
     # A multimodal projector beside it: its weights and its encoder's compute buffer
     # (on the GPU when layers are), and the context tokens one image takes.
     projector_bytes: int = 0
+    # The image's F32 pixels, in a host buffer the encoder copies to the GPU from
+    projector_input_bytes: int = 0
     image_tokens: int = 0
 
     @classmethod
@@ -97,9 +99,14 @@ class FitSettings:
         """These settings with ``projector`` beside the model: its weights, its
         encoder's compute buffer, and the context tokens one image takes."""
         if projector is None:
-            return replace(self, projector_bytes=0, image_tokens=0)
+            return replace(self, projector_bytes=0, projector_input_bytes=0, image_tokens=0)
         need = projector.weights_bytes + projector.encode_bytes
-        return replace(self, projector_bytes=need, image_tokens=projector.image_tokens)
+        return replace(
+            self,
+            projector_bytes=need,
+            projector_input_bytes=projector.input_bytes,
+            image_tokens=projector.image_tokens,
+        )
 
     def with_placement(self, placement: Placement) -> FitSettings:
         """These settings at another placement (the offload panel's what-if)."""
@@ -309,12 +316,12 @@ def estimate(desc: ModelDescription, s: FitSettings) -> MemoryEstimate:
         draft_gpu=draft_gpu,
         draft_cpu=s.draft_ram,
         projector_gpu=projector_gpu,
-        projector_cpu=s.projector_bytes if not projector_gpu else 0,
+        projector_cpu=s.projector_bytes if not projector_gpu else s.projector_input_bytes,
         image_tokens=s.image_tokens,
     )
 
 
-_DRAFT = {"draft_vram", "draft_ram", "projector_bytes", "image_tokens"}
+_DRAFT = {"draft_vram", "draft_ram", "projector_bytes", "projector_input_bytes", "image_tokens"}
 
 
 def projector_need(path: str) -> ProjectorInfo | None:
