@@ -11,8 +11,6 @@ is stored, are told the same way (``FactsChanged``).
 
 from __future__ import annotations
 
-import logging
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +36,7 @@ from vllmchat.core.conversations.store.attachment_list import AttachmentList
 from vllmchat.core.conversations.store.records import Conversation, Message, Summary
 from vllmchat.core.conversations.store.store import ConversationStore, StoreError
 from vllmchat.core.conversations.store.tool_steps import ToolStepList
+from vllmchat.core.listeners import Listeners
 from vllmchat.core.tools.events import ToolResult
 
 __all__ = [
@@ -53,7 +52,6 @@ __all__ = [
     "ToolPick",
 ]
 
-_log = logging.getLogger(__name__)
 
 ConversationChange = ConversationEdit | FactsChanged | AttachmentRemoved | ToolPickChanged
 """What ``Conversations`` tells its listeners."""
@@ -93,32 +91,17 @@ class Conversations:
         self._edits = edits
         self._steps = ToolStepList(store)
         self._on_delete = on_delete
-        self._listeners: list[Listener] = []
-        self._guard = threading.Lock()
+        self._listeners: Listeners[ConversationChange] = Listeners("conversations")
         facts.subscribe(self._tell)  # facts taken from a message while a turn is stored
 
     # -- listening ----------------------------------------------------------------------
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Call ``listener`` (in the changing thread) after every change; returns the
         call that unsubscribes it."""
-        with self._guard:
-            self._listeners.append(listener)
-
-        def unsubscribe() -> None:
-            with self._guard:
-                if listener in self._listeners:
-                    self._listeners.remove(listener)
-
-        return unsubscribe
+        return self._listeners.subscribe(listener)
 
     def _tell(self, event: ConversationChange) -> None:
-        with self._guard:
-            listeners = list(self._listeners)
-        for listener in listeners:
-            try:
-                listener(event)
-            except Exception:  # a front end's failure never breaks a change
-                _log.exception("A conversations listener failed")
+        self._listeners.tell(event)
 
     def _told(self, event: Told) -> Told:
         if not isinstance(event, (EditRefused, FactsChanged)):  # facts tell themselves

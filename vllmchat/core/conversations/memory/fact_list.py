@@ -14,9 +14,7 @@ wrote is in every prompt.
 
 from __future__ import annotations
 
-import logging
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -25,9 +23,9 @@ from vllmchat.core.conversations.events import Fact, FactsChanged
 from vllmchat.core.conversations.memory.facts import MAX_FACT_CHARS, bounded
 from vllmchat.core.conversations.memory.stated import same_subject, statements, superseded
 from vllmchat.core.conversations.store.store import ConversationStore, Message, StoreError
+from vllmchat.core.listeners import Listeners
 
 __all__ = ["Fact", "FactList", "FactsChanged", "checked_text"]  # the values live in events
-_log = logging.getLogger(__name__)
 PROMPT_HEADER = "Facts the user gave, word for word:"
 
 
@@ -52,32 +50,17 @@ class FactList:
 
     def __init__(self, store: ConversationStore) -> None:
         self.store = store
-        self._listeners: list[Listener] = []
-        self._guard = threading.Lock()
+        self._listeners: Listeners[FactsChanged] = Listeners("facts")
 
     # -- listening ---------------------------------------------------------------------
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Call ``listener`` (in the changing thread) after every change; returns the
         call that unsubscribes it."""
-        with self._guard:
-            self._listeners.append(listener)
-
-        def unsubscribe() -> None:
-            with self._guard:
-                if listener in self._listeners:
-                    self._listeners.remove(listener)
-
-        return unsubscribe
+        return self._listeners.subscribe(listener)
 
     def _changed(self, conversation_id: int) -> FactsChanged:
         event = FactsChanged(conversation_id, self.facts(conversation_id))
-        with self._guard:
-            listeners = list(self._listeners)
-        for listener in listeners:
-            try:
-                listener(event)
-            except Exception:  # a front end's failure never breaks a turn
-                _log.exception("A facts listener failed")
+        self._listeners.tell(event)
         return event
 
     # -- reading -----------------------------------------------------------------------
