@@ -198,11 +198,6 @@ class Render(Request[list[int]]):
 
 
 @dataclass(frozen=True)
-class Crash(Request[None]):
-    how: str
-
-
-@dataclass(frozen=True)
 class Chat(Request[None]):
     """A turn: streamed as token tuples and ``TurnEvent``s, ending in Done or Error."""
 

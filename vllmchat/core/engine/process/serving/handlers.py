@@ -214,12 +214,6 @@ def quantize_file(ctx: Context, r: rq.Quantize) -> int:
     return quantize(r.source, r.target, r.ftype, r.n_threads)
 
 
-@handles(rq.Crash)
-def refuse_crash(ctx: Context, r: rq.Crash) -> None:
-    """Refused: nothing sends ``Crash`` any more; the engine ends by a signal or ``Exit``."""
-    raise EngineError(ErrorKind.BAD_REQUEST, "The engine does not end on request.")
-
-
 def _not_written(exc: OSError) -> EngineError:
     reason = exc.strerror or str(exc)
     return EngineError(
