@@ -384,8 +384,17 @@ class ChatApp:
 
     # -- turns ----------------------------------------------------------------------------
     def send(self, text: str) -> Iterator[AppEvent]:
-        """A user message and its reply; a pending new chat is stored first."""
-        yield from self._stored_pending()
+        """A user message and its reply; a pending new chat is stored first (where it
+        cannot be, the turn is not started and the chat stays pending)."""
+        for event in self._stored_pending():
+            yield event
+            if isinstance(event, EditRefused):
+                yield ErrorEvent(
+                    ErrorKind.STORAGE,
+                    f"The message was not sent: {event.message}",
+                    precise_fix="",
+                )
+                return
         yield from self._turn(lambda s: s.send(text))
 
     def regenerate(self) -> Iterator[AppEvent]:

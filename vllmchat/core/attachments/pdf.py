@@ -74,7 +74,10 @@ def _open(raw: bytes, name: str) -> Any:
     try:
         return pdfium.PdfDocument(raw)
     except pdfium.PdfiumError as exc:
-        if exc.err_code in (pdfium_c.FPDF_ERR_PASSWORD, pdfium_c.FPDF_ERR_SECURITY):
+        # PDFium's last error outlives its call (a failure that sets none reports the one
+        # before it), so a password is believed only of a file that says it is encrypted.
+        encrypted = b"/Encrypt" in raw
+        if encrypted and exc.err_code in (pdfium_c.FPDF_ERR_PASSWORD, pdfium_c.FPDF_ERR_SECURITY):
             raise PasswordProtected(
                 f"{name} is protected by a password, so its text cannot be read. Save a "
                 "copy without the password (print it to PDF) and attach that."
