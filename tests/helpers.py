@@ -52,3 +52,18 @@ def crash_engine(client, how: str = "segfault") -> None:
         return
     os.kill(client.pid, SIGNALS[how])
     client.process.join(timeout=10)
+
+
+def terminal_chat(script: str, *options: str, env=None, timeout: float = 120):
+    """``vllmchat chat OPTIONS`` in its own process, ``script`` typed on its stdin."""
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-m", "vllmchat", "chat", *options],
+        input=script,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )

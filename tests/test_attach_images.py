@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import terminal_chat
 from tests.test_attach_app import _close, _open, _turn
 from vllmchat.bench.synthetic.synth_mmproj import png_bytes, write_gemma3_mmproj
 from vllmchat.core.app.events import AttachmentAdded, AttachmentRejected
@@ -97,31 +98,21 @@ def test_an_image_left_out_by_keep_last_is_not_sent(tmp_path, demo_model, projec
 
 
 def test_the_terminal_attaches_an_image(tmp_path, demo_model, projector):
-    import subprocess
-    import sys
 
     photo = tmp_path / "photo.png"
     photo.write_bytes(png_bytes(96, 64, seed=6))
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "vllmchat",
-            "chat",
-            "--n-ctx",
-            "1024",
-            "--max-tokens",
-            "8",
-            "--temperature",
-            "0",
-            "--model",
-            str(demo_model),
-            "--mmproj-path",
-            str(projector),
-        ],
-        input=f"/attach {photo}\nWhat is in it?\n/quit\n",
-        capture_output=True,
-        text=True,
+    proc = terminal_chat(
+        f"/attach {photo}\nWhat is in it?\n/quit\n",
+        "--n-ctx",
+        "1024",
+        "--max-tokens",
+        "8",
+        "--temperature",
+        "0",
+        "--model",
+        str(demo_model),
+        "--mmproj-path",
+        str(projector),
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr

@@ -5,26 +5,20 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from tests.helpers import terminal_chat
+
 
 def test_terminal_chat_streams_and_reloads(demo_model, tmp_path):
     script = "Hello there\n/stats\n/ngl 1\nWhat next?\n/save {}\n/quit\n".format(tmp_path / "s.kv")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "vllmchat",
-            "chat",
-            "--n-ctx",
-            "1024",
-            "--max-tokens",
-            "16",
-            "--temperature",
-            "0",
-            "--stats",
-        ],
-        input=script,
-        capture_output=True,
-        text=True,
+    proc = terminal_chat(
+        script,
+        "--n-ctx",
+        "1024",
+        "--max-tokens",
+        "16",
+        "--temperature",
+        "0",
+        "--stats",
         timeout=120,
     )
     out = proc.stdout
@@ -62,25 +56,17 @@ def test_terminal_chat_attaches_documents(demo_model, tmp_path):
     script = (
         f"/attach {scan}\n/attach {tmp_path / 'missing.txt'}\nWhat is the boat called?\n/quit\n"
     )
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "vllmchat",
-            "chat",
-            "--n-ctx",
-            "1024",
-            "--max-tokens",
-            "8",
-            "--temperature",
-            "0",
-            "--attach",
-            str(notes),
-            "--stats",
-        ],
-        input=script,
-        capture_output=True,
-        text=True,
+    proc = terminal_chat(
+        script,
+        "--n-ctx",
+        "1024",
+        "--max-tokens",
+        "8",
+        "--temperature",
+        "0",
+        "--attach",
+        str(notes),
+        "--stats",
         timeout=120,
     )
     out = proc.stdout

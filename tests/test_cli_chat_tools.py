@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.helpers import terminal_chat
+
 SERVER = str(Path(__file__).parent / "mcp_servers" / "tool_server.py")
 
 
@@ -15,24 +17,16 @@ def test_terminal_chat_with_tools(demo_model, tmp_path: Path) -> None:
     config.write_text(
         json.dumps({"mcpServers": {"demo": {"command": sys.executable, "args": [SERVER]}}})
     )
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "vllmchat",
-            "chat",
-            "--mcp",
-            str(config),
-            "--n-ctx",
-            "2048",
-            "--max-tokens",
-            "24",
-            "--temperature",
-            "0",
-        ],
-        input="/tools\nHello there\n/quit\n",
-        capture_output=True,
-        text=True,
+    proc = terminal_chat(
+        "/tools\nHello there\n/quit\n",
+        "--mcp",
+        str(config),
+        "--n-ctx",
+        "2048",
+        "--max-tokens",
+        "24",
+        "--temperature",
+        "0",
         timeout=180,
     )
     assert proc.returncode == 0, proc.stderr

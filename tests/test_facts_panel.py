@@ -5,14 +5,13 @@ window shows the facts of a real turn; the terminal's /facts, /remember, /fact a
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLineEdit
 
+from tests.helpers import terminal_chat
 from vllmchat.core.app.start import open_storage
 from vllmchat.ui.chat.facts_panel import HINT, YOURS, FactsPanel
 
@@ -129,23 +128,8 @@ def test_the_terminal_lists_adds_rewords_and_forgets_facts(demo_model):
         "/facts\n/remember car: electric\nI'm vegetarian. Say hi.\n/facts\n"
         "/fact 2 I'm vegan\n/forget 1\n/forget 9\n/remember   \n/quit\n"
     )
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "vllmchat",
-            "chat",
-            "--n-ctx",
-            "1024",
-            "--max-tokens",
-            "8",
-            "--temperature",
-            "0",
-        ],
-        input=script,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    proc = terminal_chat(
+        script, "--n-ctx", "1024", "--max-tokens", "8", "--temperature", "0", timeout=120
     )
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout

@@ -4,11 +4,9 @@ terminal (real demo model, real subprocess)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
+from tests.helpers import terminal_chat
 from vllmchat.bench.synthetic.synth_mmproj import png_bytes
 from vllmchat.core.attachments.errors import NoRoom
 from vllmchat.core.attachments.prompt import fit_document
@@ -43,24 +41,16 @@ def test_a_model_trained_for_a_short_context_is_said_too_small_for_passages() ->
 def test_the_terminal_says_how_to_start_a_model_that_sees_images(tmp_path, demo_model):
     photo = tmp_path / "photo.png"
     photo.write_bytes(png_bytes(40, 30, seed=2))
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "vllmchat",
-            "chat",
-            "--n-ctx",
-            "512",
-            "--max-tokens",
-            "4",
-            "--temperature",
-            "0",
-            "--model",
-            str(demo_model),
-        ],
-        input=f"/attach {photo}\n/quit\n",
-        capture_output=True,
-        text=True,
+    proc = terminal_chat(
+        f"/attach {photo}\n/quit\n",
+        "--n-ctx",
+        "512",
+        "--max-tokens",
+        "4",
+        "--temperature",
+        "0",
+        "--model",
+        str(demo_model),
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr

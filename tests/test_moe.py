@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.helpers import done, run_turn, stats_of
+from tests.helpers import done, run_turn, stats_of, terminal_chat
 from tests.test_placement import estimated
 from vllmchat.core.engine.events import EngineError, ErrorKind
 from vllmchat.core.gguf_header import read_header
@@ -192,28 +192,20 @@ def test_several_gpus_one_when_it_fits_else_split_by_free_memory(moe_models):
 
 def test_the_terminal_chat_takes_n_cpu_moe_and_moves_experts_live(moe_models):
     script = "Hello\n/moe 1\nAgain\n/quit\n"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "vllmchat",
-            "chat",
-            "--model",
-            str(moe_models["tiny-moe"]),
-            "--n-cpu-moe",
-            "3",
-            "--n-gpu-layers",
-            "99",
-            "--n-ctx",
-            "512",
-            "--max-tokens",
-            "8",
-            "--temperature",
-            "0",
-        ],
-        input=script,
-        capture_output=True,
-        text=True,
+    proc = terminal_chat(
+        script,
+        "--model",
+        str(moe_models["tiny-moe"]),
+        "--n-cpu-moe",
+        "3",
+        "--n-gpu-layers",
+        "99",
+        "--n-ctx",
+        "512",
+        "--max-tokens",
+        "8",
+        "--temperature",
+        "0",
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr

@@ -5,11 +5,10 @@ terminal's /pin and the window's pin action."""
 from __future__ import annotations
 
 import sqlite3
-import subprocess
-import sys
 
 import pytest
 
+from tests.helpers import terminal_chat
 from vllmchat.core.conversations.events import PromptPlanEvent, SummaryEvent
 from vllmchat.core.conversations.memory.policy import ContextPolicy
 from vllmchat.core.conversations.store.store import ConversationStore
@@ -98,23 +97,8 @@ def test_an_older_store_gains_the_pin_column(tmp_path):
 
 def test_the_terminal_pins_by_number(demo_model, tmp_path):
     script = f"{FACT}\n/pin 1\n/history\n/pin 9\n/quit\n"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "vllmchat",
-            "chat",
-            "--n-ctx",
-            "1024",
-            "--max-tokens",
-            "8",
-            "--temperature",
-            "0",
-        ],
-        input=script,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    proc = terminal_chat(
+        script, "--n-ctx", "1024", "--max-tokens", "8", "--temperature", "0", timeout=120
     )
     assert proc.returncode == 0, proc.stderr
     assert "message 1 pinned: word for word in every prompt" in proc.stdout

@@ -12,6 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.helpers import terminal_chat
+
 pytest.importorskip("llama_cpp.server")
 
 from tests.replies import act_after_tokens
@@ -151,25 +153,17 @@ def test_a_server_killed_mid_reply_keeps_the_partial_reply(demo_model, tmp_path)
 
 def test_terminal_chat_on_a_server(server, tmp_path):
     env = {**os.environ, "VLLMCHAT_DATA_DIR": str(tmp_path / "data")}
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "vllmchat",
-            "chat",
-            "--server",
-            server,
-            "--temperature",
-            "0",
-            "--max-tokens",
-            "24",
-            "--stats",
-        ],
-        input="What is the capital of France?\n/quit\n",
-        capture_output=True,
-        text=True,
-        timeout=120,
+    done = terminal_chat(
+        "What is the capital of France?\n/quit\n",
+        "--server",
+        server,
+        "--temperature",
+        "0",
+        "--max-tokens",
+        "24",
+        "--stats",
         env=env,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     assert "remote · server template" in done.stdout and "ai> " in done.stdout
