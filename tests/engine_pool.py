@@ -46,6 +46,7 @@ class EnginePool:
         self.environ: dict[int, dict[str, str]] = {}  # each process's environment at start
         self.reused = 0
         self.spawned = 0
+        self.kept: set[int] = set()  # processes held by a module's fixture
 
     def take(self) -> tuple[EngineProcess, itertools.count[int]]:
         """A started process: a waiting one if one is alive and was started with the
@@ -69,7 +70,14 @@ class EnginePool:
             self._end(process)
 
     def pids(self) -> set[int]:
-        return {p.pid for p, _ in self.idle if p.pid is not None}
+        """The processes that may outlive a test: those waiting, and those kept for a
+        whole module (``keep``)."""
+        return {p.pid for p, _ in self.idle if p.pid is not None} | self.kept
+
+    def keep(self, pid: int | None) -> None:
+        """A process a module's fixture holds across its tests (a server's engine)."""
+        if pid is not None:
+            self.kept.add(pid)
 
     def close(self) -> None:
         while self.idle:
