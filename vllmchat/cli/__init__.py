@@ -14,7 +14,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vllmchat", description=__doc__)
     parser.add_argument("--version", action="version", version=f"vllmchat {__version__}")
     sub = parser.add_subparsers(dest="command")
-    from vllmchat.cli import bench, chat, doctor, models, tools, tune
+    from vllmchat.cli import bench, chat, doctor, models, serve, tools, tune
 
     chat.register(sub)
     models.register(sub)
@@ -22,6 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.register(sub)
     tune.register(sub)
     tools.register(sub)
+    serve.register(sub)
     return parser
 
 

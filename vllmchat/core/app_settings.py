@@ -81,6 +81,16 @@ class AppSettings:
     # An embedding GGUF for retrieval ("": FTS5 alone): a document answered from passages
     # is then ranked by FTS5 and by its chunks' vectors, fused (reciprocal rank).
     embedding_model: str = ""
+    # The local API (``vllmchat serve``, the window's Server panel). It listens on
+    # loopback; the LAN needs an API key (kept in the OS keyring, never here).
+    api_port: int = 1234
+    api_lan: bool = False
+    api_cors_origins: list[str] = field(default_factory=list)  # none: CORS is off
+    api_cache_ram_mib: int = 2048  # the clients' KV states kept in RAM (least used spill)
+    api_cache_disk_mib: int = 8192  # and on disk, in the data folder (oldest go first)
+    api_queue_limit: int = 16  # requests waiting for the model; more are answered 429
+    api_timeout_s: int = 600  # a request's longest wait and run
+    api_idle_unload_min: int = 0  # unload the model after this long unused (0: never)
 
     @classmethod
     def of(cls, **flat: Any) -> AppSettings:

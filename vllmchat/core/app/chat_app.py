@@ -26,6 +26,7 @@ from typing import Any
 from vllmchat.core.app.attachment_intents import AttachmentIntents
 from vllmchat.core.app.conversation_edits import ConversationEdits
 from vllmchat.core.app.conversations import Conversations
+from vllmchat.core.app.engine_queue import WINDOW, EngineQueue
 from vllmchat.core.app.engines import EngineSpec, SummaryServer, open_engine, open_local
 from vllmchat.core.app.events import (
     AppEvent,
@@ -100,6 +101,7 @@ class ChatApp:
         self._settings = SettingsModel(settings or AppSettings(), persist)
         self.engine: Engine = engine or open_local()
         self.session: ChatSession | None = None
+        self.engine_queue = EngineQueue()  # the window's turns and the API's, in turn
         self.facts = FactList(store)  # every conversation's facts: front ends edit them here
         self.edits = ConversationEdits(store)  # new, rename, pin, summaries, import
         self.attachments = AttachmentList(store)  # every conversation's attached files
@@ -157,9 +159,16 @@ class ChatApp:
 
     # -- model ----------------------------------------------------------------------------
     def load(
-        self, settings: AppSettings, *, live: bool = False, fall_back: bool = True
+        self,
+        settings: AppSettings,
+        *,
+        live: bool = False,
+        fall_back: bool = True,
+        remember: bool = True,
     ) -> Iterator[AppEvent]:
-        """Load ``settings``' model; ``live`` keeps the conversation's KV state across.
+        """Load ``settings``' model; ``live`` keeps the conversation's KV state across;
+        ``remember`` False: the model is not written as the user's choice (an API
+        client's request).
 
         The settings are taken (announced, written) only once the model has loaded; when
         the engine ends at a new placement of the same model, it is brought back at the
@@ -187,7 +196,7 @@ class ChatApp:
         moved = settings.load.placement != before.load.placement
         self._untried = before.load.placement if fall_back and self._ran and moved else None
         self._ran = True
-        yield from self._settings.adopt(settings, loaded=True)
+        yield from self._settings.adopt(settings, loaded=remember)
         self._configure()
         self._death_reported = False
         description = describe_file(info.path)
@@ -411,6 +420,13 @@ class ChatApp:
         if session is None:
             yield ErrorEvent(ErrorKind.BAD_REQUEST, "No conversation is open.")
             return
+        key = f"conversation-{session.conversation_id}"
+        with self.engine_queue.hold(WINDOW, key, "a chat turn"):
+            yield from self._held_turn(session, start)
+
+    def _held_turn(
+        self, session: ChatSession, start: Callable[[ChatSession], Iterator[SessionEvent]]
+    ) -> Iterator[AppEvent]:
         yield TurnStarted(session.conversation_id)
         completed, ended = False, None
         try:

@@ -20,6 +20,7 @@ class ChatOptions:
     tools: str | None = None  # OpenAI's tools list (JSON) for a template with a tool format
     json_schema: str | None = None  # the reply must fit this JSON Schema (a constrained call)
     grammar: str | None = None  # or this GBNF grammar (llama.cpp's own format)
+    raw: bool = False  # the one message's content is the whole prompt (a completion)
 
     @property
     def constrained(self) -> bool:

@@ -33,9 +33,17 @@ class Capabilities:
     kv_files: bool = False  # its KV state is written to and read from files here
     prompt_cache: bool = False  # a prompt prefilled ahead (max_tokens 0) is reused next turn
     vision: bool = False  # the model loaded takes images (it has a projector)
+    kv_stash: bool = False  # KV states are kept in its RAM by name and made live again (API)
 
 
-LOCAL = Capabilities(local_memory=True, offload=True, tuning=True, kv_files=True, prompt_cache=True)
+LOCAL = Capabilities(
+    local_memory=True,
+    offload=True,
+    tuning=True,
+    kv_files=True,
+    prompt_cache=True,
+    kv_stash=True,
+)
 
 
 class Engine(Protocol):

@@ -195,6 +195,9 @@ class ControlTokens(Request[list[int]]):
 class Render(Request[list[int]]):
     messages: Sequence[Mapping[str, str]]
     images: Sequence[ImageInput] = ()
+    tools: str | None = None  # OpenAI's tools list (JSON), as a turn offers them
+    thinking: bool = True
+    raw: bool = False  # the one message's content is the whole prompt (no template)
 
 
 @dataclass(frozen=True)

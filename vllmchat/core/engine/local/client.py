@@ -212,11 +212,16 @@ class EngineClient:
         return self.call(rq.Kv())
 
     def render(
-        self, messages: Sequence[Mapping[str, str]], images: Sequence[ImageInput] = ()
+        self,
+        messages: Sequence[Mapping[str, str]],
+        images: Sequence[ImageInput] = (),
+        *,
+        tools: str | None = None,
+        thinking: bool = True,
     ) -> list[int]:
         """Prompt token ids for these messages (what the next turn would prefill; an
-        image's positions hold negative ids)."""
-        return self.call(rq.Render([dict(m) for m in messages], _portable(images)))
+        image's positions hold negative ids); ``tools`` as ``ChatOptions.tools``."""
+        return self.call(rq.Render([dict(m) for m in messages], _portable(images), tools, thinking))
 
     def control_tokens(self, ids: Sequence[int]) -> list[int]:
         """The ids among ``ids`` that are control tokens, in order."""

@@ -138,6 +138,14 @@ class LlamaRuntime:
         return self.is_special(token) and token not in self.passthrough
 
     # -- vocabulary -------------------------------------------------------
+    def raw_prompt(self, text: str) -> list[int]:
+        """Token ids of a prompt given as text, without a chat template (a completion)."""
+        ids = list(self.tokenize(text, special=False))
+        bos = self.llm.token_bos()
+        if llama_cpp.llama_vocab_get_add_bos(self._vocab) and bos >= 0 and ids[:1] != [bos]:
+            ids.insert(0, bos)
+        return ids
+
     def tokenize(self, text: str, *, special: bool) -> list[int]:
         """Token ids of ``text``; repeated history pieces come from a cache."""
         key = (text, special)

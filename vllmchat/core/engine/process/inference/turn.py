@@ -102,7 +102,10 @@ def _rendered(
     try:
         data = [image_bytes(i) for i in options.images]
         tool_list = json.loads(options.tools) if options.tools else None
-        prompt = rt.render(messages, thinking=sampling.thinking, images=data, tools=tool_list)
+        if options.raw:
+            prompt = rt.raw_prompt(messages[-1]["content"])
+        else:
+            prompt = rt.render(messages, thinking=sampling.thinking, images=data, tools=tool_list)
     except (TemplateError, ValueError) as exc:
         return ErrorEvent(ErrorKind.BAD_REQUEST, str(exc))
     except EngineError as exc:

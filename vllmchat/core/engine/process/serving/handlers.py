@@ -7,6 +7,7 @@ flag, the turn's sender) and its request, and returns the reply the request type
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -68,10 +69,13 @@ def reload(ctx: Context, r: rq.Reload) -> ReloadResult:
     old_binding = ctx.binding(old)
     data, tokens = old.save_state()
     replies = old._replies
+    stashes = dict(ctx.stashes)
     ctx.unload()
     ctx.runtime = new = LlamaRuntime(r.settings)
     ctx.choose_sender(r.settings)
     new._replies = replies
+    if ctx.binding(new) == old_binding:  # the stashed states fit the new placement too
+        ctx.stashes.update(stashes)
     reason = ""
     if not tokens:
         restored = True
@@ -170,8 +174,15 @@ def control_tokens(ctx: Context, r: rq.ControlTokens) -> list[int]:
 @handles(rq.Render)
 def render(ctx: Context, r: rq.Render) -> list[int]:
     rt = ctx.require_runtime()
+    if r.raw:
+        return rt.raw_prompt(r.messages[-1]["content"])
     try:
-        return rt.render([dict(m) for m in r.messages], images=[image_bytes(i) for i in r.images])
+        return rt.render(
+            [dict(m) for m in r.messages],
+            thinking=r.thinking,
+            images=[image_bytes(i) for i in r.images],
+            tools=json.loads(r.tools) if r.tools else None,
+        )
     finally:
         if rt.vision is not None:
             rt.vision.end_turn()
@@ -223,4 +234,8 @@ def _not_written(exc: OSError) -> EngineError:
     )
 
 
-from vllmchat.core.engine.process.serving import embed_handlers  # noqa: E402,F401  (registers Embed)
+# The operations of other modules register when the engine process imports this one.
+from vllmchat.core.engine.process.serving import (  # noqa: E402
+    embed_handlers,  # noqa: F401
+    stash_handlers,  # noqa: F401
+)

@@ -19,6 +19,7 @@ from vllmchat.core.settings import LoadSettings
 
 if TYPE_CHECKING:
     from vllmchat.core.engine.process.inference.runtime import LlamaRuntime
+    from vllmchat.core.engine.process.llama.state_file import KVState
 
 
 class Context(Protocol):
@@ -28,6 +29,7 @@ class Context(Protocol):
     start_free: int | None  # NVIDIA devices' free bytes before llama.cpp loaded
     writer: threading.Thread | None  # the last checkpoint's file writer
     write_error: EngineError | None  # why the last checkpoint was not written
+    stashes: dict[str, KVState]  # named KV states in RAM (the loaded model's)
 
     def require_runtime(self) -> LlamaRuntime:
         """The loaded model; ``EngineError(NO_MODEL)`` when there is none."""

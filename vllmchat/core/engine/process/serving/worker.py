@@ -26,6 +26,7 @@ from vllmchat.core.engine.events import EngineError, ErrorEvent, ErrorKind, Toke
 from vllmchat.core.engine.model_check import model_fingerprint
 from vllmchat.core.engine.process.inference.runtime import LlamaRuntime
 from vllmchat.core.engine.process.llama import llama_log
+from vllmchat.core.engine.process.llama.state_file import KVState
 from vllmchat.core.engine.process.serving.registry import handler_for
 from vllmchat.core.settings import LoadSettings
 
@@ -51,6 +52,7 @@ class Worker:
         self.threaded_send = False
         self.writer: threading.Thread | None = None  # the last checkpoint's file writer
         self.write_error: EngineError | None = None  # why the last checkpoint was not written
+        self.stashes: dict[str, KVState] = {}  # named KV states in RAM (the loaded model's)
 
     def send(self, message: Any) -> None:
         if self.threaded_send:
@@ -170,6 +172,7 @@ class Worker:
         back to."""
         if self.writer is not None:
             self.writer.join()
+        self.stashes.clear()
         if self.runtime is not None:
             self.runtime.close()
             self.runtime = None

@@ -1,0 +1,225 @@
+"""One API request's turn on the engine: its client's KV state made live, the reply
+streamed in whole characters with stop strings held back, the state kept after.
+
+``ApiChat`` is a request as the server front end parsed it; ``run_api_turn`` yields
+``ApiText`` pieces and ends with ``ApiDone`` or ``ApiFailed``. Closing the iterator
+(a client that left) stops the engine within one token.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from vllmchat.core.app.serving.api_tools import NO_TOOLS, OfferedTools, openai_calls, reply_calls
+from vllmchat.core.app.serving.client_states import ClientStates
+from vllmchat.core.engine.chat_options import PLAIN, ChatOptions
+from vllmchat.core.engine.events import DoneEvent, ErrorEvent, ErrorKind, TokenEvent
+from vllmchat.core.engine.kv_stash import KvStash, ServesRequests
+from vllmchat.core.engine.protocol import Engine
+from vllmchat.core.engine.requests import Render
+from vllmchat.core.settings import SamplingSettings
+
+
+@dataclass(frozen=True)
+class ApiChat:
+    """A chat request, parsed: messages (images at ``MEDIA_MARKER``), sampling, extras."""
+
+    messages: tuple[Mapping[str, str], ...]
+    sampling: SamplingSettings
+    options: ChatOptions = PLAIN
+    tools: OfferedTools = NO_TOOLS
+    client: str | None = None  # the client's own name for its state
+    stop: tuple[str, ...] = ()
+    label: str = ""  # for the request log
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Tokens of a turn, as OpenAI counts them; ``cached`` were read from a saved state."""
+
+    prompt: int = 0
+    completion: int = 0
+    cached: int = 0
+
+
+@dataclass(frozen=True)
+class ApiText:
+    """A piece of the reply (whole characters; never part of a stop string)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ApiDone:
+    """The reply: its whole text (what ``ApiText`` did not carry yet is sent with it),
+    why it ended ("stop", "length", "tool_calls"), its cost."""
+
+    text: str
+    finish_reason: str
+    usage: Usage
+    tool_calls: tuple[dict[str, Any], ...] = ()
+    client_key: str = ""
+    decode_tok_s: float = 0.0
+    ttft_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class ApiFailed:
+    """The turn could not be answered; ``kind`` chooses the HTTP status."""
+
+    kind: ErrorKind
+    message: str
+    partial_text: str = ""
+
+
+ApiEvent = ApiText | ApiDone | ApiFailed
+
+
+@dataclass
+class _Held:
+    """Reply text not sent yet: it may be the start of a stop string."""
+
+    stops: Sequence[str]
+    text: str = ""
+    sent: int = 0
+    hit: bool = False
+    pieces: list[str] = field(default_factory=list)
+
+    def add(self, piece: str) -> str:
+        """Take a piece; return what can be sent now."""
+        self.text += piece
+        for stop in self.stops:
+            at = self.text.find(stop, max(0, self.sent - len(stop)))
+            if at >= 0:
+                self.text, self.hit = self.text[:at], True
+        keep = 0 if self.hit else max((_partial(self.text, s) for s in self.stops), default=0)
+        ready = self.text[self.sent : len(self.text) - keep]
+        self.sent += len(ready)
+        return ready
+
+
+def _partial(text: str, stop: str) -> int:
+    """Length of the longest end of ``text`` that begins ``stop``."""
+    for n in range(min(len(stop) - 1, len(text)), 0, -1):
+        if stop.startswith(text[-n:]):
+            return n
+    return 0
+
+
+def render_prompt(engine: ServesRequests, request: ApiChat) -> list[int]:
+    """The prompt's token ids, as the turn will prefill them."""
+    ids: list[int] = engine.call(
+        Render(
+            [dict(m) for m in request.messages],
+            tuple(request.options.images),
+            request.options.tools,
+            request.sampling.thinking,
+            request.options.raw,
+        )
+    )
+    return ids
+
+
+def run_api_turn(
+    engine: Engine,
+    request: ApiChat,
+    *,
+    states: ClientStates | None = None,
+    stash: KvStash | None = None,
+) -> Iterator[ApiEvent]:
+    """Answer ``request`` (the caller holds the engine's queue)."""
+    key = request.client or ""
+    prompt_len = 0
+    if states is not None and stash is not None:
+        try:
+            prompt = render_prompt(stash.engine, request)
+        except Exception as exc:  # a template that cannot render these messages
+            yield ApiFailed(
+                getattr(exc, "kind", ErrorKind.BAD_REQUEST), getattr(exc, "message", str(exc))
+            )
+            return
+        if len(prompt) >= (engine.info.n_ctx if engine.info else 0):
+            n_ctx = engine.info.n_ctx if engine.info else 0
+            yield ApiFailed(
+                ErrorKind.PROMPT_TOO_LONG,
+                f"The prompt is {len(prompt):,} tokens; the model's context holds {n_ctx:,}.",
+            )
+            return
+        placed = states.place(prompt, request.client)
+        key, prompt_len = placed.key, len(prompt)
+    held = _Held(request.stop)
+    stream = engine.chat(list(request.messages), request.sampling, request.options)
+    done: DoneEvent | None = None
+    try:
+        for event in stream:
+            if isinstance(event, TokenEvent):
+                if request.tools.active:
+                    held.add(event.text)  # calls are read from the whole reply
+                    continue
+                ready = held.add(event.text)
+                if ready:
+                    yield ApiText(ready)
+                if held.hit:
+                    break
+            elif isinstance(event, DoneEvent):
+                done = event
+            elif isinstance(event, ErrorEvent):
+                yield ApiFailed(event.kind, event.message, held.text)
+                return
+    finally:
+        close = getattr(stream, "close", None)
+        if close is not None:
+            close()  # a client that left: the engine stops within one token
+    if states is not None and key:
+        states.keep(key, prompt_len, named=bool(request.client))
+    yield _done(request, held, done, key)
+
+
+def _done(request: ApiChat, held: _Held, done: DoneEvent | None, key: str) -> ApiDone:
+    stats = done.stats if done is not None else None
+    usage = Usage(
+        stats.prompt_tokens if stats else 0,
+        stats.decode_tokens if stats else 0,
+        stats.tokens_reused if stats else 0,
+    )
+    text = held.text if held.hit or done is None else _cut(done.text, request.stop)
+    reason = (
+        "length"
+        if done is not None and done.stop_reason in ("max_tokens", "context_full")
+        else "stop"
+    )
+    parsed = reply_calls(text, request.tools)
+    if parsed is not None:
+        return ApiDone(
+            parsed.content,
+            "tool_calls",
+            usage,
+            tuple(openai_calls(parsed)),
+            key,
+            stats.decode_tok_s if stats else 0.0,
+            stats.ttft_s if stats else 0.0,
+        )
+    return ApiDone(
+        text,
+        reason,
+        usage,
+        (),
+        key,
+        stats.decode_tok_s if stats else 0.0,
+        stats.ttft_s if stats else 0.0,
+    )
+
+
+def _cut(text: str, stops: Sequence[str]) -> str:
+    for stop in stops:
+        at = text.find(stop)
+        if at >= 0:
+            text = text[:at]
+    return text
+
+
+def schema_text(schema: Mapping[str, Any]) -> str:
+    return json.dumps(schema, ensure_ascii=False)

@@ -1,0 +1,264 @@
+"""What the API front end asks of the application: the models on offer, chat turns
+through the engine's one queue with each client's KV state, embeddings, a log.
+
+The service owns no conversation: an API client's history comes with each request.
+It owns the clients' KV states (``ClientStates``, per model) and tells each request
+it served to its listeners (the window's Server panel, ``vllmchat serve``'s log).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from vllmchat.core.app.chat_app import ChatApp
+from vllmchat.core.app.engine_queue import API, WINDOW, EngineQueue, Holder, Switched
+from vllmchat.core.app.events import Loaded, LoadFailed
+from vllmchat.core.app.serving.api_turn import ApiChat, ApiEvent, ApiFailed, run_api_turn
+from vllmchat.core.app.serving.client_states import ClientStates, StatesChanged, binding_folder
+from vllmchat.core.app.serving.models_on_offer import OfferedModel, offered_models
+from vllmchat.core.engine.embedding import can_embed, embed
+from vllmchat.core.engine.events import EngineError, ErrorKind
+from vllmchat.core.engine.kv_stash import stash_of
+from vllmchat.core.gguf_header import read_header
+from vllmchat.core.listeners import Listeners
+from vllmchat.core.paths import data_dir
+from vllmchat.core.tools.prompting import tool_format
+from vllmchat.core.tuning.cache import TuneCache
+
+_log = logging.getLogger(__name__)
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class RequestLogged:
+    """A request the API answered: when, from whom, what, how it went."""
+
+    at: float  # time.time()
+    client: str
+    what: str  # "POST /v1/chat/completions"
+    status: int
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What the API needs to know of a model before a turn: its context and tool format."""
+
+    id: str
+    n_ctx: int
+    tool_format: str
+    vision: bool
+
+
+def same_file(a: str, b: str) -> bool:
+    return Path(a).resolve() == Path(b).resolve()
+
+
+@dataclass(frozen=True)
+class ModelSwitched:
+    """An API request loaded another model (or the load failed: ``failed`` says why)."""
+
+    model: str
+    failed: str = ""
+
+
+class ApiService:
+    """The application's side of the local API, on one ``ChatApp``."""
+
+    def __init__(
+        self,
+        app: ChatApp,
+        *,
+        states_root: Path | None = None,
+        tune_cache: TuneCache | None = None,
+    ) -> None:
+        self.app = app
+        self.queue: EngineQueue = app.engine_queue
+        self.states_root = states_root or data_dir() / "api-states"
+        self.tune_cache = tune_cache or TuneCache()
+        self.log: Listeners[RequestLogged] = Listeners("API request log")
+        self.models_changed: Listeners[ModelSwitched] = Listeners("API model switch")
+        self.states_changed: Listeners[StatesChanged] = Listeners("API client states")
+        self._states: ClientStates | None = None
+        self._states_for: str = ""  # the folder the current states belong to
+        self._last_used = time.monotonic()
+        self._unsubscribe = self.queue.switches.subscribe(self._on_switch)
+
+    # -- queries -------------------------------------------------------------------------
+    def models(self) -> list[OfferedModel]:
+        loaded = self.app.engine.info.path if self.app.engine.info is not None else ""
+        return offered_models(
+            self.app.settings.model_folders, loaded or self.app.settings.load.model_path
+        )
+
+    def loaded_model(self) -> str:
+        info = self.app.engine.info
+        return Path(info.path).stem if info is not None else ""
+
+    def facts(self, model: OfferedModel | None) -> ModelFacts:
+        """What a request for ``model`` (None: the loaded one) is read against."""
+        info = self.app.engine.info
+        n_ctx = self.app.settings.load.n_ctx
+        if info is not None and (model is None or same_file(info.path, model.path)):
+            return ModelFacts(Path(info.path).stem, info.n_ctx, info.tool_format, info.vision)
+        if model is None:
+            path = self.app.settings.load.model_path
+            return ModelFacts(Path(path).stem if path else "", n_ctx, "", False)
+        try:
+            template = str(read_header(model.path).metadata.get("tokenizer.chat_template", ""))
+        except (OSError, ValueError):
+            template = ""
+        return ModelFacts(model.id, n_ctx, tool_format(template) if template else "", model.vision)
+
+    def states(self) -> StatesChanged | None:
+        return self._states.snapshot() if self._states is not None else None
+
+    # -- the clients' states -------------------------------------------------------------
+    def _client_states(self) -> ClientStates | None:
+        """The states of the model loaded now (made when the model changes)."""
+        engine, settings = self.app.engine, self.app.settings
+        stash = stash_of(engine)
+        if stash is None or engine.info is None:
+            return None
+        folder = binding_folder(self.states_root, engine.info.path, settings.load.state_binding())
+        if self._states is None or self._states_for != str(folder):
+            self._states = ClientStates(
+                stash,
+                folder,
+                ram_budget=settings.api_cache_ram_mib * MIB,
+                disk_cap=settings.api_cache_disk_mib * MIB,
+            )
+            self._states.changes.subscribe(self.states_changed.tell)
+            self._states_for = str(folder)
+        return self._states
+
+    def _on_switch(self, switched: Switched) -> None:
+        """The window's conversation and the API's clients take turns on one context."""
+        states = self._client_states()
+        if states is None:
+            return
+        try:
+            before, now = switched.before, switched.holder
+            if now.source == WINDOW:
+                states.hand_back(now.client)
+            elif before is not None and before.source == WINDOW:
+                states.set_aside(before.client)
+        except EngineError as exc:
+            _log.info("A KV state could not be moved between the window and the API: %s", exc)
+
+    # -- turns ---------------------------------------------------------------------------
+    def chat(
+        self,
+        request: ApiChat,
+        model: OfferedModel | None,
+        *,
+        gave_up: Callable[[], bool] = lambda: False,
+        started: Callable[[Holder], None] = lambda holder: None,
+    ) -> Iterator[ApiEvent]:
+        """Answer ``request`` on ``model`` (None: the one loaded), in the queue's turn
+        (``started`` is told when it begins). ``QueueFull`` and ``GaveUp`` (from the
+        queue) reach the caller."""
+        timeout = float(self.app.settings.api_timeout_s)
+        client = request.client or "anonymous"
+        with self.queue.hold(
+            API, client, request.label, timeout_s=timeout, gave_up=gave_up
+        ) as holder:
+            started(holder)
+            failed = self._ensure_model(model)
+            if failed is not None:
+                yield failed
+                return
+            states = self._client_states()
+            yield from run_api_turn(
+                self.app.engine,
+                request,
+                states=states,
+                stash=states.stash if states is not None else None,
+            )
+            self._last_used = time.monotonic()
+
+    def stop(self, holder: Holder) -> None:
+        """Stop ``holder``'s turn now (its client left), if it still runs."""
+        if self.queue.snapshot().running == holder:
+            self.app.engine.stop()
+
+    def _ensure_model(self, model: OfferedModel | None) -> ApiFailed | None:
+        engine = self.app.engine
+        if model is None or (
+            engine.info is not None
+            and Path(engine.info.path).resolve() == Path(model.path).resolve()
+        ):
+            if engine.info is not None:
+                return None
+            if model is None and not self.app.settings.load.model_path:
+                return ApiFailed(ErrorKind.NO_MODEL, "No model is loaded and none is chosen.")
+        settings = self.app.settings
+        if model is not None:
+            settings = settings.for_model(model.path)
+            if self.app.hardware is not None:
+                tuned = self.tune_cache.get(
+                    settings.load, self.app.hardware, settings.gpu_margin_mib
+                )
+                if tuned is not None and tuned.pick is not None:
+                    settings = settings.with_placement(tuned.pick.placement)
+        name = Path(settings.load.model_path).stem
+        for event in self.app.load(settings, remember=False):
+            if isinstance(event, LoadFailed):
+                self.models_changed.tell(ModelSwitched(name, event.message))
+                return ApiFailed(event.kind, f"{name} could not be loaded: {event.message}")
+            if isinstance(event, Loaded):
+                self.models_changed.tell(ModelSwitched(name))
+        return None
+
+    def embed(self, texts: Sequence[str]) -> list[tuple[float, ...]]:
+        """Vectors from the embedding model set in the settings (``EngineError`` else)."""
+        path = self.app.settings.embedding_model
+        if not path:
+            raise EngineError(
+                ErrorKind.BAD_REQUEST,
+                "No embedding model is set: choose one in Settings (embedding_model).",
+                fix="",
+            )
+        if not can_embed(self.app.engine):
+            raise EngineError(ErrorKind.BAD_REQUEST, "This engine computes no embeddings.", fix="")
+        with self.queue.hold(API, "embeddings", "embeddings"):
+            return embed(self.app.engine, path, texts)
+
+    def unload_if_idle(self) -> bool:
+        """Let the model go after ``api_idle_unload_min`` unused (0: never)."""
+        minutes = self.app.settings.api_idle_unload_min
+        if minutes <= 0 or self.app.engine.info is None:
+            return False
+        if time.monotonic() - self._last_used < minutes * 60:
+            return False
+        with self.queue.hold(API, "idle", "unloading an idle model"):
+            self.close_states()
+            self.app.engine.close()
+        return True
+
+    def close_states(self) -> None:
+        """Spill the clients' states to disk (before the model goes, or at the end)."""
+        if self._states is not None and self.app.engine.alive and self.app.engine.info is not None:
+            try:
+                self._states.save_all()
+            except EngineError as exc:
+                _log.warning("The clients' KV states could not all be saved: %s", exc)
+        self._states = None
+        self._states_for = ""
+
+    def close(self) -> None:
+        """Keep the clients' states for the next start, and stop listening to the queue."""
+        try:
+            with self.queue.hold(API, "shutdown", "saving the clients' states", timeout_s=30):
+                self.close_states()
+        except Exception as exc:  # the states in RAM are lost: say so in the log
+            _log.warning("The clients' KV states were not saved: %s", exc)
+        self._unsubscribe()

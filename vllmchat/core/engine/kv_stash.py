@@ -1,0 +1,97 @@
+"""KV states kept by name in the engine process's RAM, for the clients of the API.
+
+``Stash`` copies the live KV cache (and its token ids) under a key; ``Unstash``
+makes a stashed state live again (the stash stays); ``Spill`` writes one to a state
+file and frees its RAM; ``Forget`` drops stashes; ``LiveTokens`` tells the token ids
+the live cache holds. Stashes belong to the model loaded: a load or reload drops
+them. An engine with ``Capabilities.kv_stash`` serves these (the local engine).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from vllmchat.core.engine.info import StateTransfer
+from vllmchat.core.engine.requests import ImportState, Request
+
+
+@dataclass(frozen=True)
+class Stash(Request[StateTransfer]):
+    """Copy the live KV state into RAM under ``key`` (replacing what it held)."""
+
+    key: str
+
+
+@dataclass(frozen=True)
+class Unstash(Request[StateTransfer]):
+    """Make the state stashed under ``key`` live; ``STATE_MISMATCH`` when there is none."""
+
+    key: str
+
+
+@dataclass(frozen=True)
+class Spill(Request[StateTransfer]):
+    """Write the state stashed under ``key`` to a state file at ``path``; free its RAM."""
+
+    key: str
+    path: str
+
+
+@dataclass(frozen=True)
+class Forget(Request[None]):
+    """Drop these stashes (unknown keys are ignored)."""
+
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class LiveTokens(Request[list[int]]):
+    """The token ids the live KV cache holds."""
+
+
+@runtime_checkable
+class ServesRequests(Protocol):
+    """An engine that answers typed requests (``EngineClient``)."""
+
+    def call(self, request: Request[Any]) -> Any: ...
+
+
+class KvStash:
+    """The stash operations of one engine."""
+
+    def __init__(self, engine: ServesRequests) -> None:
+        self.engine = engine
+
+    def stash(self, key: str) -> StateTransfer:
+        done: StateTransfer = self.engine.call(Stash(key))
+        return done
+
+    def unstash(self, key: str) -> StateTransfer:
+        done: StateTransfer = self.engine.call(Unstash(key))
+        return done
+
+    def spill(self, key: str, path: str) -> StateTransfer:
+        done: StateTransfer = self.engine.call(Spill(key, path))
+        return done
+
+    def import_file(self, path: str) -> StateTransfer:
+        """Make the state in a state file live (``STATE_MISMATCH`` when it does not fit)."""
+        done: StateTransfer = self.engine.call(ImportState(path))
+        return done
+
+    def forget(self, keys: Sequence[str]) -> None:
+        self.engine.call(Forget(tuple(keys)))
+
+    def live_tokens(self) -> list[int]:
+        ids: list[int] = self.engine.call(LiveTokens())
+        return ids
+
+
+def stash_of(engine: object) -> KvStash | None:
+    """The stash of ``engine`` when its capabilities say it keeps one."""
+    capabilities = getattr(engine, "capabilities", None)
+    if capabilities is None or not capabilities.kv_stash or not isinstance(engine, ServesRequests):
+        return None
+    return KvStash(engine)
