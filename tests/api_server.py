@@ -41,9 +41,10 @@ def serving(
     folder: Path | None = None,
     key: str = "",
     origins: tuple[str, ...] = (),
+    body_timeout_s: float = 30.0,
     **settings: Any,
 ) -> Iterator[Served]:
-    """The demo model served until the block ends (its states kept in ``folder``)."""
+    """``model`` served until the block ends (its clients' states kept in ``folder``)."""
     folder = folder or Path(tempfile.mkdtemp(prefix="vllmchat-api-"))
     flat = {"model_path": str(model), "n_threads": 2, "temperature": 0.0, "n_ctx": 4096, **settings}
     started = open_app(AppSettings.of(**flat), engine=engine, file=folder / "c.sqlite3")
@@ -52,7 +53,9 @@ def serving(
     loaded = [e for e in app.load(app.settings, remember=False) if isinstance(e, Loaded)]
     assert loaded, "the model did not load"
     service = ApiService(app, states_root=folder / "states")
-    server = ApiServer(service, "127.0.0.1", 0, key=key, origins=origins)
+    server = ApiServer(
+        service, "127.0.0.1", 0, key=key, origins=origins, body_timeout_s=body_timeout_s
+    )
     server.start()
     try:
         yield Served(started, service, server, folder)
@@ -60,3 +63,30 @@ def serving(
         server.stop()
         service.close()
         started.close()
+
+
+def post(
+    url: str, body: bytes, headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, Any], str]:
+    """A raw POST (stdlib): status, headers, body text."""
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(url, data=body, method="POST", headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=120) as r:
+            return r.status, dict(r.headers), r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read().decode()
+
+
+def post_json(url: str, body: Any, headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    import json
+
+    status, _, text = post(
+        url, json.dumps(body).encode(), {"Content-Type": "application/json", **(headers or {})}
+    )
+    try:
+        return status, json.loads(text)
+    except ValueError:
+        return status, text

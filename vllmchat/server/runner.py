@@ -53,10 +53,13 @@ class ApiServer:
         key: str = "",
         origins: tuple[str, ...] = (),
         extra_hosts: tuple[str, ...] = (),
+        body_timeout_s: float = 30.0,
     ) -> None:
         lan_needs_key(host, key)
         self.service = service
-        self.policy = DoorPolicy(allowed_hosts(host, extra_hosts), origins, key)
+        self.policy = DoorPolicy(
+            allowed_hosts(host, extra_hosts), origins, key, body_timeout_s=body_timeout_s
+        )
         self.host = host
         self.port = port
         self._server: uvicorn.Server | None = None
