@@ -15,7 +15,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
-from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QDialog,
+    QDialogButtonBox,
+    QLabel,
+    QVBoxLayout,
+    QWidget,
+)
 
 from vllmchat.core.app.events import EditRefused, ToolPickChanged
 from vllmchat.core.app.tool_turns import ToolChoice
@@ -119,12 +126,25 @@ class ToolActions(QObject):
         self.approved.set_names(self.service.policy.always)
         self.approved.revoke_requested.connect(self.revoke)
         layout.addWidget(self.approved, 1)
+        self.require_call = QCheckBox("Begin each turn with a tool call")
+        self.require_call.setToolTip(
+            "The reply's first step is held to a call of an offered tool (for a model that "
+            "does not call tools by itself); from the next turn, in every conversation."
+        )
+        self.require_call.setChecked(self.tool_choice == "required")
+        self.require_call.toggled.connect(self.require_a_call)
+        layout.addWidget(self.require_call)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
         buttons.rejected.connect(dialog.reject)
         layout.addWidget(buttons)
         dialog.finished.connect(self.start)
         dialog.open()
         self.dialog = dialog
+
+    def require_a_call(self, required: bool) -> None:
+        """Each turn's first step a call (``tool_choice="required"``) or the model's pick;
+        used from the next turn, when the dialog closes."""
+        self.tool_choice = "required" if required else "auto"
 
     def revoke(self, name: str) -> None:
         """A tool always allowed asks before each call again (``mcp-approved.json``)."""
