@@ -46,6 +46,7 @@ from vllmchat.ui.common.workers import WorkerGroup
 from vllmchat.ui.models.downloads import DownloadsPanel
 from vllmchat.ui.offload.memory_panel import MemoryPanel
 from vllmchat.ui.offload.offload_panel import OffloadPanel
+from vllmchat.ui.server.server_dock import ServerDock
 from vllmchat.ui.window.attachments.attach_actions import AttachActions
 from vllmchat.ui.window.bridge.engine_bridge import EngineBridge
 from vllmchat.ui.window.conversations.conversation_actions import ConversationActions
@@ -150,6 +151,7 @@ class MainWindow(QMainWindow):
             self.ask_for_title,
             self.turn_ended.emit,
         )
+        self.server_dock = ServerDock(self.bridge, self)  # the local API, hidden until asked
         self._connect()
         self._menus()
         existing = self.stored.list()
@@ -268,6 +270,7 @@ class MainWindow(QMainWindow):
         self._action(model, "Choose model…", self.models.choose_model, "Ctrl+M")
         self._action(model, "Settings…", self.models.open_settings, "Ctrl+,")
         self._action(model, "Tune speed and memory…", self.tuning.open, "Ctrl+T")
+        self._action(model, "Server…", self.server_dock.show_panel)
         tools = bar.addMenu("&Tools")
         self._action(tools, "MCP servers…", self.tool_actions.open_servers)
         self._action(tools, "Tools in this conversation…", self.tool_actions.open_pick)
@@ -390,6 +393,7 @@ class MainWindow(QMainWindow):
         self.window_state.save(self.conversation_id)
         self.downloads.join()
         self.workers.join()
+        self.server_dock.close_server()  # its clients' states are saved by the engine
         self.bridge.close()
         self.tool_actions.close()
         super().closeEvent(event)
