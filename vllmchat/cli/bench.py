@@ -22,6 +22,7 @@ BENCHMARKS = {
     "vision": "images kept in the KV cache: what a follow-up and a restart encode",
     "attach": "a document prefilled once; a large one answered from passages",
     "tools": "a tool round trip through the demo model and a loopback MCP server",
+    "serve": "the local API against llama-server: clients taking turns, restarts, load",
 }
 
 
@@ -63,7 +64,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--n-ctx",
         type=int,
-        help="tune: context size (default: 4096); moe: 8192 on a GPU, else 2048",
+        help="tune: context size (default: 4096); moe: 8192 on a GPU, else 2048; serve: 8192",
     )
     p.add_argument("--n-gpu-layers", type=int, default=0, help="speculative: layers on the GPU")
     p.add_argument("--threads", type=int, default=2, help="speculative: CPU threads")
@@ -181,6 +182,10 @@ def run(args: argparse.Namespace) -> int:
         from vllmchat.bench.tools import tools_bench
 
         result = tools_bench.run(model=args.model, quick=args.quick)
+    elif args.name == "serve":
+        from vllmchat.bench.serving import serve_bench
+
+        result = serve_bench.run(model=args.model, quick=args.quick, n_ctx=args.n_ctx or 8192)
     elif args.name == "tune-noise":
         from vllmchat.bench.placement import tune_noise
 

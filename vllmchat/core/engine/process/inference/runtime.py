@@ -314,19 +314,28 @@ class LlamaRuntime:
             self.truncate(self.llm.n_tokens)
             raise decode_error(str(exc), self.llm.n_tokens, self.n_ctx) from exc
 
-    def save_state(self) -> tuple[bytes, list[int]]:
-        """llama.cpp's state bytes and the token ids they hold (no logits copy)."""
+    def save_state(self) -> tuple[bytearray, list[int]]:
+        """llama.cpp's state bytes and the token ids they hold (no logits copy); the
+        bytes are written once, straight into the buffer returned."""
         ctx = self.llm.ctx
         size = llama_cpp.llama_state_get_size(ctx)
-        buf = (ctypes.c_uint8 * size)()
+        data = bytearray(size)
+        buf = (ctypes.c_uint8 * size).from_buffer(data)
         written = llama_cpp.llama_state_get_data(ctx, buf, size)
-        return ctypes.string_at(buf, written), self.kv_tokens
+        del buf  # the buffer is exported until then
+        if written < size:
+            del data[written:]
+        return data, self.kv_tokens
 
-    def restore_state(self, data: bytes, tokens: Sequence[int]) -> bool:
+    def restore_state(self, data: bytes | bytearray, tokens: Sequence[int]) -> bool:
         """Load saved state bytes; False (and an empty cache) when they do not fit."""
         if len(tokens) >= self.n_ctx:
             return False
-        src = ctypes.cast(ctypes.c_char_p(data), ctypes.POINTER(ctypes.c_uint8))  # no copy
+        src: Any
+        if isinstance(data, bytearray):
+            src = (ctypes.c_uint8 * len(data)).from_buffer(data)  # no copy
+        else:
+            src = ctypes.cast(ctypes.c_char_p(data), ctypes.POINTER(ctypes.c_uint8))  # no copy
         read = llama_cpp.llama_state_set_data(self.llm.ctx, src, len(data))
         if read == 0:
             self.truncate(0)

@@ -23,7 +23,7 @@ class KVState:
 
     binding: dict[str, Any]
     tokens: list[int]
-    data: bytes
+    data: bytes | bytearray
 
 
 def write_state(path: str | os.PathLike[str], state: KVState) -> int:
