@@ -8,6 +8,7 @@ import socket
 import threading
 
 import openai
+from PySide6.QtGui import QGuiApplication
 
 from vllmchat.core.app.serving.api_key import server_key, set_server_key
 
@@ -92,3 +93,13 @@ def test_server_panel_serves_the_window_model_and_shows_its_request(qtbot, demo_
     with socket.socket() as again:  # nothing listens on the port any more
         again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         again.bind(("127.0.0.1", port))
+
+    # The key: made, copied, removed (in the keyring, through a worker).
+    panel.key.new_button.click()
+    qtbot.waitUntil(lambda: panel.key.key.startswith("vc-"), timeout=10_000)
+    assert server_key() == panel.key.key
+    panel.key.copy_button.click()
+    assert QGuiApplication.clipboard().text() == panel.key.key
+    panel.key.remove_button.click()
+    qtbot.waitUntil(lambda: panel.key.key == "", timeout=10_000)
+    assert server_key() == ""

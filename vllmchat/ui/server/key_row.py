@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from PySide6.QtCore import Signal
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QHBoxLayout, QLineEdit, QPushButton, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QLineEdit, QPushButton, QWidget
 
 from vllmchat.core.app.serving.api_key import new_server_key, server_key, set_server_key
 from vllmchat.ui.common.icons import icon
 from vllmchat.ui.common.workers import WorkerGroup
 
-NO_KEY = "none: any program on this machine may call the API"
+NO_KEY = "no key set"
+NOTE_STYLE = "color: #b06000;"
 
 
 def _remove_key() -> tuple[str, str | None]:
@@ -24,8 +25,6 @@ class KeyRow(QWidget):
 
     key_changed = Signal(str)
     """The key as the keyring holds it now ("" for none), once read or changed."""
-    warned = Signal(str)
-    """The keyring could not keep the key (it lasts this session), or failed."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -33,10 +32,15 @@ class KeyRow(QWidget):
         self.known = False  # the keyring has been read
         self._locked = False  # the server runs with the key it started with
         self.workers = WorkerGroup(self)
+        self.note = QLabel()  # the keyring could not keep the key, or failed
+        self.note.setWordWrap(True)
+        self.note.setStyleSheet(NOTE_STYLE)
+        self.note.hide()
         self.field = QLineEdit()
         self.field.setReadOnly(True)
         self.field.setEchoMode(QLineEdit.EchoMode.Password)
         self.field.setPlaceholderText("reading the keyring…")
+        self.field.setToolTip("Clients send it as 'Authorization: Bearer KEY'")
         self.field.setMinimumWidth(180)
         self.show_button = QPushButton("Show")
         self.show_button.setCheckable(True)
@@ -82,17 +86,21 @@ class KeyRow(QWidget):
         key, warning = result
         self.key, self.known = key, True
         self.field.setText(key)
+        self.field.setCursorPosition(0)
         self.field.setPlaceholderText(NO_KEY)
         self._set_busy(False)
-        if warning:
-            self.warned.emit(warning)
+        self._note(warning or "")
         self.key_changed.emit(key)
 
     def _on_failed(self, exc: Exception) -> None:
         self.known = True
         self.field.setPlaceholderText(NO_KEY)
         self._set_busy(False)
-        self.warned.emit(f"The keyring failed: {exc}")
+        self._note(f"The keyring failed: {exc}")
+
+    def _note(self, text: str) -> None:
+        self.note.setText(text)
+        self.note.setVisible(bool(text))
 
     def _shown(self, shown: bool) -> None:
         mode = QLineEdit.EchoMode.Normal if shown else QLineEdit.EchoMode.Password

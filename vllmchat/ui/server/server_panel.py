@@ -36,7 +36,7 @@ from vllmchat.ui.server.server_control import LOOPBACK, Listening, Refused, Serv
 from vllmchat.ui.server.server_tables import ClientStatesTable, RequestLogTable
 
 ERROR_STYLE = "color: #c5221f;"
-OFF_TEXT = "Off. Other apps (IDE agents, Open WebUI, scripts) can use this model once it is on."
+OFF_TEXT = "Off. Once on, other programs (IDE agents, Open WebUI, scripts) use this model."
 
 
 def holder_text(holder: Holder) -> str:
@@ -70,6 +70,7 @@ class ServerPanel(QWidget):
         self.serving: Listening | None = None
         start = settings()
         self.switch = QCheckBox("Serve this model over HTTP")
+        self.switch.setToolTip("OpenAI's, Anthropic's and Ollama's APIs, for other programs")
         self.switch.setEnabled(False)  # until the key has been read
         self.switch.toggled.connect(self._switched)
         self.port = QSpinBox()
@@ -87,7 +88,6 @@ class ServerPanel(QWidget):
         self.lan.toggled.connect(self._show_address)
         self.key = KeyRow()
         self.key.key_changed.connect(self._key_known)
-        self.key.warned.connect(self._say)
         self.message = QLabel(OFF_TEXT)
         self.message.setWordWrap(True)
         self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -106,23 +106,29 @@ class ServerPanel(QWidget):
         self._show_address()
 
     def _lay_out(self) -> None:
+        top = QHBoxLayout()
+        top.addWidget(self.switch)
+        top.addWidget(QLabel("on port"))
+        top.addWidget(self.port)
+        top.addStretch()
         address = QHBoxLayout()
-        address.addWidget(self.port)
-        address.addWidget(self.url, 1)
+        address.addWidget(self.url)
         address.addWidget(self.copy_url)
+        address.addStretch()
         form = QFormLayout()
-        form.addRow(self.switch)
-        form.addRow("Port", address)
+        form.addRow(top)
+        form.addRow("Base URL", address)
         form.addRow(self.lan)
         form.addRow("Key", self.key)
-        form.addRow("Engine", self.queue)
+        form.addRow(self.key.note)
+        form.addRow("Queue", self.queue)
         form.addRow(self.message)
         left = QWidget()
         left_layout = QVBoxLayout(left)
         left_layout.setContentsMargins(0, 0, 0, 0)
         left_layout.addLayout(form)
         left_layout.addStretch()
-        left.setMinimumWidth(440)
+        left.setMinimumWidth(460)
         left.setMaximumWidth(560)
         clients = QWidget()
         c = QVBoxLayout(clients)
@@ -133,6 +139,7 @@ class ServerPanel(QWidget):
         self.tabs.addTab(self.log.table, "Requests")
         self.tabs.addTab(clients, "Clients")
         row = QHBoxLayout(self)
+        row.setContentsMargins(6, 2, 6, 4)
         row.addWidget(left)
         row.addWidget(self.tabs, 1)
 
@@ -154,10 +161,10 @@ class ServerPanel(QWidget):
         self.serving = listening
         self.switch.setEnabled(True)
         self._show_address()
-        where = "every network interface" if listening.lan else "this machine only"
         self._say(
-            f"On, for {where}: {listening.base_url} (OpenAI and Anthropic), "
-            f"{listening.address.url}/api (Ollama).",
+            "On, for other machines too: they send the key."
+            if listening.lan
+            else "On, for programs on this machine.",
             error=False,
         )
         states = self.control.service.states() if self.control.service is not None else None
@@ -197,11 +204,13 @@ class ServerPanel(QWidget):
     def _show_address(self) -> None:
         self.url.setText(self.base_url())
         lan = self.serving.lan if self.serving is not None else self.lan.isChecked()
-        self.url.setToolTip(
+        ollama = self.base_url().removesuffix("/v1") + "/api"
+        who = (
             "Other machines use this machine's address with this port."
             if lan
             else "Only programs on this machine can connect."
         )
+        self.url.setToolTip(f"OpenAI's and Anthropic's shapes; Ollama's at {ollama}. {who}")
 
     def _copy_url(self) -> None:
         QGuiApplication.clipboard().setText(self.base_url())

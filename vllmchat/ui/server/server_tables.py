@@ -44,7 +44,9 @@ def _text(item: QTableWidgetItem | None) -> str:
 def _table(columns: tuple[str, ...], stretch: int) -> QTableWidget:
     table = QTableWidget(0, len(columns))
     table.setHorizontalHeaderLabels(list(columns))
-    table.verticalHeader().hide()
+    rows = table.verticalHeader()
+    rows.hide()
+    rows.setDefaultSectionSize(table.fontMetrics().height() + 6)
     table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
     table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
     table.setAlternatingRowColors(True)
