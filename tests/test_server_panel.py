@@ -11,6 +11,7 @@ import openai
 from PySide6.QtGui import QGuiApplication
 
 from vllmchat.core.app.serving.api_key import server_key, set_server_key
+from vllmchat.core.paths import data_dir
 
 
 def _free_port() -> int:
@@ -103,3 +104,11 @@ def test_server_panel_serves_the_window_model_and_shows_its_request(qtbot, demo_
     panel.key.remove_button.click()
     qtbot.waitUntil(lambda: panel.key.key == "", timeout=10_000)
     assert server_key() == ""
+
+    # The window closes with the server on: it stops, and the clients' states are kept.
+    with qtbot.waitSignal(dock.control.listening, timeout=10_000):
+        panel.switch.setChecked(True)
+    dock.close_server()  # as the window's close does, before the engine ends
+    assert not dock.control.running
+    kept = (data_dir() / "api-states").glob("*/index.json")
+    assert any("named-panel-test" in index.read_text() for index in kept)
