@@ -66,8 +66,15 @@ def register(sub: Any) -> None:
         type=int,
         help="tune: context size (default: 4096); moe: 8192 on a GPU, else 2048; serve: 8192",
     )
-    p.add_argument("--n-gpu-layers", type=int, default=0, help="speculative: layers on the GPU")
-    p.add_argument("--threads", type=int, default=2, help="speculative: CPU threads")
+    p.add_argument(
+        "--n-gpu-layers", type=int, default=0, help="speculative, serve: layers on the GPU"
+    )
+    p.add_argument("--threads", type=int, default=2, help="speculative, serve: CPU threads")
+    p.add_argument(
+        "--alternating-only",
+        action="store_true",
+        help="serve: only the three clients taking turns (ours and llama-server's)",
+    )
     p.add_argument("--budget-s", type=float, default=60.0, help="tune: the tuner's budget")
     p.add_argument(
         "--flash-attn", action="store_true", help="tune, moe, speculative: flash attention"
@@ -185,7 +192,14 @@ def run(args: argparse.Namespace) -> int:
     elif args.name == "serve":
         from vllmchat.bench.serving import serve_bench
 
-        result = serve_bench.run(model=args.model, quick=args.quick, n_ctx=args.n_ctx or 8192)
+        result = serve_bench.run(
+            model=args.model,
+            quick=args.quick,
+            n_ctx=args.n_ctx or 8192,
+            threads=args.threads,
+            n_gpu_layers=args.n_gpu_layers,
+            alternating_only=args.alternating_only,
+        )
     elif args.name == "tune-noise":
         from vllmchat.bench.placement import tune_noise
 

