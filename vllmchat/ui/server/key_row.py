@@ -89,17 +89,21 @@ class KeyRow(QWidget):
         self.field.setCursorPosition(0)
         self.field.setPlaceholderText(NO_KEY)
         self._set_busy(False)
-        self._note(warning or "")
+        if warning:  # the keyring could not keep it: one line, the whole of it on hover
+            self._note("No system keyring: this key lasts until the app closes.", warning)
+        else:
+            self._note("")
         self.key_changed.emit(key)
 
     def _on_failed(self, exc: Exception) -> None:
         self.known = True
         self.field.setPlaceholderText(NO_KEY)
         self._set_busy(False)
-        self._note(f"The keyring failed: {exc}")
+        self._note("The keyring failed: no key is read.", str(exc))
 
-    def _note(self, text: str) -> None:
+    def _note(self, text: str, detail: str = "") -> None:
         self.note.setText(text)
+        self.note.setToolTip(detail)
         self.note.setVisible(bool(text))
 
     def _shown(self, shown: bool) -> None:

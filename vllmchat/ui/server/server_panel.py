@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QPushButton,
+    QSizePolicy,
     QSpinBox,
     QTabWidget,
     QVBoxLayout,
@@ -107,15 +108,18 @@ class ServerPanel(QWidget):
 
     def _lay_out(self) -> None:
         top = QHBoxLayout()
+        top.setSpacing(6)
         top.addWidget(self.switch)
         top.addWidget(QLabel("on port"))
         top.addWidget(self.port)
         top.addStretch()
         address = QHBoxLayout()
+        address.setSpacing(6)
         address.addWidget(self.url)
         address.addWidget(self.copy_url)
         address.addStretch()
         form = QFormLayout()
+        form.setVerticalSpacing(3)
         form.addRow(top)
         form.addRow("Base URL", address)
         form.addRow(self.lan)
@@ -136,6 +140,10 @@ class ServerPanel(QWidget):
         c.addWidget(self.clients_summary)
         c.addWidget(self.clients.table, 1)
         self.tabs = QTabWidget()
+        # The tables take the height the dock has: they ask for none of their own, so
+        # the panel scrolls only when its controls do not fit.
+        self.tabs.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Ignored)
+        self.tabs.setMinimumHeight(90)
         self.tabs.addTab(self.log.table, "Requests")
         self.tabs.addTab(clients, "Clients")
         row = QHBoxLayout(self)
