@@ -31,6 +31,7 @@ class KeyRow(QWidget):
         self.key = ""
         self.known = False  # the keyring has been read
         self._locked = False  # the server runs with the key it started with
+        self._busy = False  # the keyring is being read or written
         self.workers = WorkerGroup(self)
         self.note = QLabel()  # the keyring could not keep the key, or failed
         self.note.setWordWrap(True)
@@ -80,7 +81,7 @@ class KeyRow(QWidget):
     def set_locked(self, locked: bool) -> None:
         """While the server runs its key stays: it was given the key it started with."""
         self._locked = locked
-        self._set_busy(False)
+        self._set_busy(self._busy)
 
     def _on_key(self, result: tuple[str, str | None]) -> None:
         key, warning = result
@@ -112,6 +113,7 @@ class KeyRow(QWidget):
         self.show_button.setText("Hide" if shown else "Show")
 
     def _set_busy(self, busy: bool) -> None:
+        self._busy = busy
         locked = busy or self._locked
         self.new_button.setEnabled(not locked)
         self.remove_button.setEnabled(not locked and bool(self.key))

@@ -89,6 +89,8 @@ class ServerControl(QObject):
         self._unsubscribe: list[Callable[[], None]] = [
             app.engine_queue.changes.subscribe(self.queue_changed.emit)
         ]
+        unsubscribers = self._unsubscribe  # not self: a deleted control is not called
+        self.destroyed.connect(lambda *_: [unsubscribe() for unsubscribe in unsubscribers])
         self._watch = QTimer(self)  # a server thread that ended by itself
         self._watch.setInterval(1000)
         self._watch.timeout.connect(self._check_alive)
@@ -186,4 +188,4 @@ class ServerControl(QObject):
             self.service.close()
         for unsubscribe in self._unsubscribe:
             unsubscribe()
-        self._unsubscribe.clear()
+        self._unsubscribe.clear()  # the same list the ``destroyed`` hook holds

@@ -175,9 +175,6 @@ class ServerPanel(QWidget):
             else "On, for programs on this machine.",
             error=False,
         )
-        states = self.control.service.states() if self.control.service is not None else None
-        if states is not None:
-            self._on_states(states)
         s = self.settings()
         if (listening.address.port, listening.lan) != (s.api_port, s.api_lan):
             self.remember(listening.address.port, listening.lan)
