@@ -77,7 +77,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--budget-s", type=float, default=60.0, help="tune: the tuner's budget")
     p.add_argument(
-        "--flash-attn", action="store_true", help="tune, moe, speculative: flash attention"
+        "--flash-attn", action="store_true", help="tune, moe, speculative, serve: flash attention"
     )
     p.add_argument(
         "--fit-args", help="moe: what llama-fit-params printed (its choice is measured too)"
@@ -198,6 +198,7 @@ def run(args: argparse.Namespace) -> int:
             n_ctx=args.n_ctx or 8192,
             threads=args.threads,
             n_gpu_layers=args.n_gpu_layers,
+            flash_attn=args.flash_attn,
             alternating_only=args.alternating_only,
         )
     elif args.name == "tune-noise":

@@ -205,20 +205,29 @@ def run(
     threads: int = 2,
     ram_budget_mib: int = 256,
     n_gpu_layers: int = 0,
+    flash_attn: bool = False,
     alternating_only: bool = False,
 ) -> dict[str, Any]:
     """Everything above; ``alternating_only``: traffic A alone (ours and llama-server's)."""
     path = model or str(demo_model_path())
-    llama_server_args: tuple[str, ...] = ("-ngl", str(n_gpu_layers)) if n_gpu_layers else ()
+    llama_server_args: tuple[str, ...] = (
+        "-ngl",
+        str(n_gpu_layers),
+        "-fa",
+        "on" if flash_attn else "off",
+    )
     if alternating_only:
-        return _alternating_only(path, quick, n_ctx, threads, n_gpu_layers, llama_server_args)
+        return _alternating_only(
+            path, quick, n_ctx, threads, n_gpu_layers, flash_attn, llama_server_args
+        )
     rounds_a, rounds_b, max_tokens = (3, 3, 8) if quick else (6, 4, 16)
     scale = 0.5 if quick else 1.0
     out: dict[str, Any] = {"model": Path(path).name, "rounds_a": rounds_a, "rounds_b": rounds_b}
     folder = Path(tempfile.mkdtemp(prefix="vllmchat-serve-bench-"))
     # Traffic A on ours, the Qt loop ticking beside it; then a restart, speed, leaving, load.
     clients = clients_a(scale)
-    with ours(path, folder / "a", n_ctx, threads, n_gpu_layers=n_gpu_layers) as (url, service):
+    placed: dict[str, Any] = {"n_gpu_layers": n_gpu_layers, "flash_attn": flash_attn}
+    with ours(path, folder / "a", n_ctx, threads, **placed) as (url, service):
         turns_a, lag = with_qt_loop(lambda: take_turns(url, clients, rounds_a, max_tokens))
         out.update(_decode_ratio(url, service))
         out["disconnect_free_ms"] = _disconnect_free_ms(url, service)
@@ -267,6 +276,7 @@ def _alternating_only(
     n_ctx: int,
     threads: int,
     n_gpu_layers: int,
+    flash_attn: bool,
     llama_server_args: tuple[str, ...],
 ) -> dict[str, Any]:
     rounds, max_tokens = (3, 8) if quick else (6, 16)
@@ -274,9 +284,11 @@ def _alternating_only(
         "model": Path(path).name,
         "rounds_a": rounds,
         "n_gpu_layers": n_gpu_layers,
+        "flash_attn": flash_attn,
     }
     folder = Path(tempfile.mkdtemp(prefix="vllmchat-serve-bench-"))
-    with ours(path, folder, n_ctx, threads, n_gpu_layers=n_gpu_layers) as (url, _):
+    placed: dict[str, Any] = {"n_gpu_layers": n_gpu_layers, "flash_attn": flash_attn}
+    with ours(path, folder, n_ctx, threads, **placed) as (url, _):
         turns = take_turns(url, clients_a(), rounds, max_tokens)
     out["alternating_cached_fraction"] = round(cached_fraction(turns), 4)
     out["ttft_returning_ms"] = round(_ttft_returning(turns) * 1000, 1)
