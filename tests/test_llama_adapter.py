@@ -50,14 +50,16 @@ def test_loader_overrides_reach_the_model_parameters():
     assert defaults().tensor_buft_overrides in (None, 0)
 
 
-def _greedy_reply(llm, sampler, prompt: bytes, n: int) -> list[int]:
+def _greedy_picks(llm, fast, chain, prompt: bytes, n: int) -> list[tuple[int, int]]:
+    """Both samplers' picks on the logits of every step of one greedy reply of ``n``
+    tokens (each sampler keeps its own penalty history; the reply follows the chain)."""
     llm.reset()
     llm.eval(llm.tokenize(prompt, add_bos=True))
-    out = []
+    picks = []
     for _ in range(n):
-        out.append(llama_adapter.sample_next(llm, sampler))
-        llm.eval([out[-1]])
-    return out
+        picks.append((llama_adapter.sample_next(llm, fast), llama_adapter.sample_next(llm, chain)))
+        llm.eval([picks[-1][1]])
+    return picks
 
 
 @pytest.mark.parametrize("penalty", [1.1, 1.0, 1.5])
@@ -74,6 +76,7 @@ def test_the_greedy_pick_on_the_logits_is_the_chains(which, penalty, request):
         fast = llama_adapter.sampler_for(llm, sampling)
         assert isinstance(fast, GreedySampler)
         chain = llm._init_sampler(temp=0.0, repeat_penalty=penalty)
-        assert _greedy_reply(llm, fast, prompt, 120) == _greedy_reply(llm, chain, prompt, 120)
+        picks = _greedy_picks(llm, fast, chain, prompt, 120)
+        assert [f for f, _ in picks] == [c for _, c in picks]
     finally:
         llm.close()
