@@ -72,8 +72,10 @@ def test_kld_orders_the_quants_and_f16_against_itself_is_zero(smol_quants, tmp_p
     assert QualityCache().kld_of(str(smol_quants["Q4_K_M"])) == pytest.approx(q4.kld_mean)
 
 
-def test_the_cli_compares_with_speed_and_memory(smol_quants):
-    files = [str(smol_quants["F16"]), str(smol_quants["Q4_K_M"])]
+def test_the_cli_compares_with_speed_and_memory(small_quants):
+    """On a small synthetic model's real quants: the CLI's rows, not the quality order
+    (the test above), are what is checked here."""
+    files = [str(small_quants["F16"]), str(small_quants["Q4_K_M"])]
     out = subprocess.run(
         [sys.executable, "-m", "vllmchat", "quants", "compare", *files, "--json"],
         capture_output=True,
@@ -88,12 +90,12 @@ def test_the_cli_compares_with_speed_and_memory(smol_quants):
     assert q4["ram"] > 0
 
 
-def test_a_file_that_is_not_a_model_is_a_row_with_its_reason(smol_quants, tmp_path):
+def test_a_file_that_is_not_a_model_is_a_row_with_its_reason(small_quants, tmp_path):
     bad = tmp_path / "Broken-Q8_0.gguf"
     bad.write_bytes(b"GGUF" + b"\0" * 64)
     client = EngineClient()
     try:
-        done = list(compare(client, [str(smol_quants["F16"]), str(bad)], speed=False))[-1]
+        done = list(compare(client, [str(small_quants["F16"]), str(bad)], speed=False))[-1]
     finally:
         client.close()
     broken = next(r for r in done.rows if r.path == str(bad))
