@@ -83,7 +83,12 @@ def test_a_large_document_is_answered_from_fused_passages(tmp_path, demo_model) 
         _close(app)
 
 
-def test_embedding_stops_between_batches_and_keeps_what_it_made(tmp_path, demo_model) -> None:
+def test_embedding_stops_between_batches_and_keeps_what_it_made(
+    tmp_path, demo_model, tiny_models
+) -> None:
+    """The batches, the stop and the vectors kept are the engine's and the store's, whatever
+    the embedding model: a tiny synthetic one embeds the chunks here."""
+    embedding_model = str(tiny_models["none"])
     app, _, _ = _open(tmp_path, demo_model, n_ctx=2048)
     try:
         added = [e for e in app.attach(_archive(tmp_path)) if isinstance(e, AttachmentAdded)]
@@ -94,13 +99,13 @@ def test_embedding_stops_between_batches_and_keeps_what_it_made(tmp_path, demo_m
         hybrid = HybridSearch(
             app.attachments,
             app.engine,
-            str(demo_model),
+            embedding_model,
             should_stop=lambda: (asked.append(1), len(asked) > 1)[1],
         )
         left = hybrid.index([att])
         assert left == total - BATCH
         assert hybrid.index([att]) == total - BATCH  # still stopped: nothing more
-        again = HybridSearch(app.attachments, app.engine, str(demo_model))
+        again = HybridSearch(app.attachments, app.engine, embedding_model)
         assert again.index([att]) == 0
     finally:
         _close(app)
