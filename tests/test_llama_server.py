@@ -105,7 +105,7 @@ def test_a_prompt_over_the_server_context_is_refused_before_any_token(app):
 
 
 def test_summaries_are_written_by_the_server_model(app):
-    list(app.configure(keep_last_turns=1, max_tokens=200, summary_max_words=40))
+    list(app.configure(keep_last_turns=1, max_tokens=80, summary_max_words=40))
     for question in ("Tell me about Paris.", "And about Rome?", "And about Madrid?"):
         assert isinstance(list(app.send(question))[-1], DoneEvent)
     events = list(app.summarize())
@@ -131,6 +131,7 @@ def test_a_killed_server_keeps_the_partial_reply_and_the_app_reconnects(demo_mod
         assert isinstance(down, ErrorEvent) and "Cannot reach" in down.message
         back = LlamaServer(demo_model, n_ctx=2048, port=server.port).start()
         try:
+            list(app.configure(max_tokens=16))  # a short answer shows the way back
             assert isinstance(list(app.send("And now?"))[-1], DoneEvent), "reconnected"
         finally:
             back.stop()
