@@ -98,7 +98,7 @@ class OpenAiRoutes:
             chunks = self._chunks(turn, first, name, stream_usage, chat, request, started)
             return EventSourceResponse(chunks, ping=15, sep="\n")
         done = await _collect(turn, first)
-        log_request(self.service, request, 200, started, chat, done.usage)
+        log_request(self.service, request, 200, started, chat, done)
         message: dict[str, Any] = {"role": "assistant", "content": done.text or None}
         if done.tool_calls:
             message["tool_calls"] = list(done.tool_calls)
@@ -179,7 +179,7 @@ class OpenAiRoutes:
                                 "usage": usage,
                             }
                         )
-                    log_request(self.service, request, 200, started, chat, event.usage)
+                    log_request(self.service, request, 200, started, chat, event)
                 elif isinstance(event, ApiFailed | ApiError):
                     error = (
                         event if isinstance(event, ApiError) else of_kind(event.kind, event.message)
@@ -243,7 +243,7 @@ class OpenAiRoutes:
 
             return EventSourceResponse(pieces(), ping=15, sep="\n")
         done = await _collect(turn, first)
-        log_request(self.service, request, 200, started, chat, done.usage)
+        log_request(self.service, request, 200, started, chat, done)
         out = _completion(ident, created, name, done.text, done.finish_reason)
         out["usage"] = usage_json(done.usage)
         return JSONResponse(out)

@@ -94,11 +94,12 @@ def log_request(
     status: int,
     started: float,
     chat: ApiChat | None = None,
-    usage: Any = None,
+    done: Any = None,
     note: str = "",
 ) -> None:
     """Tell the service's listeners (the window's log) about an answered request."""
     client = chat.client if chat is not None and chat.client else ""
+    usage = getattr(done, "usage", None)
     host = request.client.host if request.client is not None else ""
     service.log.tell(
         RequestLogged(
@@ -111,5 +112,7 @@ def log_request(
             getattr(usage, "completion", 0),
             time.monotonic() - started,
             note,
+            getattr(done, "place_s", 0.0) * 1000,
+            getattr(done, "ttft_s", 0.0) * 1000,
         )
     )

@@ -54,8 +54,7 @@ class StartedTurn:
         raise ApiError(500, "The turn ended without an answer.", type="server_error")
 
     def logged(self, status: int, done: ApiDone | None = None, note: str = "") -> None:
-        usage = done.usage if done is not None else None
-        log_request(self.service, self.request, status, self.started, self.chat, usage, note)
+        log_request(self.service, self.request, status, self.started, self.chat, done, note)
 
 
 async def start_turn(

@@ -37,7 +37,6 @@ from vllmchat.bench.serving.traffic import (
     cached_fraction,
     clients_a,
     clients_b,
-    streamed_turn,
     take_turns,
 )
 from vllmchat.core.app.events import Loaded
@@ -116,6 +115,17 @@ def with_qt_loop(work: Callable[[], T]) -> tuple[T, float]:
     return result["value"], max(0.0, (max(gaps) - 0.010) * 1000) if gaps else 0.0
 
 
+def _server_side(logged: list[Any], skip: int) -> dict[str, float]:
+    """Where a returning turn's time went inside the server (means, ms)."""
+    later = logged[skip:]
+    if not later:
+        return {}
+    return {
+        "place_ms": round(statistics.mean(r.place_ms for r in later), 1),
+        "engine_first_token_ms": round(statistics.mean(r.first_token_ms for r in later), 1),
+    }
+
+
 def _ttft_returning(turns: list[Turn]) -> float:
     return statistics.mean(t.ttft_s for t in turns if t.round_no >= 2)
 
@@ -133,7 +143,7 @@ def _decode_ratio(url: str, service: ApiService) -> dict[str, float]:
 
         client = Client("story", "chat", 99, 1)
         client.messages = list(ask)
-        api.append(streamed_turn(url, client, 1, 128).decode_tok_s)
+        api.append(take_turns(url, [client], 1, 128)[0].decode_tok_s)
     return {
         "stream_decode_ratio": round(statistics.median(api) / statistics.median(in_app), 3),
         "api_decode_tok_s": round(statistics.median(api), 1),
@@ -227,8 +237,11 @@ def run(
     # Traffic A on ours, the Qt loop ticking beside it; then a restart, speed, leaving, load.
     clients = clients_a(scale)
     placed: dict[str, Any] = {"n_gpu_layers": n_gpu_layers, "flash_attn": flash_attn}
+    logged: list[Any] = []
     with ours(path, folder / "a", n_ctx, threads, **placed) as (url, service):
+        service.log.subscribe(logged.append)
         turns_a, lag = with_qt_loop(lambda: take_turns(url, clients, rounds_a, max_tokens))
+        out["returning_turn_inside"] = _server_side(logged, len(clients))
         out.update(_decode_ratio(url, service))
         out["disconnect_free_ms"] = _disconnect_free_ms(url, service)
         out["concurrent_100"] = _concurrent(url)
@@ -236,7 +249,7 @@ def run(
     out["alternating_cached_fraction"] = round(cached_fraction(turns_a), 4)
     out["prompt_tokens_a_round1"] = {t.client: t.prompt_tokens for t in turns_a if t.round_no == 1}
     with ours(path, folder / "a", n_ctx, threads) as (url, service):
-        after = take_turns(url, clients, 1, max_tokens)
+        after = take_turns(url, clients, 1, max_tokens, first_round=rounds_a + 1)
     out["restart_cached_fraction"] = round(cached_fraction(after, 1), 4)
     # Traffic B: six clients, a small RAM budget for their states.
     seen: list[int] = []
@@ -288,8 +301,11 @@ def _alternating_only(
     }
     folder = Path(tempfile.mkdtemp(prefix="vllmchat-serve-bench-"))
     placed: dict[str, Any] = {"n_gpu_layers": n_gpu_layers, "flash_attn": flash_attn}
-    with ours(path, folder, n_ctx, threads, **placed) as (url, _):
+    logged: list[Any] = []
+    with ours(path, folder, n_ctx, threads, **placed) as (url, service):
+        service.log.subscribe(logged.append)
         turns = take_turns(url, clients_a(), rounds, max_tokens)
+    out["returning_turn_inside"] = _server_side(logged, 3)
     out["alternating_cached_fraction"] = round(cached_fraction(turns), 4)
     out["ttft_returning_ms"] = round(_ttft_returning(turns) * 1000, 1)
     try:

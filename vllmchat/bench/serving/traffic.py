@@ -202,8 +202,29 @@ def clients_b(scale: float = 1.0) -> list[Client]:
     ]
 
 
-def take_turns(url: str, clients: list[Client], rounds: int, max_tokens: int) -> list[Turn]:
-    return [streamed_turn(url, c, r, max_tokens) for r in range(1, rounds + 1) for c in clients]
+def _turns_of(
+    url: str, clients: list[Client], rounds: range, max_tokens: int
+) -> tuple[list[Turn], list[Client]]:
+    turns = [streamed_turn(url, c, r, max_tokens) for r in rounds for c in clients]
+    return turns, clients
+
+
+def take_turns(
+    url: str, clients: list[Client], rounds: int, max_tokens: int, *, first_round: int = 1
+) -> list[Turn]:
+    """The clients take turns for ``rounds`` rounds, from a process of their own (as real
+    clients do: their reading does not share the server's interpreter); ``clients`` are
+    updated with the replies."""
+    import concurrent.futures
+    import multiprocessing
+
+    spawn = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=spawn) as pool:
+        span = range(first_round, first_round + rounds)
+        turns, updated = pool.submit(_turns_of, url, clients, span, max_tokens).result()
+    for client, new in zip(clients, updated, strict=True):
+        client.messages = new.messages
+    return turns
 
 
 def cached_fraction(turns: list[Turn], from_round: int = 2) -> float:

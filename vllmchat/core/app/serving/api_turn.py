@@ -9,8 +9,9 @@ streamed in whole characters with stop strings held back, the state kept after.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Any
 
 from vllmchat.core.app.serving.api_tools import NO_TOOLS, OfferedTools, openai_calls, reply_calls
@@ -63,7 +64,8 @@ class ApiDone:
     tool_calls: tuple[dict[str, Any], ...] = ()
     client_key: str = ""
     decode_tok_s: float = 0.0
-    ttft_s: float = 0.0
+    ttft_s: float = 0.0  # the engine's: from its turn's start to the first token
+    place_s: float = 0.0  # the prompt rendered and the client's state made live
 
 
 @dataclass(frozen=True)
@@ -80,13 +82,15 @@ ApiEvent = ApiText | ApiDone | ApiFailed
 
 @dataclass
 class _Held:
-    """Reply text not sent yet: it may be the start of a stop string."""
+    """Reply text not sent yet: it may be the start of a stop string, or (where tools
+    are offered) of a call, which is read from the whole reply."""
 
     stops: Sequence[str]
+    calls_possible: bool = False
     text: str = ""
     sent: int = 0
     hit: bool = False
-    pieces: list[str] = field(default_factory=list)
+    call_from: int = -1  # where a call may begin (held from there to the end)
 
     def add(self, piece: str) -> str:
         """Take a piece; return what can be sent now."""
@@ -95,10 +99,19 @@ class _Held:
             at = self.text.find(stop, max(0, self.sent - len(stop)))
             if at >= 0:
                 self.text, self.hit = self.text[:at], True
+        if self.calls_possible and self.call_from < 0:
+            marks = [i for i in (self.text.find(c, self.sent) for c in CALL_STARTS) if i >= 0]
+            self.call_from = min(marks, default=-1)
         keep = 0 if self.hit else max((_partial(self.text, s) for s in self.stops), default=0)
-        ready = self.text[self.sent : len(self.text) - keep]
+        end = len(self.text) - keep
+        if self.call_from >= 0:
+            end = min(end, self.call_from)
+        ready = self.text[self.sent : max(end, self.sent)]
         self.sent += len(ready)
         return ready
+
+
+CALL_STARTS = ("<", "[", "{", "to=")  # where each call format's marker or JSON begins
 
 
 def _partial(text: str, stop: str) -> int:
@@ -133,6 +146,7 @@ def run_api_turn(
     """Answer ``request`` (the caller holds the engine's queue)."""
     key = request.client or ""
     prompt_len = 0
+    t0 = time.perf_counter()
     if states is not None and stash is not None:
         try:
             prompt = render_prompt(stash.engine, request)
@@ -150,15 +164,13 @@ def run_api_turn(
             return
         placed = states.place(prompt, request.client)
         key, prompt_len = placed.key, len(prompt)
-    held = _Held(request.stop)
+    place_s = time.perf_counter() - t0
+    held = _Held(request.stop, calls_possible=request.tools.active)
     stream = engine.chat(list(request.messages), request.sampling, request.options)
     done: DoneEvent | None = None
     try:
         for event in stream:
             if isinstance(event, TokenEvent):
-                if request.tools.active:
-                    held.add(event.text)  # calls are read from the whole reply
-                    continue
                 ready = held.add(event.text)
                 if ready:
                     yield ApiText(ready)
@@ -175,7 +187,7 @@ def run_api_turn(
             close()  # a client that left: the engine stops within one token
     if states is not None and key:
         states.keep(key, prompt_len, named=bool(request.client))
-    yield _done(request, held, done, key)
+    yield replace(_done(request, held, done, key), place_s=place_s)
 
 
 def _done(request: ApiChat, held: _Held, done: DoneEvent | None, key: str) -> ApiDone:

@@ -46,6 +46,8 @@ class RequestLogged:
     completion_tokens: int = 0
     seconds: float = 0.0
     note: str = ""
+    place_ms: float = 0.0  # the client's state made live before the turn
+    first_token_ms: float = 0.0  # the engine's time to the first token
 
 
 @dataclass(frozen=True)
