@@ -14,6 +14,7 @@ import uvicorn
 from vllmchat.core.app.serving.service import ApiService
 from vllmchat.server.app import build_app
 from vllmchat.server.door import DoorPolicy, allowed_hosts
+from vllmchat.server.turn_stream import end_turns_of
 
 _log = logging.getLogger(__name__)
 
@@ -111,7 +112,8 @@ class ApiServer:
             _log.error("The API server stopped", exc_info=exc)
 
     def stop(self, timeout_s: float = 5.0) -> None:
-        """Stop listening and end open streams."""
+        """Stop listening and end open streams (their turns stop, or leave the queue)."""
+        end_turns_of(self.service)
         if self._server is not None:
             self._server.should_exit = True
             self._server.force_exit = True

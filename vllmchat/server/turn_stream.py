@@ -12,7 +12,8 @@ import asyncio
 import contextlib
 import logging
 import threading
-from typing import Any
+import weakref
+from typing import Any, ClassVar
 
 from vllmchat.core.app.engine_queue import GaveUp, Holder, QueueFull
 from vllmchat.core.app.serving.api_turn import ApiChat, ApiEvent, ApiFailed
@@ -28,6 +29,8 @@ _END = object()
 class TurnStream:
     """``async for event in TurnStream(...)``: the turn's events, ending after the last."""
 
+    running: ClassVar[weakref.WeakSet[TurnStream]] = weakref.WeakSet()  # not yet ended
+
     def __init__(self, service: ApiService, request: ApiChat, model: OfferedModel | None) -> None:
         self.service = service
         self.loop = asyncio.get_running_loop()
@@ -35,6 +38,7 @@ class TurnStream:
         self.left = threading.Event()  # the client went away
         self.holder: Holder | None = None
         self.finished = threading.Event()
+        TurnStream.running.add(self)
         threading.Thread(
             target=self._run, args=(request, model), name="vllmchat-api-turn", daemon=True
         ).start()
@@ -94,3 +98,10 @@ class TurnStream:
         self.left.set()
         if self.holder is not None:
             self.service.stop(self.holder)
+
+
+def end_turns_of(service: ApiService) -> None:
+    """The server stops: its turns that wait or run end now (their clients are gone)."""
+    for turn in list(TurnStream.running):
+        if turn.service is service:
+            turn.cancel()

@@ -16,6 +16,7 @@ import hashlib
 import json
 import logging
 import os
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -105,11 +106,13 @@ class ClientStates:
         self._states: dict[str, ClientState] = {}
         self._live: str | None = None  # whose state the engine's context holds
         self._window: str | None = None  # the window's conversation, live and not kept
+        self._guard = threading.RLock()  # queries come from other threads (the window)
         self._read_index()
 
     # -- queries -------------------------------------------------------------------------
     def snapshot(self) -> StatesChanged:
-        states = sorted(self._states.values(), key=lambda s: -s.used)
+        with self._guard:
+            states = sorted(self._states.values(), key=lambda s: -s.used)
         return StatesChanged(
             tuple(states),
             sum(s.size for s in states if s.where == RAM),
@@ -122,6 +125,10 @@ class ClientStates:
     # -- a turn --------------------------------------------------------------------------
     def place(self, prompt: Sequence[int], client: str | None) -> Placed:
         """Make the context hold the longest exact prefix of ``prompt`` on offer."""
+        with self._guard:
+            return self._place(prompt, client)
+
+    def _place(self, prompt: Sequence[int], client: str | None) -> Placed:
         live = self.stash.live_tokens()
         best, shared = "live", min(shared_prefix(live, prompt), len(prompt) - 1)
         choices = sorted(self._states.values(), key=lambda s: (s.key != client, -s.used))
@@ -163,6 +170,11 @@ class ClientStates:
 
     def keep(self, key: str, prompt_tokens: int, *, named: bool) -> None:
         """Stash the context as the turn left it, under ``key``; keep within budgets."""
+        with self._guard:
+            self._keep(key, prompt_tokens, named=named)
+        self.changes.tell(self.snapshot())
+
+    def _keep(self, key: str, prompt_tokens: int, *, named: bool) -> None:
         try:
             kept = self.stash.stash(key)
         except EngineError as exc:
@@ -174,22 +186,24 @@ class ClientStates:
         )
         self._live = key
         self._within_budgets()
-        self.changes.tell(self.snapshot())
 
     # -- the window's conversation ----------------------------------------------------
     def set_aside(self, key: str) -> None:
         """An API client runs after the window: the window's context (its conversation
         ``key``), changed by its turns, is kept first."""
         if self._window == key:
-            self.keep(key, 0, named=True)
-            self._window = None
+            with self._guard:
+                self._keep(key, 0, named=True)
+                self._window = None
+            self.changes.tell(self.snapshot())
 
     def hand_back(self, key: str) -> None:
         """The window's conversation ``key`` runs next: its context comes back where an
         API client's took its place."""
-        if self._live != key and key in self._states:
-            self._make_live(key)
-        self._live = self._window = key
+        with self._guard:
+            if self._live != key and key in self._states:
+                self._make_live(key)
+            self._live = self._window = key
 
     # -- budgets and files ---------------------------------------------------------------
     def _within_budgets(self) -> None:
@@ -237,6 +251,10 @@ class ClientStates:
 
     def save_all(self) -> None:
         """Spill every state in RAM to disk (at shutdown), within the disk cap."""
+        with self._guard:
+            self._save_all()
+
+    def _save_all(self) -> None:
         for state in sorted(self._states.values(), key=lambda s: -s.used):
             if state.where == RAM:
                 self._spill(state)

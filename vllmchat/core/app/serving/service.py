@@ -84,6 +84,7 @@ class ApiService:
     ) -> None:
         self.app = app
         self.queue: EngineQueue = app.engine_queue
+        self.queue.limit = app.settings.api_queue_limit
         self.states_root = states_root or data_dir() / "api-states"
         self.tune_cache = tune_cache or TuneCache()
         self.log: Listeners[RequestLogged] = Listeners("API request log")
