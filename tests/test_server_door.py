@@ -183,6 +183,8 @@ def test_a_key_is_asked_and_compared(demo_model, served) -> None:
         ApiServer(served.service, "0.0.0.0", 0)
     guarded = ApiServer(served.service, "127.0.0.1", 0, key="sesame-123")
     guarded.start()
+    logged: list = []
+    stop_listening = served.service.log.subscribe(logged.append)
     try:
         url = guarded.address.url + "/v1"
         for key in ("", "wrong"):
@@ -190,6 +192,7 @@ def test_a_key_is_asked_and_compared(demo_model, served) -> None:
             with pytest.raises(openai.AuthenticationError):
                 client.models.list()
         assert post_json(guarded.address.url + CHAT, _ask("hi"))[0] == 401
+        assert any(r.status == 401 and r.what == "POST " + CHAT for r in logged)  # the log shows it
         good = openai.OpenAI(base_url=url, api_key="sesame-123", max_retries=0)
         assert good.models.list().data
         status, _ = post_json(
@@ -199,6 +202,7 @@ def test_a_key_is_asked_and_compared(demo_model, served) -> None:
         )
         assert status == 200
     finally:
+        stop_listening()
         guarded.stop()
 
 

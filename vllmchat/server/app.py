@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import time
+
 from starlette.applications import Starlette
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import Scope
 
-from vllmchat.core.app.serving.service import ApiService
+from vllmchat.core.app.serving.service import ApiService, RequestLogged
 from vllmchat.server.door import Door, DoorPolicy
 from vllmchat.server.errors import ApiError
 from vllmchat.server.openai_routes import OpenAiRoutes
@@ -93,4 +96,18 @@ def build_app(service: ApiService, policy: DoorPolicy) -> Door:
         if policy.origins
         else app
     )
-    return Door(inner, policy)
+    return Door(inner, policy, lambda scope, error: _log_refusal(service, scope, error))
+
+
+def _log_refusal(service: ApiService, scope: Scope, error: ApiError) -> None:
+    """A request the door turned away, in the request log (a client without its key)."""
+    client = scope.get("client") or ("", 0)
+    service.log.tell(
+        RequestLogged(
+            time.time(),
+            str(client[0]),
+            f"{scope.get('method', '')} {scope.get('path', '')}",
+            error.status,
+            note=error.message,
+        )
+    )

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,9 +66,15 @@ def presented_key(scope: Scope) -> str:
 class Door:
     """ASGI middleware applying a ``DoorPolicy`` before the app sees a request."""
 
-    def __init__(self, app: ASGIApp, policy: DoorPolicy) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        policy: DoorPolicy,
+        refused: Callable[[Scope, ApiError], None] = lambda scope, error: None,
+    ) -> None:
         self.app = app
         self.policy = policy
+        self.refused = refused  # told each refusal (the request log)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -78,6 +84,7 @@ class Door:
             self._check(scope)
             receive = await self._read_body(scope, receive)
         except ApiError as exc:
+            self.refused(scope, exc)
             await exc.response()(scope, receive, send)
             return
         await self.app(scope, receive, send)
