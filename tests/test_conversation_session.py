@@ -70,6 +70,9 @@ QUESTIONS = [
 ]
 
 
+REPLY_TOKENS = 24  # replies that fill the context in a dozen turns
+
+
 def test_summary_triggers_at_the_threshold_and_the_prompt_stays_in_context(
     gemma_model, store, make_client
 ):
@@ -81,7 +84,9 @@ def test_summary_triggers_at_the_threshold_and_the_prompt_stays_in_context(
         store,
         client,
         conv.id,
-        SessionConfig(policy=policy, sampling=SamplingSettings(temperature=0.0, max_tokens=48)),
+        SessionConfig(
+            policy=policy, sampling=SamplingSettings(temperature=0.0, max_tokens=REPLY_TOKENS)
+        ),
     )
     summaries, plans = [], []
     for q in QUESTIONS * 2:
@@ -92,7 +97,7 @@ def test_summary_triggers_at_the_threshold_and_the_prompt_stays_in_context(
         done = events[-1]
         assert done.stats.prompt_tokens + done.stats.decode_tokens <= 512
     assert summaries, "the threshold was passed, so a summary was attempted"
-    assert all(p.prompt_tokens <= 512 - 48 for p in plans)
+    assert all(p.prompt_tokens <= 512 - REPLY_TOKENS for p in plans)
     made = [s for s in summaries if s.status == "done"]
     if made:  # the summary is stored, visible, and the originals are kept
         stored = store.summaries(conv.id)
