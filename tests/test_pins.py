@@ -26,7 +26,9 @@ def store(tmp_path):
     s.close()
 
 
-def _session(make_client, demo_model, store, n_ctx: int = 1024) -> ChatSession:
+def _session(
+    make_client, demo_model, store, n_ctx: int = 1024, max_tokens: int = 48
+) -> ChatSession:
     client = make_client()
     client.load(LoadSettings(model_path=str(demo_model), n_ctx=n_ctx, n_threads=2))
     conv = store.create(system_prompt="You are brief.")
@@ -35,12 +37,14 @@ def _session(make_client, demo_model, store, n_ctx: int = 1024) -> ChatSession:
         store,
         client,
         conv.id,
-        SessionConfig(policy=policy, sampling=SamplingSettings(temperature=0.0, max_tokens=48)),
+        SessionConfig(
+            policy=policy, sampling=SamplingSettings(temperature=0.0, max_tokens=max_tokens)
+        ),
     )
 
 
 def test_a_pinned_message_outlives_summaries_word_for_word(make_client, demo_model, store):
-    session = _session(make_client, demo_model, store)
+    session = _session(make_client, demo_model, store, max_tokens=24)  # short turns, many
     events = list(session.send(FACT))
     assert isinstance(events[-1], DoneEvent)
     pinned = store.path(session.conversation_id)[0]
