@@ -17,10 +17,12 @@ from typing import Any
 from PySide6.QtCore import Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QDesktopServices, QKeySequence
 from PySide6.QtWidgets import (
+    QFrame,
     QMainWindow,
     QMenu,
     QMessageBox,
     QProgressBar,
+    QScrollArea,
     QSplitter,
     QVBoxLayout,
     QWidget,
@@ -219,8 +221,15 @@ class MainWindow(QMainWindow):
         for panel in (self.offload, self.memory, self.facts_panel):
             s.addWidget(panel)
         s.addStretch()
+        # A short window (the Server panel docked below) scrolls the side column instead
+        # of squeezing its wrapped lines over each other.
+        side_scroll = QScrollArea()
+        side_scroll.setWidget(side)
+        side_scroll.setWidgetResizable(True)
+        side_scroll.setFrameShape(QFrame.Shape.NoFrame)
+        side_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         split = self.split = QSplitter(Qt.Orientation.Horizontal)
-        for w, stretch in ((self.conversations, 0), (center, 1), (side, 0)):
+        for w, stretch in ((self.conversations, 0), (center, 1), (side_scroll, 0)):
             split.addWidget(w)
             split.setStretchFactor(split.count() - 1, stretch)
         split.setSizes([240, 760, 280])
