@@ -234,15 +234,17 @@ def check_fit(desc: ModelDescription, hw: HardwareInfo, s: FitSettings) -> Fit:
             free = f"{ram / MIB:,.0f} MiB free, of which the GPU may use {vram / MIB:,.0f}"
         message = f"Does not fit: {need}, {free}."
     elif e.gpu_layers == 0:
-        kind, message = RAM_ONLY, f"Runs from RAM only: {need}."
+        in_ram = f"needs {e.ram / MIB:,.0f} MiB RAM" if e.vram == 0 and not hw.unified else need
+        kind, message = RAM_ONLY, f"Runs from RAM only: {in_ram}."
     elif e.gpu_layers > desc.n_layer and not e.cpu_moe_layers:
         kind, message = GPU_FULL, f"Fits fully on the GPU: {need}."
     elif e.gpu_layers > desc.n_layer:
         kind = GPU_PARTIAL
-        message = f"Fits: all {desc.n_layer} layers on the GPU{experts}; {need}."
+        message = f"Fits: all {all_layers(desc.n_layer)} layers on the GPU{experts}; {need}."
     else:
         kind = GPU_PARTIAL
-        message = f"{e.gpu_layers} of {desc.n_layer} layers on the GPU{experts}: {need}."
+        top = all_layers(desc.n_layer)
+        message = f"{e.gpu_layers} of {top} layers on the GPU{experts}: {need}."
     taken = replace(s.placement, n_gpu_layers=e.gpu_layers, n_cpu_moe=e.cpu_moe_layers)
     return Fit(kind, taken, e, message)
 
