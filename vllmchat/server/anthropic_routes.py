@@ -15,7 +15,7 @@ from vllmchat.core.app.serving.service import ApiService
 from vllmchat.server.chat_input import require_object
 from vllmchat.server.errors import ApiError, bad_request, of_kind
 from vllmchat.server.requests_in import json_body, new_id
-from vllmchat.server.shapes import start_turn
+from vllmchat.server.shapes import as_functions, start_turn
 
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
 
@@ -92,18 +92,7 @@ def to_openai(body: dict[str, Any]) -> dict[str, Any]:
     if body.get("stop_sequences"):
         out["stop"] = body["stop_sequences"]
     if body.get("tools"):
-        out["tools"] = [
-            {
-                "type": "function",
-                "function": {
-                    "name": t.get("name"),
-                    "description": t.get("description", ""),
-                    "parameters": t.get("input_schema") or {"type": "object"},
-                },
-            }
-            for t in body["tools"]
-            if isinstance(t, dict)
-        ]
+        out["tools"] = as_functions(body["tools"], "input_schema")
         choice = body.get("tool_choice") or {}
         kind = choice.get("type") if isinstance(choice, dict) else None
         out["tool_choice"] = {

@@ -16,7 +16,7 @@ from vllmchat.core.app.serving.service import ApiService
 from vllmchat.server.chat_input import require_object
 from vllmchat.server.errors import ApiError, bad_request, of_kind
 from vllmchat.server.requests_in import json_body, new_id, now
-from vllmchat.server.shapes import start_turn
+from vllmchat.server.shapes import as_functions, start_turn
 
 
 def _part(p: Any) -> dict[str, Any]:
@@ -88,18 +88,7 @@ def to_openai(body: dict[str, Any]) -> dict[str, Any]:
     elif isinstance(fmt, dict) and fmt.get("type") == "json_object":
         out["response_format"] = {"type": "json_object"}
     if body.get("tools"):
-        out["tools"] = [
-            {
-                "type": "function",
-                "function": {
-                    "name": t.get("name"),
-                    "description": t.get("description", ""),
-                    "parameters": t.get("parameters") or {"type": "object"},
-                },
-            }
-            for t in body["tools"]
-            if isinstance(t, dict) and t.get("type") == "function"
-        ]
+        out["tools"] = as_functions(body["tools"], "parameters", "function")
         out["tool_choice"] = (
             body.get("tool_choice", "auto") if isinstance(body.get("tool_choice"), str) else "auto"
         )

@@ -19,6 +19,23 @@ from vllmchat.server.requests_in import chosen_model, first_event, log_request
 from vllmchat.server.turn_stream import TurnStream
 
 
+def as_functions(tools: Any, schema_key: str, kind: str | None = None) -> list[dict[str, Any]]:
+    """Another shape's tool list as OpenAI's functions (``schema_key``: where each tool
+    keeps its JSON Schema; ``kind``: the ``type`` a tool must have, if any)."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": t.get("name"),
+                "description": t.get("description", ""),
+                "parameters": t.get(schema_key) or {"type": "object"},
+            },
+        }
+        for t in tools
+        if isinstance(t, dict) and (kind is None or t.get("type") == kind)
+    ]
+
+
 @dataclass
 class StartedTurn:
     """A turn under way: its first event read, the rest to come."""
