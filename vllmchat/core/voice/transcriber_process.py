@@ -108,7 +108,8 @@ def _audio(request: AudioRequest) -> np.ndarray[Any, np.dtype[np.float32]]:
         try:
             samples = decode(request.path, sampling_rate=SAMPLE_RATE)
         except Exception as exc:
-            reason = _one_line(exc).replace(f": '{request.path}'", "")
+            reason = re.sub(r"\[Errno -?\d+\]\s*", "", _one_line(exc))
+            reason = reason.replace(f": '{request.path}'", "")
             raise ValueError(f"{request.path}: not audio that can be read ({reason})") from exc
         return np.asarray(samples, dtype=np.float32)
     assert request.pcm is not None
