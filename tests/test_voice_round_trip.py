@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from vllmchat.bench.voice.sentences import CHAT_SENTENCES
 from vllmchat.core.voice.events import (
     TranscriptionDone,
     TranscriptionFailed,
@@ -121,3 +122,46 @@ def test_nothing_to_say_is_no_audio_and_speed_changes_the_length(speech: Speech)
     assert speaker.speak("...").pcm == b""
     faster = speaker.speak(SENTENCE, speed=1.5)
     assert faster.duration_s < speech.duration_s * 0.85
+
+
+def test_clipped_speech_is_still_heard(speech: Speech, transcriber: Transcriber) -> None:
+    loud = np.frombuffer(speech.pcm, dtype="<i2").astype(np.int32) * 12
+    clipped = loud.clip(-32768, 32767).astype("<i2")
+    voiced = np.abs(loud) > 3000
+    assert np.mean(np.abs(loud[voiced]) > 32767) > 0.1  # its loud part is cut flat
+    done = transcript(transcriber.transcribe_pcm(PcmAudio(clipped.tobytes(), speech.sample_rate)))
+    assert isinstance(done, TranscriptionDone)
+    assert _words(done.text) == _words(SENTENCE)
+
+
+def test_thank_you_said_is_kept_though_whisper_invents_it(transcriber: Transcriber) -> None:
+    said = Speaker().speak("Thank you.")
+    done = transcript(transcriber.transcribe_pcm(PcmAudio(said.pcm, said.sample_rate)))
+    assert isinstance(done, TranscriptionDone)
+    assert _words(done.text) == ["thank", "you"]
+
+
+def test_a_long_recording_shows_progress_and_stops_when_cancelled(
+    transcriber: Transcriber,
+) -> None:
+    speaker = Speaker()
+    lines = CHAT_SENTENCES[:12]
+    pause = np.zeros(speaker.sample_rate // 2, dtype="<i2").tobytes()
+    once = b"".join(speaker.speak(line).pcm + pause for line in lines)
+    long = once * 3  # about a minute and a half, different words in each window
+    audio = PcmAudio(long, speaker.sample_rate)
+    seen: list[object] = []
+    for event in transcriber.transcribe_pcm(audio, language="en"):
+        seen.append(event)
+        if isinstance(event, TranscriptSegment):
+            transcriber.cancel()
+    done = seen[-1]
+    assert isinstance(done, TranscriptionDone) and done.cancelled
+    assert _words(done.text)[:4] == _words(lines[0])[:4]
+    progress = [e for e in seen if isinstance(e, TranscriptionProgress)]
+    assert progress[0].total_s == pytest.approx(len(long) / 2 / speaker.sample_rate, rel=0.01)
+    assert progress[-1].done_s < progress[0].total_s / 2  # stopped well before the end
+    # and the next request is answered in full
+    again = transcript(transcriber.transcribe_pcm(PcmAudio(once, speaker.sample_rate)))
+    assert isinstance(again, TranscriptionDone) and not again.cancelled
+    assert len(_words(again.text)) > 0.8 * sum(len(_words(line)) for line in lines)

@@ -196,3 +196,17 @@ def _check(path: Path, expected: str) -> None:
             digest.update(block)
     if digest.hexdigest() != expected:
         raise VoiceModelMissing(f"{path.name} does not match its SHA-256 (a damaged file)")
+
+
+def main() -> int:
+    """``python -m vllmchat.core.voice.models``: assemble both models; say what is missing."""
+    missing = missing_models()
+    for line in missing:
+        print(f"voice: {line}")
+    if not missing:
+        print(f"voice: models ready in {voice_models_dir()}")
+    return 1 if missing else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
