@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -42,13 +44,21 @@ def run(args: argparse.Namespace) -> int:
         return 1
     show_progress = sys.stderr.isatty()
     with Transcriber() as transcriber:
-        events = transcriber.transcribe_file(args.file, language=args.language, beam_size=args.beam)
+        # Ctrl+C stops at the next segment, and what was heard until then is printed.
+        main_thread = threading.current_thread() is threading.main_thread()
+        previous = (
+            signal.signal(signal.SIGINT, lambda *_: transcriber.cancel()) if main_thread else None
+        )
         try:
+            events = transcriber.transcribe_file(
+                args.file, language=args.language, beam_size=args.beam
+            )
             for event in events:
                 if isinstance(event, TranscriptionProgress) and show_progress and event.total_s:
                     share = 100 * event.done_s / event.total_s
                     print(f"\r{share:5.1f}% of {event.total_s:.0f} s", end="", file=sys.stderr)
                 elif isinstance(event, TranscriptSegment) and args.segments:
+                    _end_progress(show_progress)
                     print(f"[{event.start_s:7.2f} → {event.end_s:7.2f}] {event.text}", flush=True)
                 elif isinstance(event, TranscriptionFailed):
                     _end_progress(show_progress)
@@ -60,19 +70,14 @@ def run(args: argparse.Namespace) -> int:
                         print(event.text)
                     if event.cancelled:
                         print(
-                            "vllmchat transcribe: stopped; the words above are what was heard",
+                            "vllmchat transcribe: stopped; what was heard until then is above",
                             file=sys.stderr,
                         )
                         return 130
                     return 0
-        except KeyboardInterrupt:
-            transcriber.cancel()
-            for event in events:  # what was heard before the stop
-                if isinstance(event, TranscriptionDone) and event.text and not args.segments:
-                    _end_progress(show_progress)
-                    print(event.text)
-            print("vllmchat transcribe: stopped", file=sys.stderr)
-            return 130
+        finally:
+            if main_thread:
+                signal.signal(signal.SIGINT, previous)
     return 1
 
 

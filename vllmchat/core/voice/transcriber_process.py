@@ -8,6 +8,7 @@ segments that Whisper itself thinks hold no speech are dropped.
 from __future__ import annotations
 
 import re
+import signal
 from dataclasses import dataclass
 from importlib import import_module
 from multiprocessing.connection import Connection
@@ -49,6 +50,7 @@ class AudioRequest:
 
 def serve(conn: Connection, cancel: Event, model_dir: str, threads: int) -> None:
     """Answer requests on ``conn`` until it closes or ``None`` comes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl+C is the parent's: it cancels
     model: Any = None
     while True:
         try:
@@ -59,7 +61,12 @@ def serve(conn: Connection, cancel: Event, model_dir: str, threads: int) -> None
             return
         try:
             if model is None:
-                whisper = import_module("faster_whisper")
+                try:
+                    whisper = import_module("faster_whisper")
+                except ImportError as exc:
+                    raise RuntimeError(
+                        "speech to text needs faster-whisper: pip install 'vllmchat[voice]'"
+                    ) from exc
                 model = whisper.WhisperModel(
                     model_dir, device="cpu", compute_type="int8", cpu_threads=threads
                 )
@@ -81,15 +88,15 @@ def _transcribe(conn: Connection, cancel: Event, model: Any, request: AudioReque
     )
     texts: list[str] = []
     conn.send(TranscriptionProgress(0.0, total))
-    for segment in segments:
-        if cancel.is_set():
-            conn.send(TranscriptionDone(" ".join(texts), info.language, total, cancelled=True))
-            return
+    for segment in segments:  # each decoded segment is kept, even one decoded past a cancel
         text = segment.text.strip()
         if text and not _invented(segment, text):
             texts.append(text)
             conn.send(TranscriptSegment(text, float(segment.start), float(segment.end)))
         conn.send(TranscriptionProgress(min(float(segment.end), total), total))
+        if cancel.is_set():
+            conn.send(TranscriptionDone(" ".join(texts), info.language, total, cancelled=True))
+            return
     conn.send(TranscriptionDone(" ".join(texts), info.language, total))
 
 
