@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import wave
 from pathlib import Path
 
@@ -25,6 +26,8 @@ def test_transcribe_prints_the_words_of_a_file(
         out.writeframes(speech.pcm)
     assert main(["transcribe", str(path), "--language", "en"]) == 0
     printed = capsys.readouterr()
+    recognisers = [p for p in multiprocessing.active_children() if p.name == "vllmchat-transcriber"]
+    assert recognisers == []  # the command ends its recogniser
     assert printed.out.strip().lower().rstrip(".") == SENTENCE.lower().rstrip(".")
 
 
