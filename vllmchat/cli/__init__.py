@@ -14,7 +14,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vllmchat", description=__doc__)
     parser.add_argument("--version", action="version", version=f"vllmchat {__version__}")
     sub = parser.add_subparsers(dest="command")
-    from vllmchat.cli import bench, chat, doctor, models, serve, tools, tune
+    from vllmchat.cli import bench, chat, doctor, models, serve, tools, transcribe, tune
 
     chat.register(sub)
     models.register(sub)
@@ -23,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     tune.register(sub)
     tools.register(sub)
     serve.register(sub)
+    transcribe.register(sub)
     return parser
 
 

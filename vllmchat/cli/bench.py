@@ -23,6 +23,7 @@ BENCHMARKS = {
     "attach": "a document prefilled once; a large one answered from passages",
     "tools": "a tool round trip through the demo model and a loopback MCP server",
     "serve": "the local API against llama-server: clients taking turns, restarts, load",
+    "voice": "speech to text and text to speech: real-time factors, word error rate, silence",
 }
 
 
@@ -69,7 +70,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--n-gpu-layers", type=int, default=0, help="speculative, serve: layers on the GPU"
     )
-    p.add_argument("--threads", type=int, default=2, help="speculative, serve: CPU threads")
+    p.add_argument("--threads", type=int, default=2, help="speculative, serve, voice: CPU threads")
     p.add_argument(
         "--alternating-only",
         action="store_true",
@@ -201,6 +202,10 @@ def run(args: argparse.Namespace) -> int:
             flash_attn=args.flash_attn,
             alternating_only=args.alternating_only,
         )
+    elif args.name == "voice":
+        from vllmchat.bench.voice import voice_bench
+
+        result = voice_bench.run(quick=args.quick, threads=args.threads)
     elif args.name == "tune-noise":
         from vllmchat.bench.placement import tune_noise
 

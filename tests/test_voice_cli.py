@@ -1,0 +1,44 @@
+"""``vllmchat transcribe FILE``: the words on standard output, a failure in one line."""
+
+from __future__ import annotations
+
+import multiprocessing
+import wave
+from pathlib import Path
+
+import pytest
+
+from vllmchat.cli import main
+from vllmchat.core.voice.speaker import Speaker
+
+SENTENCE = "The train to Berlin leaves at noon."
+
+
+def test_transcribe_prints_the_words_of_a_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    speech = Speaker().speak(SENTENCE)
+    path = tmp_path / "train.wav"
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(speech.sample_rate)
+        out.writeframes(speech.pcm)
+    assert main(["transcribe", str(path), "--language", "en"]) == 0
+    printed = capsys.readouterr()
+    recognisers = [p for p in multiprocessing.active_children() if p.name == "vllmchat-transcriber"]
+    assert recognisers == []  # the command ends its recogniser
+    assert printed.out.strip().lower().rstrip(".") == SENTENCE.lower().rstrip(".")
+
+
+def test_an_empty_file_is_one_line_and_a_failing_exit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "empty.wav"
+    empty.touch()
+    assert main(["transcribe", str(empty)]) == 1
+    printed = capsys.readouterr()
+    assert printed.out == ""
+    assert printed.err == (
+        f"vllmchat transcribe: {empty}: the file is empty (0 bytes), there is no audio in it\n"
+    )

@@ -1,0 +1,1 @@
+"""The voice: speech to text and text to speech, timed and checked against each other."""
