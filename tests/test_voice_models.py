@@ -3,6 +3,7 @@ hub (progress, resume, hash, disk), what is missing, and the set-up's step."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_disk_full import small_filesystem
 from vllmchat.core.app.voice_downloads import (
     VoiceDownloadFailed,
     VoiceDownloads,
@@ -275,6 +277,34 @@ def test_a_voice_whose_config_is_bad_is_not_installed(voice_dir, hub, tmp_path):
     assert installed_voices() == [] and not (voice_dir / "en_US-lessac-medium").exists()
     unknown = _collect(VoiceDownloads().download("xx_XX-nobody-medium"))
     assert isinstance(unknown[0], VoiceDownloadFailed) and "on offer" in unknown[0].message
+
+
+def test_a_disk_filled_mid_download_is_said_and_the_download_resumes(
+    tmp_path, monkeypatch, piper_hub
+):
+    hub, _ = piper_hub
+    with small_filesystem(tmp_path / "small", "72m") as small:
+        monkeypatch.setenv("VLLMCHAT_CACHE_DIR", str(small))
+        hub.faults.bytes_per_s = 400_000
+        filler = small / "filler"
+        events = []
+        for event in VoiceDownloads().download("en_US-lessac-medium"):
+            events.append(event)
+            if isinstance(event, DownloadProgress) and not filler.exists():
+                with filler.open("wb") as fh, contextlib.suppress(OSError):
+                    while True:
+                        fh.write(b"\0" * 65536)
+                        fh.flush()
+        failed = events[-1]
+        assert isinstance(failed, VoiceDownloadFailed) and "is full" in failed.message
+        assert "\n" not in failed.message
+        filler.unlink()
+        hub.faults.bytes_per_s = None
+        assert isinstance(
+            list(VoiceDownloads().download("en_US-lessac-medium"))[-1], VoiceModelReady
+        )
+        assert piper_voice("en_US-lessac-medium").name == "en_US-lessac-medium"
+        assert hub.range_requests(f"{LESSAC}.onnx")[-1] not in (None, "bytes=0-")
 
 
 # What is missing, and the set-up --------------------------------------------------------

@@ -15,6 +15,8 @@ or downloads those named.
 
 from __future__ import annotations
 
+import errno
+import logging
 import os
 import queue
 import re
@@ -36,6 +38,7 @@ from vllmchat.core.voice.models import (
 )
 from vllmchat.core.voice.piper_prepare import VoiceConfigError, prepare_voice
 
+log = logging.getLogger(__name__)
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -51,7 +54,7 @@ class VoiceModelOffer:
 
 @dataclass(frozen=True)
 class VoiceDownloadStarted:
-    """The hub answered: ``total`` bytes to fetch (less what a stopped download kept)."""
+    """The hub answered: the model's files hold ``total`` bytes in all."""
 
     name: str
     total: int
@@ -157,8 +160,14 @@ class VoiceDownloads:
             except DownloadError as exc:
                 stopped = cancel.is_set()
                 message = f"{exc} Download it again to resume." if stopped else str(exc)
+                if isinstance(exc.__cause__, OSError) and exc.__cause__.errno == errno.ENOSPC:
+                    message = (
+                        f"The disk holding {self.downloads_dir} is full: free some space, "
+                        "then download again to resume."
+                    )
                 failure.append(VoiceDownloadFailed(quant.label, message, cancelled=stopped))
-            except OSError as exc:
+            except Exception as exc:  # a full disk mid-file, or anything unforeseen: said
+                log.error("The voice model download failed: %s", exc, exc_info=exc)
                 failure.append(VoiceDownloadFailed(quant.label, f"The download failed: {exc}"))
             finally:
                 updates.put(None)
