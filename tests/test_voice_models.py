@@ -307,6 +307,22 @@ def test_a_disk_filled_mid_download_is_said_and_the_download_resumes(
         assert hub.range_requests(f"{LESSAC}.onnx")[-1] not in (None, "bytes=0-")
 
 
+def test_the_download_command_lists_the_offer_and_downloads(voice_dir, piper_hub):
+    env = {**os.environ, "VLLMCHAT_CACHE_DIR": str(voice_dir.parent)}
+    command = [sys.executable, "-m", "vllmchat.core.app.voice_downloads"]
+    listed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0 and "en_US-lessac-medium" in listed.stdout
+    assert "whisper-base" in listed.stdout and "installed" not in listed.stdout
+    done = subprocess.run(
+        [*command, "en_US-lessac-medium"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert "en_US-lessac-medium: ready in" in done.stderr
+    assert [v.name for v in installed_voices()] == ["en_US-lessac-medium"]
+    bad = subprocess.run([*command, "nobody"], env=env, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 1 and "on offer" in bad.stderr
+
+
 # What is missing, and the set-up --------------------------------------------------------
 
 
