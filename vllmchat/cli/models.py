@@ -37,6 +37,9 @@ def register(sub: Any) -> None:
     p.add_argument("repo", help="the hub repository, e.g. Qwen/Qwen2.5-7B-Instruct-GGUF")
     p.add_argument("quant", nargs="?", help="e.g. Q4_K_M (default: the recommended one)")
     p.set_defaults(func=cmd_download)
+    p = sub.add_parser("voice", help="the voice's models: list them, or download those named")
+    p.add_argument("names", nargs="*", help="e.g. whisper-base en_US-lessac-medium")
+    p.set_defaults(func=cmd_voice)
     p = sub.add_parser("fit", help="memory needed by a model at given settings")
     p.add_argument("model", help="path of a .gguf")
     _fit_options(p, "--n-gpu-layers and --n-cpu-moe not given: the best placement that fits")
@@ -277,3 +280,10 @@ def cmd_fit(args: argparse.Namespace) -> int:
         f"largest context that fits: {max_context(desc, hw, s):,}"
     )
     return 0 if fit.fits else 1
+
+
+def cmd_voice(args: argparse.Namespace) -> int:
+    """Speech models on offer, or downloaded with progress (resumed after a stop)."""
+    from vllmchat.core.app.voice_downloads import main
+
+    return main(list(args.names))

