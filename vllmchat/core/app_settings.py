@@ -91,6 +91,18 @@ class AppSettings:
     api_queue_limit: int = 16  # requests waiting for the model; more are answered 429
     api_timeout_s: int = 600  # a request's longest wait and run
     api_idle_unload_min: int = 0  # unload the model after this long unused (0: never)
+    # The voice. What is heard: its language ("" : detected), whether the transcript is
+    # sent at once (False: it lands in the input box, editable), whether a turn ends at
+    # silence (False: push-to-talk). What is spoken: replies at all, the voice ("" : the
+    # first installed) and its speed. The devices by name ("" : the system's default).
+    voice_language: str = ""
+    voice_send_at_once: bool = False
+    voice_hands_free: bool = False
+    voice_speak_replies: bool = False
+    voice_name: str = ""
+    voice_speed: float = 1.0
+    voice_input_device: str = ""
+    voice_output_device: str = ""
 
     @classmethod
     def of(cls, **flat: Any) -> AppSettings:

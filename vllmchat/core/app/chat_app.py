@@ -61,6 +61,7 @@ from vllmchat.core.app.tool_choice import ToolOffer, ToolPicks
 from vllmchat.core.app.tool_turns import ToolChoice
 from vllmchat.core.app.tools_service import ToolsService
 from vllmchat.core.app.tuning import Tuning, describe_file
+from vllmchat.core.app.voice.service import VoiceService
 from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.attachments.model import ChunkHit
 from vllmchat.core.conversations.events import SessionEvent
@@ -133,6 +134,14 @@ class ChatApp:
         self.attaching = AttachmentIntents(
             store, self.attachments, lambda: self.session, self._stored_pending
         )
+        self._voice: VoiceService | None = None
+
+    @property
+    def voice(self) -> VoiceService:
+        """Speech to text and text to speech (made at first use, ended at shutdown)."""
+        if self._voice is None:
+            self._voice = VoiceService(lambda: self.settings)
+        return self._voice
 
     @property
     def settings(self) -> AppSettings:
@@ -538,3 +547,5 @@ class ChatApp:
         """Save the open conversation's KV state and end the engine."""
         self._save_state()
         self.engine.close()
+        if self._voice is not None:
+            self._voice.close()

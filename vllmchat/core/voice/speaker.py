@@ -2,11 +2,15 @@
 
 sherpa-onnx (Apache-2.0) runs the voice's ONNX model; the phonemes it is given come
 from eSpeak NG (``espeak_phonemes``), the one GPL piece, installed by the user.
-Give it sentences that ``speech_text`` made speakable.
+Give it sentences that ``speech_text`` made speakable. A long sentence is spoken clause
+by clause (cut at commas, semicolons and colons): each clause's audio can be handed on
+as soon as it is made, and a stop asked for ends the sentence at the next clause.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import import_module
 from typing import Any
@@ -18,6 +22,9 @@ from vllmchat.core.voice.models import PiperVoice, piper_voice
 
 # Slower than half speed or faster than twice is hard to follow.
 MIN_SPEED, MAX_SPEED = 0.5, 2.0
+# A clause shorter than this is joined to the next (too short to sound natural alone).
+MIN_CLAUSE = 40
+_CLAUSE_END = re.compile(r"(?<=[,;:])\s+")
 
 
 class SpeakerUnavailable(RuntimeError):
@@ -55,16 +62,57 @@ class Speaker:
         self._generation = sherpa.GenerationConfig
         self.sample_rate = int(self._tts.sample_rate)
 
-    def speak(self, sentence: str, *, speed: float = 1.0) -> Speech:
-        """``sentence`` as speech; no audio for text with nothing to say."""
-        phonemes = self._phonemizer.phonemes(sentence)
-        if not any(ch.isalpha() for ch in phonemes):
+    def speak(
+        self,
+        sentence: str,
+        *,
+        speed: float = 1.0,
+        stop: Callable[[], bool] | None = None,
+        on_clause: Callable[[Speech], None] | None = None,
+    ) -> Speech:
+        """``sentence`` as speech; no audio for text with nothing to say. ``on_clause`` is
+        given each clause's audio as soon as it is made; once ``stop`` says so, no more
+        clauses are made and the sentence's audio so far is returned."""
+        clauses = [(text, self._phonemizer.phonemes(text)) for text in clauses_of(sentence)]
+        clauses = [(text, ph) for text, ph in clauses if any(ch.isalpha() for ch in ph)]
+        if not clauses:
             return Speech(sentence, b"", self.sample_rate)
         config = self._generation()
         config.sid = 0
         config.speed = min(max(speed, MIN_SPEED), MAX_SPEED)
-        config.phoneme_codepoints = [[ord(ch) for ch in phonemes]]
-        audio = self._tts.generate(sentence, config)
-        samples = np.asarray(audio.samples, dtype=np.float32)
-        pcm = (np.clip(samples, -1.0, 1.0) * 32767).astype("<i2").tobytes()
-        return Speech(sentence, pcm, int(audio.sample_rate))
+        config.phoneme_codepoints = [[ord(ch) for ch in ph] for _, ph in clauses]
+        made: list[bytes] = []
+
+        def clause_made(samples: Any, _progress: float) -> int:
+            pcm = _pcm16(samples)
+            if on_clause is not None:
+                on_clause(
+                    Speech(clauses[min(len(made), len(clauses) - 1)][0], pcm, self.sample_rate)
+                )
+            made.append(pcm)
+            return 0 if stop is not None and stop() else 1
+
+        if stop is not None and stop():
+            return Speech(sentence, b"", self.sample_rate)
+        self._tts.generate(sentence, config, clause_made)
+        return Speech(sentence, b"".join(made), self.sample_rate)
+
+
+def clauses_of(sentence: str) -> list[str]:
+    """``sentence`` cut after its commas, semicolons and colons, into clauses of at least
+    ``MIN_CLAUSE`` characters (the last may be shorter)."""
+    out: list[str] = []
+    for piece in _CLAUSE_END.split(sentence.strip()):
+        if out and len(out[-1]) < MIN_CLAUSE:
+            out[-1] = f"{out[-1]} {piece}"
+        else:
+            out.append(piece)
+    if len(out) > 1 and len(out[-1]) < MIN_CLAUSE // 2:
+        last = out.pop()
+        out[-1] = f"{out[-1]} {last}"
+    return [clause for clause in out if clause]
+
+
+def _pcm16(samples: Any) -> bytes:
+    floats = np.asarray(samples, dtype=np.float32)
+    return (np.clip(floats, -1.0, 1.0) * 32767).astype("<i2").tobytes()

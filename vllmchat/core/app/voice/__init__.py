@@ -1,0 +1,1 @@
+"""The app layer's voice: listening sessions, transcriptions and spoken replies."""
