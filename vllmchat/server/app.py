@@ -51,6 +51,7 @@ async def _internal(request: Request, exc: Exception) -> Response:
 def build_app(service: ApiService, policy: DoorPolicy) -> Door:
     """The API on ``service``, behind a door with ``policy``."""
     from vllmchat.server.anthropic_routes import AnthropicRoutes
+    from vllmchat.server.audio_routes import AudioRoutes
     from vllmchat.server.ollama_routes import OllamaRoutes
     from vllmchat.server.responses_routes import ResponsesRoutes
 
@@ -58,12 +59,16 @@ def build_app(service: ApiService, policy: DoorPolicy) -> Door:
     anthropic = AnthropicRoutes(service)
     ollama = OllamaRoutes(service)
     responses = ResponsesRoutes(service)
+    audio = AudioRoutes(service)
     routes = [
         Route("/health", openai.health, methods=["GET"]),
         Route("/v1/models", openai.models, methods=["GET"]),
         Route("/v1/chat/completions", openai.chat_completions, methods=["POST"]),
         Route("/v1/completions", openai.completions, methods=["POST"]),
         Route("/v1/embeddings", openai.embeddings, methods=["POST"]),
+        Route("/v1/audio/transcriptions", audio.logged(audio.transcriptions), methods=["POST"]),
+        Route("/v1/audio/translations", audio.logged(audio.translations), methods=["POST"]),
+        Route("/v1/audio/speech", audio.logged(audio.speech), methods=["POST"]),
         Route("/v1/messages", anthropic.messages, methods=["POST"]),
         Route("/v1/responses", responses.create, methods=["POST"]),
         Route("/api/chat", ollama.chat, methods=["POST"]),

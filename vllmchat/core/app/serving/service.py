@@ -9,10 +9,12 @@ it served to its listeners (the window's Server panel, ``vllmchat serve``'s log)
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from vllmchat.core.app.chat_app import ChatApp
 from vllmchat.core.app.engine_queue import API, WINDOW, EngineQueue, Holder, Switched
@@ -20,6 +22,8 @@ from vllmchat.core.app.events import Loaded, LoadFailed
 from vllmchat.core.app.serving.api_turn import ApiChat, ApiEvent, ApiFailed, run_api_turn
 from vllmchat.core.app.serving.client_states import ClientStates, StatesChanged, binding_folder
 from vllmchat.core.app.serving.models_on_offer import OfferedModel, offered_models
+from vllmchat.core.app.voice.events import SpeakFailed, SpokenPiece
+from vllmchat.core.app.voice.service import VoiceService
 from vllmchat.core.engine.embedding import can_embed, embed
 from vllmchat.core.engine.events import EngineError, ErrorKind
 from vllmchat.core.engine.kv_stash import stash_of
@@ -28,6 +32,7 @@ from vllmchat.core.listeners import Listeners
 from vllmchat.core.paths import data_dir
 from vllmchat.core.tools.prompting import tool_format
 from vllmchat.core.tuning.cache import TuneCache
+from vllmchat.core.voice.events import TranscriptionEvent
 
 _log = logging.getLogger(__name__)
 MIB = 1 << 20
@@ -72,6 +77,13 @@ class ModelSwitched:
     failed: str = ""
 
 
+class VoiceBusy(RuntimeError):
+    """The recogniser (or the voice) served other requests for longer than ``api_timeout_s``."""
+
+
+T = TypeVar("T")
+
+
 class ApiService:
     """The application's side of the local API, on one ``ChatApp``."""
 
@@ -94,6 +106,9 @@ class ApiService:
         self._states_for: str = ""  # the folder the current states belong to
         self._last_used = time.monotonic()
         self._unsubscribe = self.queue.switches.subscribe(self._on_switch)
+        # One recogniser and one voice: audio requests take turns on each (not the engine's queue).
+        self._hearing = threading.Lock()
+        self._speaking = threading.Lock()
 
     # -- queries -------------------------------------------------------------------------
     def models(self) -> list[OfferedModel]:
@@ -234,6 +249,38 @@ class ApiService:
             raise EngineError(ErrorKind.BAD_REQUEST, "This engine computes no embeddings.", fix="")
         with self.queue.hold(API, "embeddings", "embeddings"):
             return embed(self.app.engine, path, texts)
+
+    # -- audio -------------------------------------------------------------------------
+    @property
+    def voice(self) -> VoiceService:
+        """The app's voice (the window's too): its recogniser and its speaker."""
+        return self.app.voice
+
+    def transcribe(
+        self, path: Path, *, language: str | None = None
+    ) -> Generator[TranscriptionEvent, None, None]:
+        """The audio file at ``path`` transcribed, in the recogniser's turn."""
+        yield from self._in_turn(
+            self._hearing, "speech recogniser", self.voice.transcribe_file(path, language=language)
+        )
+
+    def speak(
+        self, text: str, *, voice: str | None = None, speed: float | None = None
+    ) -> Generator[SpokenPiece | SpeakFailed, None, None]:
+        """``text`` spoken sentence by sentence, in the voice's turn (held until closed)."""
+        yield from self._in_turn(
+            self._speaking, "voice", self.voice.speak_text(text, voice=voice, speed=speed)
+        )
+
+    def _in_turn(
+        self, lock: threading.Lock, what: str, events: Iterator[T]
+    ) -> Generator[T, None, None]:
+        if not lock.acquire(timeout=float(self.app.settings.api_timeout_s)):
+            raise VoiceBusy(f"The {what} is busy with other requests: try again later.")
+        try:
+            yield from events
+        finally:
+            lock.release()
 
     def unload_if_idle(self) -> bool:
         """Let the model go after ``api_idle_unload_min`` unused (0: never)."""
