@@ -1,0 +1,1 @@
+"""Audio in and out through Qt Multimedia: devices, the recorder and the player (not core)."""

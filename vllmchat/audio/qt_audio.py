@@ -1,0 +1,28 @@
+"""Qt Multimedia's audio classes, from one place: ``AudioUnavailable`` where it is missing.
+
+PySide6-Essentials alone has no Qt Multimedia; PySide6-Addons (the ``voice`` extra)
+brings it. The states and errors are ``QtAudio``'s since Qt 6.7 (``QAudio``'s before,
+and the old names no longer compare equal to what the sink and source return).
+"""
+
+from __future__ import annotations
+
+from vllmchat.audio.errors import AudioUnavailable
+
+try:
+    from PySide6.QtMultimedia import (
+        QAudioDevice,
+        QAudioFormat,
+        QAudioSink,
+        QAudioSource,
+        QMediaDevices,
+    )
+except ImportError as exc:
+    raise AudioUnavailable() from exc
+
+try:
+    from PySide6.QtMultimedia import QtAudio
+except ImportError:  # Qt 6.6
+    from PySide6.QtMultimedia import QAudio as QtAudio  # type: ignore[assignment]
+
+__all__ = ["QAudioDevice", "QAudioFormat", "QAudioSink", "QAudioSource", "QMediaDevices", "QtAudio"]
