@@ -19,6 +19,7 @@ from PySide6.QtCore import (
     QIODevice,
     QMicrophonePermission,
     QObject,
+    QPermission,
     Qt,
     QTimer,
 )
@@ -115,8 +116,8 @@ class Recorder(QObject):
         self._close()
         self._flush()
 
-    def _permission_answered(self, permission: QMicrophonePermission) -> None:
-        if _application().checkPermission(permission) == Qt.PermissionStatus.Granted:
+    def _permission_answered(self, permission: QPermission) -> None:
+        if permission.status() == Qt.PermissionStatus.Granted:
             self._open()
         else:
             self._fail(f"Permission to use the microphone was refused: {PRIVACY_HINT}")
