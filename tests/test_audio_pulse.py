@@ -281,7 +281,8 @@ def test_speech_plays_to_the_end_and_the_player_goes_idle(pulse, speech16k) -> N
 
 def test_barge_in_stops_the_speech_at_once(pulse) -> None:
     """stop() → the sink Stopped, nothing more written, and the output silent: the
-    null sink's monitor hears the tone end within 60 ms of where playback was stopped."""
+    null sink's monitor hears the tone end where playback was stopped (-35 to +56 ms
+    measured here: the null sink's blocks), well within the 200 ms asked of barge-in."""
     monitor = pulse.folder / "monitor.raw"
     with monitor.open("wb") as out:
         recorder = subprocess.Popen(
@@ -315,4 +316,4 @@ def test_barge_in_stops_the_speech_at_once(pulse) -> None:
         f"barge-in: stop() took {got['stop_s'] * 1000:.2f} ms; the monitor heard "
         f"{(heard_s - got['processed_s']) * 1000:.0f} ms after the stop point"
     )
-    assert got["processed_s"] - 0.05 < heard_s < got["processed_s"] + 0.06
+    assert got["processed_s"] - 0.1 < heard_s < got["processed_s"] + 0.15
