@@ -30,6 +30,9 @@ from vllmchat.core.voice.transcriber import PcmAudio
 END_SILENCE_S = 0.7  # hands-free: this much silence after speech ends the turn
 NO_SPEECH_S = 10.0  # hands-free: nothing said for this long ends it too (nothing heard)
 PARTIAL_EVERY_S = 1.0  # audio between partial transcriptions
+# A pause this long after speech asks for a transcript at once: if the speaker is done,
+# it is the final one, ready before the turn's end is certain.
+_PAUSE_S = 0.15
 _MIN_PARTIAL_SPEECH_S = 0.3  # speech heard before the first partial is worth asking for
 
 
@@ -120,8 +123,11 @@ class ListenSession:
             if ended:
                 break
             due = vad.frames * FRAME - asked_at >= PARTIAL_EVERY_S * SAMPLE_RATE
+            # a pause: what was said so far may be all, and its transcript the final one
+            paused = vad.silence_s >= _PAUSE_S and asked_at < vad.last_voiced_end
             speech_s = vad.speech_samples / SAMPLE_RATE
-            if partial is None and due and speech_s >= _MIN_PARTIAL_SPEECH_S:
+            free = partial is None and not self._recogniser.busy()
+            if free and (due or paused) and speech_s >= _MIN_PARTIAL_SPEECH_S:
                 asked_at = vad.frames * FRAME
                 partial = self._ask_partial(read)
         with self._lock:

