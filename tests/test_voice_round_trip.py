@@ -165,3 +165,27 @@ def test_a_long_recording_shows_progress_and_stops_when_cancelled(
     again = transcript(transcriber.transcribe_pcm(PcmAudio(once, speaker.sample_rate)))
     assert isinstance(again, TranscriptionDone) and not again.cancelled
     assert len(_words(again.text)) > 0.8 * sum(len(_words(line)) for line in lines)
+
+
+def test_word_errors_forgive_spelling_not_hearing() -> None:
+    from vllmchat.bench.voice.scoring import normalized_words, scored, word_errors
+
+    said = "It's 4 hours; the colour-blind Mr. Smith won't pay $50."
+    heard = "it is four hours, the color blind mister Smith will not pay fifty dollars"
+    assert word_errors(said, heard) == 0
+    assert normalized_words("Smokey fires, 1,200 of them") == [
+        "smoky",
+        "fires",
+        "one",
+        "thousand",
+        "two",
+        "hundred",
+        "of",
+        "them",
+    ]
+    assert word_errors("Two blue fish swam in the tank.", "To Bluefish, we're in the tank.") == 4
+    score = scored(
+        ("A rod is used.", "Read verse out loud."), ["A ride is used.", "Reverse out loud."]
+    )
+    assert score.errors == 3 and score.words == 8 and score.wer == 0.375
+    assert score.worst[0] == (2, "Read verse out loud.", "Reverse out loud.")

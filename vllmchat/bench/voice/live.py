@@ -1,0 +1,216 @@
+"""The voice as the app uses it: a streamed turn spoken, barge-in, and listening sessions.
+
+- ``first_audio_s``: a real turn on the demo model through ``VoiceService.speaking``:
+  from the moment the streamed reply completes its first sentence to its first
+  ``SpokenPiece``;
+- ``barge_in_s``: ``stop_speaking()`` while a reply is being spoken, to its
+  ``SpeakingEnded``; ``sink_stop_s``: the audio output's own stop (where there is one);
+- ``decode_tok_s_plain`` / ``_speaking``: the same greedy turn without and with
+  ``speaking()`` around it, in turns; ``decode_ratio_speaking`` their ratio;
+- ``listen_ptt_s`` / ``listen_hands_free_s``: a sentence fed to a ``ListenSession`` at the
+  pace of a microphone, from its last spoken sample to ``Heard`` (push-to-talk: released
+  there; hands-free: the silence that follows ends it).
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from vllmchat.core.app.events import AppEvent
+from vllmchat.core.engine.events import StatsEvent, TokenEvent
+from vllmchat.core.engine.local.client import EngineClient
+from vllmchat.core.settings import LoadSettings, SamplingSettings
+from vllmchat.core.voice.speaker import Speaker
+from vllmchat.core.voice.speech_text import SpeechSplitter
+from vllmchat.core.voice.transcriber_process import pcm_to_whisper
+
+TURN_PROMPT = "Tell me about the sea. Write five short sentences."
+TURN_TOKENS = 160
+CHUNK_S = 0.1  # the microphone's pace: a chunk of this much audio at a time
+LISTEN_LINES = (
+    "What is the capital of France?",
+    "Help me plan a weekend trip to the mountains.",
+    "How can I sleep better at night?",
+)
+
+
+def speaking_figures(service: Any, *, threads: int, rounds: int) -> dict[str, Any]:
+    """First audio, barge-in and decode speed with and without speech, on the demo model."""
+    from vllmchat.core.app.engines import open_local
+    from vllmchat.core.demo_model import demo_model_path
+
+    model = demo_model_path(install=False)
+    settings = LoadSettings(model_path=str(model), n_ctx=2048, n_threads=threads)
+    client = open_local()
+    result: dict[str, Any] = {"speaking_model": model.name, "speaking_turn_tokens": TURN_TOKENS}
+    try:
+        client.load(settings)
+        _plain_turn(client)  # warm
+        plain, spoken, first_audio, barge = [], [], [], []
+        for _ in range(rounds):
+            plain.append(_plain_turn(client))
+            tok_s, first = _spoken_turn(service, client)
+            spoken.append(tok_s)
+            if first is not None:
+                first_audio.append(first)
+            barge.append(_barge_in(service, client))
+    finally:
+        client.close()
+    result["decode_tok_s_plain"] = round(statistics.median(plain), 2)
+    result["decode_tok_s_speaking"] = round(statistics.median(spoken), 2)
+    result["decode_ratio_speaking"] = round(statistics.median(spoken) / statistics.median(plain), 3)
+    result["first_audio_s"] = round(statistics.median(first_audio), 3) if first_audio else None
+    stops = [s for s in barge if s is not None]
+    result["barge_in_s"] = round(max(stops), 3) if stops else None
+    result["barge_in_s_all"] = [round(s, 3) for s in stops]
+    return result
+
+
+def _sampling() -> SamplingSettings:
+    return SamplingSettings(
+        temperature=0.0, repeat_penalty=1.0, max_tokens=TURN_TOKENS, ignore_eos=True
+    )
+
+
+def _turn(client: EngineClient) -> Iterator[AppEvent]:
+    return client.chat([{"role": "user", "content": TURN_PROMPT}], _sampling())
+
+
+def _plain_turn(client: EngineClient) -> float:
+    for event in _turn(client):
+        if isinstance(event, StatsEvent):
+            return float(event.stats.decode_tok_s)
+    raise RuntimeError("the turn gave no stats")
+
+
+def _spoken_turn(service: Any, client: EngineClient) -> tuple[float, float | None]:
+    """Decode tokens/s of a turn spoken as it streams, and its first sentence's wait."""
+    from vllmchat.core.app.voice.events import SpeakFailed, SpokenPiece
+
+    splitter = SpeechSplitter()
+    sentence_at = first_at = None
+    tok_s = 0.0
+    for event in service.speaking(_turn(client)):
+        if isinstance(event, TokenEvent) and sentence_at is None and splitter.feed(event.text):
+            sentence_at = time.perf_counter()
+        elif isinstance(event, StatsEvent):
+            tok_s = float(event.stats.decode_tok_s)
+        elif isinstance(event, SpokenPiece) and first_at is None:
+            first_at = time.perf_counter()
+        elif isinstance(event, SpeakFailed):
+            raise RuntimeError(f"the voice failed: {event.message}")
+    if sentence_at is None or first_at is None:
+        return tok_s, None
+    return tok_s, first_at - sentence_at
+
+
+def _barge_in(service: Any, client: EngineClient) -> float | None:
+    """Seconds from ``stop_speaking()`` (at the first piece heard) to ``SpeakingEnded``."""
+    from vllmchat.core.app.voice.events import SpeakingEnded, SpokenPiece
+
+    stopped_at = None
+    for event in service.speaking(_turn(client)):
+        if isinstance(event, SpokenPiece) and stopped_at is None:
+            stopped_at = time.perf_counter()
+            service.stop_speaking()
+        elif isinstance(event, SpeakingEnded):
+            if stopped_at is None or not event.stopped:
+                return None
+            return time.perf_counter() - stopped_at
+    return None
+
+
+def sink_stop_figure(speaker: Speaker) -> dict[str, Any]:
+    """The audio output's stop while it plays a sentence (no output device: None, said why)."""
+    try:
+        from vllmchat.audio.devices import output_devices
+        from vllmchat.audio.player import Player
+    except ImportError as exc:
+        return {"sink_stop_s": None, "sink_stop_note": f"no audio player here ({exc})"}
+    if not output_devices():
+        return {"sink_stop_s": None, "sink_stop_note": "no audio output device on this machine"}
+    from PySide6.QtCore import QCoreApplication
+
+    player = Player()
+    speech = speaker.speak("The sea was calm and the sky was clear all day long.")
+    player.play(speech.pcm, speech.sample_rate)
+    until = time.perf_counter() + 0.5
+    while time.perf_counter() < until:
+        QCoreApplication.processEvents()
+        time.sleep(0.01)
+    player.stop()
+    return {"sink_stop_s": round(player.last_stop_s, 4), "sink_stop_note": "default output"}
+
+
+def listening_figures(service: Any, speaker: Speaker) -> dict[str, Any]:
+    """Last spoken sample to ``Heard``: push-to-talk and hands-free, a few sentences each."""
+    from vllmchat.core.app.voice.listening import END_SILENCE_S
+
+    lines = [_mic_audio(speaker, line) for line in LISTEN_LINES]
+    ptt = [_listen(service, pcm, hands_free=False) for pcm in lines]
+    free = [_listen(service, pcm, hands_free=True) for pcm in lines]
+    return {
+        "listen_ptt_s": round(statistics.median(t for t, _ in ptt), 3),
+        "listen_hands_free_s": round(statistics.median(t for t, _ in free), 3),
+        "listen_hands_free_after_silence_s": round(statistics.median(t for _, t in free), 3),
+        "listen_end_silence_s": END_SILENCE_S,
+        "listen_heard": [text for _, text in ptt],
+    }
+
+
+def _mic_audio(speaker: Speaker, line: str) -> bytes:
+    """``line`` spoken, as a microphone gives it: 16 kHz mono, a little silence before."""
+    speech = speaker.speak(line)
+    samples = pcm_to_whisper(speech.pcm, speech.sample_rate, 1)
+    lead = np.zeros(4000, dtype=np.float32)
+    return (np.concatenate([lead, samples]) * 32767).astype("<i2").tobytes()
+
+
+def _listen(service: Any, pcm: bytes, *, hands_free: bool) -> tuple[float, Any]:
+    """(seconds from the last spoken sample to Heard, seconds from SpeechEnded to Heard)
+    for push-to-talk the second is the text heard."""
+    from vllmchat.core.app.voice.events import Heard, ListenFailed, SpeechEnded
+
+    session = service.listen(hands_free=hands_free)
+    spoken_end: list[float] = []
+    chunk = int(CHUNK_S * 16000) * 2
+
+    def microphone() -> None:
+        started = time.perf_counter()
+        for i, start in enumerate(range(0, len(pcm), chunk), 1):
+            session.feed(pcm[start : start + chunk])
+            time.sleep(max(0.0, started + i * CHUNK_S - time.perf_counter()))
+        spoken_end.append(time.perf_counter())
+        if not hands_free:
+            session.finish()
+            return
+        silence = bytes(chunk)
+        for _ in range(40):  # at most 4 s of silence; the session ends itself before
+            if ended.is_set():
+                return
+            session.feed(silence)
+            time.sleep(CHUNK_S)
+
+    ended = threading.Event()
+    feeder = threading.Thread(target=microphone, daemon=True)
+    feeder.start()
+    ended_at = None
+    for event in session.events():
+        if isinstance(event, SpeechEnded):
+            ended_at = time.perf_counter()
+            ended.set()
+        elif isinstance(event, Heard | ListenFailed):
+            heard_at = time.perf_counter()
+            ended.set()
+            feeder.join()
+            if isinstance(event, ListenFailed):
+                raise RuntimeError(f"listening failed: {event.message}")
+            after = heard_at - (ended_at or heard_at) if hands_free else event.text
+            return heard_at - spoken_end[0], after
+    raise RuntimeError("the listening session ended without a transcript")
