@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import threading
 import time
+import wave
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -98,12 +99,20 @@ def pulse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pulse]:
 
 
 @pytest.fixture(scope="module")
-def speech16k() -> bytes:
-    """A sentence spoken by the Piper voice, at the microphone's 16 kHz."""
+def speech16k(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    """A sentence spoken by the Piper voice into a WAV file, read at the microphone's 16 kHz."""
     from vllmchat.core.voice.speaker import Speaker
 
     spoken = Speaker().speak(SENTENCE)
-    return convert(spoken.pcm, PcmFormat(spoken.sample_rate), MIC_FORMAT)
+    path = tmp_path_factory.mktemp("speech") / "sentence.wav"
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(spoken.sample_rate)
+        out.writeframes(spoken.pcm)
+    with wave.open(str(path), "rb") as wav:
+        pcm, rate = wav.readframes(wav.getnframes()), wav.getframerate()
+    return convert(pcm, PcmFormat(rate), MIC_FORMAT)
 
 
 def _in_child(pulse: Pulse, job: Callable[..., Any], *args: Any) -> Any:
