@@ -1,11 +1,12 @@
 """The message box: Enter sends, Shift+Enter breaks the line, Esc stops; files are
 attached by the paper-clip button, by dropping them on it or by pasting them (a pasted
-picture is attached as a PNG file)."""
+picture is attached as a PNG file). Controls can sit beside Send (the voice's), and words
+heard while the user speaks show greyed at the end of the box until the transcript lands."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import QMimeData, QSize, Qt, Signal
-from PySide6.QtGui import QKeyEvent
+from PySide6.QtGui import QKeyEvent, QPalette, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
@@ -34,6 +35,8 @@ class MessageEdit(QPlainTextEdit):
     stop_requested = Signal()
     files_given = Signal(list)
     """Files dropped on the box or pasted into it (their paths)."""
+    typed = Signal()
+    """The user typed in the box (a key that writes or deletes text)."""
 
     def canInsertFromMimeData(self, source: QMimeData) -> bool:
         return (
@@ -63,6 +66,9 @@ class MessageEdit(QPlainTextEdit):
         if key == Qt.Key.Key_Escape:
             self.stop_requested.emit()
             return
+        writes = bool(event.text()) and event.text().isprintable()
+        if writes or key in (Qt.Key.Key_Backspace, Qt.Key.Key_Delete):
+            self.typed.emit()
         super().keyPressEvent(event)
 
 
@@ -99,6 +105,8 @@ class ChatInput(QWidget):
         self.stop = QPushButton("Stop")
         self.stop.setEnabled(False)
         layout.addWidget(self.edit, 1)
+        self.beside_send = QHBoxLayout()  # the voice's controls, when the window adds them
+        layout.addLayout(self.beside_send)
         layout.addWidget(self.send)
         layout.addWidget(self.stop)
         self.edit.submitted.connect(self._submit)
@@ -106,6 +114,7 @@ class ChatInput(QWidget):
         self.edit.stop_requested.connect(self.stop_requested)
         self.stop.clicked.connect(self.stop_requested)
         self.generating = False
+        self.partial: QTextCursor | None = None  # the greyed words heard so far, selected
         self.theme = ThemeWatcher(self)
         self.theme.changed.connect(self._on_scheme)
 
@@ -121,11 +130,81 @@ class ChatInput(QWidget):
         for path in paths:
             self.attach_requested.emit(path)
 
+    def submit(self) -> None:
+        """Send what the box holds, as Enter does (when sending is allowed)."""
+        self._submit()
+
     def _submit(self) -> None:
-        text = self.edit.toPlainText()
+        text = self.typed_text()
         if (text.strip() or self.pending.chips) and self.send.isEnabled():
+            self.clear_partial()
             self.edit.clear()
             self.send_requested.emit(text)
+
+    def add_beside_send(self, widget: QWidget) -> None:
+        """Put ``widget`` between the box and Send."""
+        self.beside_send.addWidget(widget)
+
+    # -- words heard while the user speaks -------------------------------------------
+    def typed_text(self) -> str:
+        """The box's text without the greyed words heard so far."""
+        text = self.edit.toPlainText()
+        if self.partial is None:
+            return text
+        return text[: self.partial.selectionStart()] + text[self.partial.selectionEnd() :]
+
+    def show_partial(self, text: str) -> None:
+        """Show ``text`` greyed at the end of the box, in place of the last words shown;
+        what the user types stays where it is, in its own colour."""
+        grey = QTextCharFormat()
+        grey.setForeground(self.edit.palette().color(QPalette.ColorRole.PlaceholderText))
+        grey.setFontItalic(True)
+        cursor = self.partial
+        if cursor is None or not cursor.hasSelection():  # none yet, or the box was reset
+            cursor = QTextCursor(self.edit.document())
+            cursor.movePosition(QTextCursor.MoveOperation.End)
+        start = cursor.selectionStart()
+        before = self.edit.toPlainText()[:start]
+        spaced = text.strip()
+        if spaced and before and not before[-1].isspace():
+            spaced = " " + spaced
+        cursor.beginEditBlock()
+        cursor.removeSelectedText()
+        cursor.insertText(spaced, grey)
+        cursor.endEditBlock()
+        cursor.setPosition(start)
+        cursor.setPosition(start + len(spaced), QTextCursor.MoveMode.KeepAnchor)
+        self.partial = cursor
+        self._keep_typing_before(start)
+
+    def clear_partial(self) -> None:
+        """Take the greyed words away (the transcript, or nothing, takes their place)."""
+        cursor, self.partial = self.partial, None
+        if cursor is not None and cursor.hasSelection():
+            cursor.removeSelectedText()
+
+    def land(self, text: str) -> None:
+        """Put a transcript at the end of the box, editable, in place of the greyed words;
+        what was typed is kept."""
+        self.clear_partial()
+        text = text.strip()
+        if not text:
+            return
+        before = self.edit.toPlainText()
+        cursor = QTextCursor(self.edit.document())
+        cursor.movePosition(QTextCursor.MoveOperation.End)
+        cursor.insertText((" " if before and not before[-1].isspace() else "") + text)
+        self.edit.setTextCursor(cursor)
+        self.edit.setCurrentCharFormat(QTextCharFormat())
+        self.edit.setFocus()
+
+    def _keep_typing_before(self, start: int) -> None:
+        """Keep the user's cursor out of the greyed words, and what they type plain."""
+        mine = self.edit.textCursor()
+        if mine.position() > start:
+            mine.setPosition(start)
+            self.edit.setTextCursor(mine)
+        self.edit.setCurrentCharFormat(QTextCharFormat())
 
     def set_generating(self, generating: bool) -> None:
         self.generating = generating

@@ -60,6 +60,7 @@ from vllmchat.ui.window.readouts.memory_readout import MemoryReadout
 from vllmchat.ui.window.readouts.status_line import StatusLine
 from vllmchat.ui.window.tools.tool_actions import ToolActions
 from vllmchat.ui.window.turns.turn_view import TurnView
+from vllmchat.ui.window.voice_wiring import VoiceWiring
 
 
 class MainWindow(QMainWindow):
@@ -156,6 +157,7 @@ class MainWindow(QMainWindow):
         self.server_dock = ServerDock(self.bridge, self)  # the local API, hidden until asked
         self._connect()
         self._menus()
+        self.voice = VoiceWiring(self)  # the mic beside Send, spoken replies, the Voice menu
         existing = self.stored.list()
         last = self.window_state.restore()
         if last is not None and any(c.id == last for c in existing):

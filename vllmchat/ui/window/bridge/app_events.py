@@ -27,6 +27,7 @@ from PySide6.QtCore import QObject, Signal, SignalInstance
 
 from vllmchat.core.app.chat_app import ChatApp
 from vllmchat.core.app.events import Loaded, ToolPickChanged
+from vllmchat.core.app.voice.events import PartialTranscript, SpokenPiece
 from vllmchat.core.conversations.events import (
     PromptPlanEvent,
     SummaryEvent,
@@ -77,7 +78,15 @@ OLD_NAMES: dict[str, type] = {
 """Older names of some events' signals: the same signal under a second name."""
 
 STREAMED: frozenset[type] = frozenset(
-    {TokenEvent, PrefillProgressEvent, StatsEvent, ThinkingEvent, ThoughtFor}
+    {
+        TokenEvent,
+        PrefillProgressEvent,
+        StatsEvent,
+        ThinkingEvent,
+        ThoughtFor,
+        PartialTranscript,
+        SpokenPiece,
+    }
 )
 """Many per turn, and none changes the application's state: no snapshot before them."""
 

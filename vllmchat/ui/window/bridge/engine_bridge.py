@@ -16,7 +16,9 @@ publishes before each event that may follow a change, and it sends intents. The
 user's quick changes to stored conversations (rename, pin, a summary, import) are
 made at once on the calling thread (``apply``); every change the conversations'
 owner tells, and every step of the tools service, from any thread, is published as
-its signal.
+its signal. The voice's work runs through ``voice`` (``VoiceRunner``): listening and a
+sentence tried on the background pool, and a turn's reply spoken with the turn when
+the settings ask for it.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from vllmchat.core.app.snapshot import AppSnapshot
 from vllmchat.core.engine.events import EngineError, ErrorEvent, ErrorKind
 from vllmchat.ui.common.workers import Worker, WorkerGroup, work_name
 from vllmchat.ui.window.bridge.app_events import AppEvents
+from vllmchat.ui.window.bridge.voice_runner import VoiceRunner
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -85,6 +88,7 @@ class EngineBridge(QObject):
         self.pool.setMaxThreadCount(1)
         self.pool.setExpiryTimeout(-1)
         self.jobs = WorkerGroup(self, pool=self.pool)
+        self.voice = VoiceRunner(self.app, self.events, self)
         self._closed = False
         self._tune_stop = threading.Event()
         self.turn_waiting = threading.Event()  # a turn was asked for and has not started
@@ -126,9 +130,9 @@ class EngineBridge(QObject):
         self, intent: Callable[P, object], /, *args: P.args, **kwargs: P.kwargs
     ) -> Worker | None:
         """Run a turn (a message, a regeneration, an edit): from now until it starts,
-        work done ahead gives way to it."""
+        work done ahead gives way to it. Its reply is spoken where the settings say so."""
         self.turn_waiting.set()
-        return self.run(intent, *args, **kwargs)
+        return self.run(self.voice.spoken(intent), *args, **kwargs)
 
     def run_ahead(
         self, intent: Callable[..., object], /, *args: Any, **kwargs: Any
@@ -224,6 +228,7 @@ class EngineBridge(QObject):
         if self._closed:
             return
         self._timer.stop()
+        self.voice.close()  # recordings listened to are dropped, speaking stops
         self.stop()  # the turn in progress ends within a token, its reply kept
         self.jobs.skip_queued()  # titles and summaries asked for after the last reply
         self.run(self.app.shutdown)

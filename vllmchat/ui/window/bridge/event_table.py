@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import TypeGuard, get_args
 
 from vllmchat.core.app import events as app_events
+from vllmchat.core.app.voice import events as voice_events
 from vllmchat.core.conversations import events as conversation_events
 from vllmchat.core.engine import events as engine_events
 from vllmchat.core.models import events as model_events
@@ -29,6 +30,7 @@ EVENT_MODULES: tuple[types.ModuleType, ...] = (
     tool_events,
     model_events,
     app_events,
+    voice_events,
 )
 """One module per layer; each declares its events, and its unions name them."""
 
