@@ -181,8 +181,12 @@ def test_without_qt_multimedia_audio_says_what_to_install() -> None:
         "    import vllmchat.audio.recorder\n"
         "except AudioUnavailable as exc:\n"
         "    print(exc)\n"
+        "try:\n"
+        "    import vllmchat.audio.player\n"
+        "except ImportError as exc:\n"  # callers that only know ImportError
+        "    print(type(exc).__name__)\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
-    assert done.stdout.strip() == "pip install 'vllmchat[voice]'"
+    assert done.stdout.splitlines() == ["pip install 'vllmchat[voice]'", "AudioUnavailable"]

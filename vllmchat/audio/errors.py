@@ -5,8 +5,9 @@ from __future__ import annotations
 INSTALL_VOICE = "pip install 'vllmchat[voice]'"
 
 
-class AudioUnavailable(RuntimeError):
-    """Qt Multimedia (PySide6-Addons, in the ``voice`` extra) is not installed."""
+class AudioUnavailable(ImportError):
+    """Qt Multimedia (PySide6-Addons, in the ``voice`` extra) is not installed: raised by
+    importing the audio modules, so that ``except ImportError`` catches it too."""
 
     def __init__(self, message: str = INSTALL_VOICE) -> None:
         super().__init__(message)
