@@ -11,7 +11,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from PySide6.QtCore import QCoreApplication, QMessageLogContext, QtMsgType, qInstallMessageHandler
+from PySide6.QtCore import (
+    QCoreApplication,
+    QMessageLogContext,
+    QMicrophonePermission,
+    Qt,
+    QtMsgType,
+    qInstallMessageHandler,
+)
 
 from vllmchat.audio.errors import AudioUnavailable
 from vllmchat.core.doctor.findings import Finding, Status
@@ -77,8 +84,15 @@ def _speakers(outputs: list[Any], data: dict[str, Any]) -> Finding:
 
 def _open_default_input() -> str | None:
     """Why the default microphone does not record (None: it opens and records)."""
-    from vllmchat.audio.recorder import Recorder
+    from vllmchat.audio.recorder import PRIVACY_HINT, Recorder
 
+    app = QCoreApplication.instance()
+    assert app is not None  # made when the devices were listed
+    status = app.checkPermission(QMicrophonePermission())
+    if status == Qt.PermissionStatus.Denied:
+        return f"this app may not use it (permission denied): {PRIVACY_HINT}"
+    if status == Qt.PermissionStatus.Undetermined:
+        return None  # the system asks the user at the first recording
     failures: list[str] = []
     recorder = Recorder(on_pcm=lambda _pcm: None, on_failed=failures.append)
     recorder.start()
