@@ -381,3 +381,30 @@ def test_a_microphone_that_fails_is_said_and_what_it_recorded_is_written_down(
     with qtbot.waitSignal(w.turn_ended, timeout=60_000):  # the chat goes on
         w.input.submit()
     assert isinstance(w.last_turn, DoneEvent)
+
+
+def test_a_voice_is_downloaded_from_the_settings_and_offered_to_pick(
+    qtbot, hub, tmp_path, monkeypatch
+):
+    from tests.test_voice_models import LESSAC, _piper_files
+    from vllmchat.core.app_settings import AppSettings
+    from vllmchat.core.voice.catalogue import PIPER_REPO
+
+    monkeypatch.setenv("VLLMCHAT_CACHE_DIR", str(tmp_path / "cache"))
+    onnx, meta = _piper_files(tmp_path / "hub-files", size=1_200_000)
+    hub.add(PIPER_REPO, {f"{LESSAC}.onnx": onnx, f"{LESSAC}.onnx.json": meta})
+    dialog = VoiceDialog(AppSettings(), voices=[], inputs=[], outputs=[])
+    qtbot.addWidget(dialog)
+    models = dialog.models
+    models.pick("en_US-lessac-medium")
+    assert models.download.isEnabled()
+    shown: list[int] = []
+    models.progress.valueChanged.connect(shown.append)
+    with qtbot.waitSignal(dialog.models_changed, timeout=30_000):
+        models.download.click()
+    qtbot.waitUntil(lambda: not models.busy, timeout=10_000)
+    assert shown and max(shown) == 1000
+    assert dialog.voice.findData("en_US-lessac-medium") >= 0  # offered to pick
+    assert models.list.currentItem().text().endswith("installed")
+    assert not models.download.isEnabled()
+    dialog.reject()

@@ -1,6 +1,7 @@
 """Voice settings: the voice and its speed, the language spoken (detected or chosen),
 the microphone and the speakers, whether a transcript is sent at once, whether replies
-are spoken; "Test voice" speaks a sentence with what is picked, before it is kept."""
+are spoken; "Test voice" speaks a sentence with what is picked, before it is kept. The
+speech model and more voices are downloaded from here."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
     QFormLayout,
+    QGroupBox,
     QHBoxLayout,
     QLabel,
     QPushButton,
@@ -22,6 +24,9 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+
+from vllmchat.core.app.voice_downloads import VoiceDownloads, VoiceModelReady
+from vllmchat.ui.voice.model_downloads import ModelDownloads
 
 Choice = tuple[str, str]
 """A value the settings keep and the words the list shows for it."""
@@ -70,6 +75,8 @@ class VoiceDialog(QDialog):
 
     test_requested = Signal(str, str, float)
     """Speak ``TEST_SENTENCE`` (the text, the voice's name, the speed) before keeping them."""
+    models_changed = Signal()
+    """A model was downloaded: what the voice can do here may have changed."""
 
     def __init__(
         self,
@@ -79,11 +86,13 @@ class VoiceDialog(QDialog):
         inputs: Sequence[Choice],
         outputs: Sequence[Choice],
         problems: Sequence[str] = (),
+        downloads: VoiceDownloads | None = None,
         parent: QWidget | None = None,
     ) -> None:
         """``settings``: the app's settings (their ``voice_*`` fields); ``voices``, ``inputs``
         and ``outputs``: what is installed and plugged in; ``problems``: what keeps the voice
-        from working here, each in one line with what to install."""
+        from working here, each in one line with what to install; ``downloads``: where
+        models come from (the hub)."""
         super().__init__(parent)
         self.setWindowTitle("Voice")
         self.original = {name: getattr(settings, name) for name in FIELDS}
@@ -133,12 +142,28 @@ class VoiceDialog(QDialog):
         self.hands_free.setChecked(bool(o["voice_hands_free"]))
         for box in (self.send_at_once, self.speak_replies, self.hands_free):
             form.addRow("", box)
+        group = QGroupBox("Download the speech model or more voices")
+        inside = QVBoxLayout(group)
+        self.models = ModelDownloads(downloads)
+        self.models.model_ready.connect(self._model_ready)
+        inside.addWidget(self.models)
+        column.addWidget(group)
         buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
         )
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
         column.addWidget(buttons)
+
+    def _model_ready(self, event: VoiceModelReady) -> None:
+        if event.kind == "piper" and self.voice.findData(event.name) < 0:
+            self.voice.addItem(event.name, event.name)
+        self.models_changed.emit()
+
+    def done(self, result: int) -> None:
+        """Closed: a download under way stops (its bytes are kept for the next time)."""
+        self.models.close_downloads()
+        super().done(result)
 
     def _show_speed(self, value: int) -> None:
         self.speed_label.setText(f"{value / 100:.2f}×")

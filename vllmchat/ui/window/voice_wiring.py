@@ -270,9 +270,13 @@ class VoiceWiring(QObject):
             parent=self.window,
         )
         dialog.test_requested.connect(self._test_voice)
+        dialog.models_changed.connect(self._forget_readiness)
         dialog.finished.connect(self._dialog_closed)
         self.dialog = dialog
         dialog.open()  # window-modal; the window goes on painting and streaming
+
+    def _forget_readiness(self) -> None:
+        self.readiness = None  # looked for again at the next use
 
     def _test_voice(self, text: str, voice: str, speed: float) -> None:
         self.stop_speaking()
