@@ -95,7 +95,7 @@ class ModelDownloads(QWidget):
 
     def picked_name(self) -> str | None:
         item = self.list.currentItem()
-        return None if item is None else item.data(Qt.ItemDataRole.UserRole)
+        return None if item is None else str(item.data(Qt.ItemDataRole.UserRole))
 
     def pick(self, name: str) -> None:
         for row in range(self.list.count()):
