@@ -3,7 +3,7 @@
 ``SpeakerSlot`` keeps the loaded voice (loaded once; again only when another is picked)
 and lets one synthesis run at a time. A ``SpeakingRun`` speaks one reply: the turn's
 thread hands it sentences (``say``) and collects what is ready (``ready``, ``rest``)
-without waiting; ``stop`` ends it within a clause.
+without waiting; ``stop`` ends it at once, and the synthesis within a clause.
 """
 
 from __future__ import annotations
@@ -79,9 +79,12 @@ class SpeakingRun:
         self._texts.put(None)
 
     def stop(self) -> None:
-        """End now: the clause being made is the last."""
-        self._stop.set()
-        self._texts.put(None)
+        """End now: ``SpeakingEnded`` is due at once; the clause being made is the last
+        (its audio is dropped), then the thread ends."""
+        if not self._stop.is_set():
+            self._stop.set()
+            self._out.put(SpeakingEnded(stopped=True))
+            self._texts.put(None)
 
     def ready(self) -> Iterator[SpeakEvent]:
         """What is ready now, without waiting (``SpeakingEnded`` is kept for ``rest``)."""
