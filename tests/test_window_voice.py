@@ -369,13 +369,13 @@ def test_a_microphone_that_fails_is_said_and_what_it_recorded_is_written_down(
     )
     QTest.mouseClick(w.voice.controls.mic, Qt.MouseButton.LeftButton)
     assert w.voice.listening.state is MicState.IDLE
-    assert "No microphone found" in w.statusBar().currentMessage()
+    assert "No microphone found" in w.input.notice.text() and w.input.notice.isVisible()
     w.voice.listening.make_recorder = lambda _id, on_pcm, on_failed: WavMicrophone(
         spoken_wav, on_pcm, on_failed, fail_after=int(3.2 / 0.03)
     )
     with qtbot.waitSignal(w.voice.listening.heard, timeout=30_000) as heard:
         QTest.mouseClick(w.voice.controls.mic, Qt.MouseButton.LeftButton)
-    assert "unplugged" in w.statusBar().currentMessage()
+    assert "unplugged" in w.input.notice.text() and w.input.notice.isVisible()
     assert heard.args[0].text and _words(heard.args[0].text)[:3] == _words(SENTENCE)[:3]
     assert _words(w.input.edit.toPlainText())[:3] == _words(SENTENCE)[:3]
     with qtbot.waitSignal(w.turn_ended, timeout=60_000):  # the chat goes on

@@ -5,11 +5,12 @@ heard while the user speaks show greyed at the end of the box until the transcri
 
 from __future__ import annotations
 
-from PySide6.QtCore import QMimeData, QSize, Qt, Signal
+from PySide6.QtCore import QMimeData, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QKeyEvent, QPalette, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
+    QLabel,
     QPlainTextEdit,
     QPushButton,
     QToolButton,
@@ -86,6 +87,14 @@ class ChatInput(QWidget):
         column.setContentsMargins(0, 0, 0, 0)
         self.pending = ChipRow()  # attachments waiting for the next message
         column.addWidget(self.pending)
+        self.notice = QLabel()  # a line about the box (what the microphone did), for a while
+        self.notice.setWordWrap(True)
+        self.notice.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.notice.hide()
+        self._notice_timer = QTimer(self)
+        self._notice_timer.setSingleShot(True)
+        self._notice_timer.timeout.connect(self.notice.hide)
+        column.addWidget(self.notice)
         layout = QHBoxLayout()
         column.addLayout(layout)
         self.attach = QToolButton()
@@ -140,6 +149,12 @@ class ChatInput(QWidget):
             self.clear_partial()
             self.edit.clear()
             self.send_requested.emit(text)
+
+    def show_notice(self, text: str, ms: int = 20_000) -> None:
+        """A line above the box for ``ms`` (what happened to what the user said)."""
+        self.notice.setText(text)
+        self.notice.setVisible(bool(text))
+        self._notice_timer.start(ms)
 
     def add_beside_send(self, widget: QWidget) -> None:
         """Put ``widget`` between the box and Send."""

@@ -4,6 +4,7 @@ hands-free and speak-replies toggles."""
 
 from __future__ import annotations
 
+import math
 import time
 from enum import Enum
 
@@ -82,9 +83,19 @@ class MicButton(QToolButton):
             self.talk_ended.emit()
 
 
+FLOOR_DB = -60.0  # the meter's empty end; full scale (0 dBFS) is its top
+
+
+def meter_fill(level: float) -> float:
+    """How full the meter is for an RMS ``level`` (0..1): decibels, -60 dBFS to 0."""
+    if level <= 0:
+        return 0.0
+    return max(0.0, min(1.0, 1 - 20 * math.log10(level) / FLOOR_DB))
+
+
 class LevelMeter(QWidget):
-    """The microphone's level while it records: a thin bar, 0 to 1 (RMS, shown on a
-    square-root scale so that quiet speech still moves it)."""
+    """The microphone's level while it records: a thin bar filled in decibels, so that
+    quiet speech moves it as loud speech does."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -102,7 +113,7 @@ class LevelMeter(QWidget):
         painter = QPainter(self)
         rect = self.rect()
         painter.fillRect(rect, self.palette().color(QPalette.ColorRole.Mid))
-        height = round(rect.height() * min(1.0, self.level**0.5 * 1.4))
+        height = round(rect.height() * meter_fill(self.level))
         if height:
             color = QColor(RECORDING) if self.level > 0.7 else QColor("#1e8e3e")
             painter.fillRect(rect.adjusted(0, rect.height() - height, 0, 0), color)

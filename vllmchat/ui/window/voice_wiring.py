@@ -118,6 +118,7 @@ class VoiceWiring(QObject):
     def talk(self) -> None:
         """The mic pressed: any speaking stops, and listening starts."""
         self.stop_speaking()
+        self.input.show_notice("", 0)
         if self.readiness is None:
             self._ask_readiness()
         elif not self.readiness.can_listen:
@@ -314,6 +315,8 @@ class VoiceWiring(QObject):
         self.window.show_notice("Voice", f"{what}:\n{lines}")
 
     def say(self, message: str) -> None:
+        """Tell the user, above the message box (and in the status bar)."""
+        self.input.show_notice(message, MESSAGE_MS)
         self.window.statusBar().showMessage(message, MESSAGE_MS)
 
     def close(self) -> None:
