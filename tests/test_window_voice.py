@@ -139,6 +139,13 @@ class PlayerStandIn(QObject):
         self.timer.stop()
 
 
+class NoSpeakers(PlayerStandIn):
+    """A player whose output cannot be had, as the Qt player says it."""
+
+    def play(self, pcm: bytes, sample_rate: int) -> None:
+        self.failed.emit("No speakers or headphones found: connect some")
+
+
 def _player(device_id: str) -> object:
     """A real player where the machine has an output (recording what it is handed),
     else the stand-in."""
@@ -360,7 +367,7 @@ def test_voice_settings_are_written_and_the_voice_is_tried(qtbot, voice_window):
     assert (s.voice_speed, s.voice_language, s.voice_send_at_once) == (1.3, "en", True)
 
 
-def test_a_microphone_that_fails_is_said_and_what_it_recorded_is_written_down(
+def test_a_microphone_or_speakers_that_fail_are_said_and_nothing_is_lost(
     qtbot, voice_window, spoken_wav
 ):
     w, _mics, _players = voice_window
@@ -378,9 +385,17 @@ def test_a_microphone_that_fails_is_said_and_what_it_recorded_is_written_down(
     assert "unplugged" in w.input.notice.text() and w.input.notice.isVisible()
     assert heard.args[0].text and _words(heard.args[0].text)[:3] == _words(SENTENCE)[:3]
     assert _words(w.input.edit.toPlainText())[:3] == _words(SENTENCE)[:3]
-    with qtbot.waitSignal(w.turn_ended, timeout=60_000):  # the chat goes on
+    # and speakers that cannot be had: said, speaking replies switched off, the chat goes on
+    _configure(qtbot, w, voice_speak_replies=True)
+    w.voice.reply.make_player = lambda _id: NoSpeakers()
+    with qtbot.waitSignal(w.turn_ended, timeout=60_000):
         w.input.submit()
     assert isinstance(w.last_turn, DoneEvent)
+    qtbot.waitUntil(lambda: not w.settings.voice_speak_replies, timeout=30_000)
+    assert (
+        "No speakers" in w.input.notice.text() and "Speak replies is off" in w.input.notice.text()
+    )
+    assert not w.voice.controls.speak_replies.isChecked()
 
 
 def test_a_voice_is_downloaded_from_the_settings_and_offered_to_pick(

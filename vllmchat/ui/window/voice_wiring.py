@@ -206,18 +206,21 @@ class VoiceWiring(QObject):
     def _on_speak_failed(self, event: SpeakFailed) -> None:
         self.spoken_turn = False
         self.reply.made_ended = True
-        note = ""
-        if self.settings().voice_speak_replies:
-            self.bridge.configure(voice_speak_replies=False)
-            note = " Speak replies is off."
-        self.say(f"The reply cannot be spoken: {event.message}.{note}")
+        self.say(f"The reply cannot be spoken: {event.message}.{self._speaking_off()}")
         if not self.turn_running:  # else listening starts again at the turn's end
             QTimer.singleShot(AGAIN_MS, self._listen_again)
 
     def _on_play_failed(self, message: str) -> None:
         self.spoken_turn = False
         self.hands_free_turns = False
-        self.say(message)
+        self.say(f"{message}.{self._speaking_off()}")
+
+    def _speaking_off(self) -> str:
+        """Speak replies switched off after a failure (each reply would fail alike)."""
+        if not self.settings().voice_speak_replies:
+            return ""
+        self.bridge.configure(voice_speak_replies=False)
+        return " Speak replies is off."
 
     def _on_typed(self) -> None:
         """The user types: speaking stops, and hands-free turns give way to typing."""
