@@ -303,6 +303,8 @@ def test_held_mic_writes_down_a_spoken_sentence_into_the_box(qtbot, voice_window
     qtbot.waitUntil(lambda: mic.state is MicState.IDLE, timeout=5_000)
     assert mics[0].stopped
     assert w.last_turn is None  # it waits in the box, editable: nothing was sent
+    QTest.mouseClick(mic, Qt.MouseButton.LeftButton)  # the window closes while it listens
+    assert mic.state is MicState.LISTENING and len(mics) == 2
 
 
 def test_hands_free_sends_at_once_speaks_the_reply_and_listens_again(qtbot, voice_window):
@@ -423,3 +425,44 @@ def test_a_voice_is_downloaded_from_the_settings_and_offered_to_pick(
     assert models.list.currentItem().text().endswith("installed")
     assert not models.download.isEnabled()
     dialog.reject()
+
+
+def test_a_recording_that_cannot_be_written_down_is_kept_as_a_wav_file(qtbot, spoken_wav):
+    """The recogniser fails (its process died): the message says where the recording is."""
+    from vllmchat.core.app.voice.events import ListenFailed, SpeechEnded
+    from vllmchat.core.app.voice.listening import ListenSession
+    from vllmchat.ui.common.workers import Worker
+    from vllmchat.ui.voice.listening import ListenFlow
+
+    class DyingRecogniser:
+        """Never asked: the session's events below are the recogniser's failure."""
+
+    class Listener:
+        def listen(self, *, hands_free: bool):
+            session = ListenSession(DyingRecogniser(), hands_free=hands_free, language=None)
+            events = [SpeechEnded(3.0), ListenFailed("the speech recogniser stopped")]
+            worker = Worker(lambda: (e for e in events), lambda exc: None, name="Listening")
+            self.session, self.worker = session, worker
+            return session, worker
+
+    listener = Listener()
+
+    class Settings:
+        voice_input_device = ""
+
+    flow = ListenFlow(
+        listener, Settings, make_recorder=lambda *args: WavMicrophone(spoken_wav, *args[1:])
+    )
+    failures: list[str] = []
+    flow.failed.connect(failures.append)
+    assert flow.start(hands_free=False)
+    qtbot.waitUntil(lambda: flow.recorder is not None and flow.recorder.sent > 20, timeout=5_000)
+    listener.worker.start()
+    qtbot.waitUntil(lambda: bool(failures), timeout=5_000)
+    qtbot.waitUntil(lambda: flow.state is MicState.IDLE, timeout=5_000)
+    message = failures[0]
+    assert message.startswith("Nothing was written down: the speech recogniser stopped.")
+    kept = Path(message.split("The recording is kept in ")[1])
+    with wave.open(str(kept)) as wav:
+        assert (wav.getframerate(), wav.getnchannels()) == (16000, 1)
+        assert wav.getnframes() >= 20 * 480
