@@ -201,3 +201,13 @@ def test_a_voice_that_cannot_load_is_one_failure_and_the_turn_goes_on(
     assert events[-1] == SpeakingEnded(stopped=False)
     assert not service.voices() and not service.available().can_speak
     service.close()
+
+
+def test_a_long_sentence_is_spoken_clause_by_clause(voice: VoiceService) -> None:
+    sentence = (
+        "When the train finally reached the station after a long delay, the passengers "
+        "gathered their bags, and most of them walked quickly towards the exit."
+    )
+    pieces = list(voice.speak_text(sentence, speed=1.5))
+    assert len(pieces) >= 2 and all(isinstance(p, SpokenPiece) and p.pcm for p in pieces)
+    assert _words(" ".join(p.text for p in pieces)) == _words(sentence)
