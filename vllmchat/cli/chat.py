@@ -19,6 +19,7 @@ from vllmchat.cli import attach as attaching
 from vllmchat.cli.chat_commands import command
 from vllmchat.cli.chat_output import loaded, show
 from vllmchat.cli.chat_tools import open_tools
+from vllmchat.cli.chat_voice import next_line, open_voice
 from vllmchat.cli.options import add_options, given
 from vllmchat.core.app.chat_app import ChatApp
 from vllmchat.core.app.engines import open_server
@@ -78,6 +79,12 @@ def register(sub: Any) -> None:
         default="auto",
         help="required: each turn begins with a tool call (for a model that does not call "
         "tools by itself; its template has no tool format)",
+    )
+    p.add_argument(
+        "--voice",
+        action="store_true",
+        help="speak each message (Enter or a pause ends it) and hear the replies; "
+        "Enter stops the speech; typed lines still work",
     )
     p.add_argument(
         "--server",
@@ -251,13 +258,12 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, lambda *_: app.stop())
     signal.signal(signal.SIGTERM, on_term)
     ahead = WhileReading(app)
+    voice = open_voice(app, out, state) if args.voice else None
     try:
         while not state["quit"]:
-            out.write("you> ")
-            out.flush()
-            line = sys.stdin.readline()
+            line = next_line(voice, out)
             show(iter(ahead.finish()), out, False, state)
-            if not line:
+            if line is None:
                 out.write("\n")
                 return 0
             text = line.rstrip("\n")
@@ -267,7 +273,10 @@ def run(args: argparse.Namespace) -> int:
             elif text.strip():
                 state["streaming"] = True
                 try:
-                    show(app.send(text), out, args.stats, state)
+                    if voice is not None and voice.speaks:
+                        voice.spoken(app.send(text), lambda e: show(e, out, args.stats, state))
+                    else:
+                        show(app.send(text), out, args.stats, state)
                 finally:
                     state["streaming"] = False
                 ahead.start()

@@ -132,7 +132,7 @@ def _show(
         if isinstance(event, ApprovalNeeded | ToolCallFinished) and started:
             out.write("\n")  # the model's call ends its line
             started = False
-        if show_tool_event(event, cast(TextIO, out), sys.stdin.readline):
+        if show_tool_event(event, cast(TextIO, out), state.get("readline", sys.stdin.readline)):
             started = False  # the model's next step starts a new line
             tools = state.get("tools") if isinstance(event, ApprovalNeeded) else None
             failed = tools.remember(event) if tools is not None else ""
