@@ -15,7 +15,14 @@ from vllmchat.core.machine.backend import MachineFacts, choose_backend
 from vllmchat.core.machine.detect import cpu_flags, driver_cuda_version, nvcc_version
 from vllmchat.core.machine.install_hints import install_hint, setup_command
 
-PACKAGES = ("vllmchat", "llama-cpp-python", "PySide6-Essentials", "huggingface_hub", "gguf")
+PACKAGES = (
+    "vllmchat",
+    "llama-cpp-python",
+    "PySide6-Essentials",
+    "PySide6-Addons",  # Qt Multimedia: the voice extra's microphone and speakers
+    "huggingface_hub",
+    "gguf",
+)
 LOW_DISK_BYTES = 8 << 30  # a 7B Q4_K_M is ~4.4 GiB; leave room for one download and KV states
 
 
@@ -28,7 +35,7 @@ def versions() -> Finding:
             found[name] = "not installed"
     py = f"{platform.python_implementation()} {platform.python_version()}"
     detail = f"Python {py}; " + ", ".join(f"{k} {v}" for k, v in found.items())
-    missing = [k for k, v in found.items() if v == "not installed" and k != "PySide6-Essentials"]
+    missing = [k for k, v in found.items() if v == "not installed" and not k.startswith("PySide6")]
     status = Status.FAIL if "llama-cpp-python" in missing else Status.OK
     return Finding(
         "versions",

@@ -16,7 +16,7 @@ from PySide6.QtWidgets import (
 
 from vllmchat import __version__
 from vllmchat.core.app.engines import work_engine
-from vllmchat.core.doctor import Report, Status, run_doctor
+from vllmchat.core.doctor import Finding, Report, Status, run_doctor
 from vllmchat.ui.common.workers import WorkerGroup
 
 _COLOURS = {
@@ -57,7 +57,10 @@ class DiagnosticsDialog(QDialog):
         self.rerun.setEnabled(False)
         self.copy.setEnabled(False)
         self.workers.run(
-            lambda: run_doctor(work_engine), self.show_report, self.show_error, name="The checks"
+            lambda: run_doctor(work_engine, device_checks=_device_findings),
+            self.show_report,
+            self.show_error,
+            name="The checks",
         )
 
     def show_report(self, report: Report) -> None:
@@ -93,3 +96,12 @@ class DiagnosticsDialog(QDialog):
     def done(self, result: int) -> None:
         self.workers.join(120_000)
         super().done(result)
+
+
+def _device_findings() -> list[Finding]:
+    """The microphone and the speakers, where Qt Multimedia is installed."""
+    try:
+        from vllmchat.audio.checks import device_findings
+    except ImportError as exc:  # the voice extra is not installed
+        return [Finding("microphone", "Microphone", Status.INFO, str(exc))]
+    return device_findings()
