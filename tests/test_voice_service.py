@@ -183,6 +183,16 @@ def test_stop_speaking_ends_the_reply_within_a_clause(voice: VoiceService) -> No
     assert 1 <= len(spoken) <= 2
 
 
+def test_the_windows_barge_in_leaves_an_api_clients_speech_alone(voice: VoiceService) -> None:
+    text = "The first sentence for a client. The second one follows it. And a third."
+    pieces = []
+    for piece in voice.speak_text(text, barge_in=False):
+        pieces.append(piece)
+        voice.stop_speaking()  # the window's user presses the mic meanwhile
+    assert all(isinstance(p, SpokenPiece) for p in pieces)
+    assert "third" in pieces[-1].text
+
+
 def test_a_voice_that_cannot_load_is_one_failure_and_the_turn_goes_on(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -269,7 +269,9 @@ class ApiService:
     ) -> Generator[SpokenPiece | SpeakFailed, None, None]:
         """``text`` spoken sentence by sentence, in the voice's turn (held until closed)."""
         yield from self._in_turn(
-            self._speaking, "voice", self.voice.speak_text(text, voice=voice, speed=speed)
+            self._speaking,
+            "voice",
+            self.voice.speak_text(text, voice=voice, speed=speed, barge_in=False),
         )
 
     def _in_turn(

@@ -99,10 +99,17 @@ class VoiceService:
 
     # -- text to speech ---------------------------------------------------------------------
     def speak_text(
-        self, text: str, *, voice: str | None = None, speed: float | None = None
+        self,
+        text: str,
+        *,
+        voice: str | None = None,
+        speed: float | None = None,
+        barge_in: bool = True,
     ) -> Iterator[SpokenPiece | SpeakFailed]:
         """``text`` spoken sentence by sentence (long ones clause by clause); a voice that
-        cannot speak is one ``SpeakFailed``. ``stop_speaking`` ends it too."""
+        cannot speak is one ``SpeakFailed``. ``stop_speaking`` ends it too, unless
+        ``barge_in`` is False (speech made for an API client: the window's barge-in is
+        not theirs; closing the iterator ends it)."""
         pieces: list[SpokenPiece] = []
         stop = threading.Event()
 
@@ -110,8 +117,9 @@ class VoiceService:
             if speech.pcm and not stop.is_set():
                 pieces.append(SpokenPiece(speech.text, speech.pcm, speech.sample_rate))
 
-        with self._runs_lock:
-            self._runs.add(stop)
+        if barge_in:
+            with self._runs_lock:
+                self._runs.add(stop)
         try:
             chosen = self._voice(voice)
             for sentence in speakable_sentences(text):
