@@ -158,7 +158,8 @@ class VoiceWiring(QObject):
         if not (self.listening.hands_free or self.settings().voice_send_at_once):
             return  # it waits in the box, editable
         if self.window.info is None or not self.input.send.isEnabled():
-            self.say("What you said waits in the box: send it once the model is ready.")
+            after = "a model is loaded" if self.window.info is None else "the reply is done"
+            self.say(f"What you said waits in the box: send it once {after}.")
             self.hands_free_turns = False
             return
         self.awaiting_reply = self.hands_free_turns
