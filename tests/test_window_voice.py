@@ -417,6 +417,13 @@ def test_a_voice_is_downloaded_from_the_settings_and_offered_to_pick(
     assert models.download.isEnabled()
     shown: list[int] = []
     models.progress.valueChanged.connect(shown.append)
+    hub.faults.bytes_per_s = 300_000  # slow enough to be stopped halfway
+    models.download.click()
+    qtbot.waitUntil(lambda: bool(shown) and shown[-1] > 0, timeout=20_000)
+    models.cancel.click()
+    qtbot.waitUntil(lambda: not models.busy, timeout=20_000)
+    assert models.list.currentItem().text().endswith("kept, resumes")
+    hub.faults.bytes_per_s = None
     with qtbot.waitSignal(dialog.models_changed, timeout=30_000):
         models.download.click()
     qtbot.waitUntil(lambda: not models.busy, timeout=10_000)

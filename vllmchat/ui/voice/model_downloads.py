@@ -156,6 +156,7 @@ class ModelDownloads(QWidget):
         self.refresh()
 
     def close_downloads(self) -> None:
-        """The dialog closes: a download under way stops (and resumes next time)."""
+        """The dialog closes: a download under way stops at its next block (and resumes
+        next time); a connection that hangs is not waited for long."""
         self._cancel.set()
-        self.jobs.wait(10_000)
+        self.jobs.wait(2_000)
