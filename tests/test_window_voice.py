@@ -376,8 +376,11 @@ def test_a_microphone_or_speakers_that_fail_are_said_and_nothing_is_lost(
     w.voice.listening.make_recorder = lambda _id, on_pcm, on_failed: WavMicrophone(
         None, on_pcm, on_failed, fail_at_start="No microphone found: connect one"
     )
+    _configure(qtbot, w, voice_hands_free=True)
     QTest.mouseClick(w.voice.controls.mic, Qt.MouseButton.LeftButton)
     assert w.voice.listening.state is MicState.IDLE
+    assert not w.voice.hands_free_turns  # no hands-free turns without a microphone
+    _configure(qtbot, w, voice_hands_free=False)
     assert "No microphone found" in w.input.notice.text() and w.input.notice.isVisible()
     w.voice.listening.make_recorder = lambda _id, on_pcm, on_failed: WavMicrophone(
         spoken_wav, on_pcm, on_failed, fail_after=int(3.2 / 0.03)

@@ -119,7 +119,7 @@ class ListenFlow(QObject):
         worker.finished.connect(self._on_finished)
         self._set_state(MicState.LISTENING)
         recorder.start()  # a device that will not open says so at once (_on_mic_failed)
-        return True
+        return self.state is MicState.LISTENING
 
     def finish(self) -> None:
         """The user is done speaking: what was recorded is written down."""
