@@ -369,10 +369,19 @@ def test_voice_settings_are_written_and_the_voice_is_tried(qtbot, voice_window):
     assert (s.voice_speed, s.voice_language, s.voice_send_at_once) == (1.3, "en", True)
 
 
-def test_a_microphone_or_speakers_that_fail_are_said_and_nothing_is_lost(
+def test_missing_models_a_microphone_or_speakers_that_fail_are_said_and_nothing_is_lost(
     qtbot, voice_window, spoken_wav
 ):
     w, _mics, _players = voice_window
+    from vllmchat.core.app.voice.service import VoiceReadiness
+
+    missing = "speech to text: no Whisper model: download whisper-base in the voice settings"
+    w.voice.readiness = VoiceReadiness(can_listen=False, can_speak=True, missing=(missing,))
+    QTest.mouseClick(w.voice.controls.mic, Qt.MouseButton.LeftButton)
+    assert w.voice.listening.state is MicState.IDLE  # nothing recorded that cannot be heard
+    assert w.notice.isVisible() and missing in w.notice.text()
+    w.notice.close()
+    w.voice.readiness = None  # looked for again
     w.voice.listening.make_recorder = lambda _id, on_pcm, on_failed: WavMicrophone(
         None, on_pcm, on_failed, fail_at_start="No microphone found: connect one"
     )
