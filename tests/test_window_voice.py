@@ -485,3 +485,17 @@ def test_a_recording_that_cannot_be_written_down_is_kept_as_a_wav_file(qtbot, sp
     with wave.open(str(kept)) as wav:
         assert (wav.getframerate(), wav.getnchannels()) == (16000, 1)
         assert wav.getnframes() >= 20 * 480
+
+
+def test_the_voices_events_have_their_signals_and_pieces_need_no_snapshot():
+    from vllmchat.core.app.voice import events as voice_events
+    from vllmchat.ui.window.bridge.app_events import SIGNALS, STREAMED
+    from vllmchat.ui.window.bridge.event_table import EVENT_MODULES, event_types
+
+    assert voice_events in EVENT_MODULES
+    names = {t: n for n, t in SIGNALS.items()}
+    for event_type in event_types([voice_events]):
+        assert event_type in names
+    assert names[Heard] == "heard" and names[SpokenPiece] == "spoken_piece"
+    assert names[SpeakingEnded] == "speaking_ended"
+    assert SpokenPiece in STREAMED  # many per reply, none changes the application's state
