@@ -49,18 +49,21 @@ class Microphone:
     def __init__(self, fifo: Path) -> None:
         self.fifo = fifo
         self.speech = b""
+        self.lock = threading.Lock()
         self.on = True
         threading.Thread(target=self._run, daemon=True).start()
 
     def say(self, pcm: bytes) -> None:
-        self.speech = pcm
+        with self.lock:
+            self.speech += pcm
 
     def _run(self) -> None:
         step = 640  # 20 ms
         started, sent = time.perf_counter(), 0
         with self.fifo.open("wb", buffering=0) as pipe:
             while self.on:
-                chunk, self.speech = self.speech[:step], self.speech[step:]
+                with self.lock:
+                    chunk, self.speech = self.speech[:step], self.speech[step:]
                 pipe.write(chunk.ljust(step, b"\0"))
                 sent += step
                 time.sleep(max(0.0, started + sent / 32000 - time.perf_counter()))

@@ -135,7 +135,7 @@ class Recorder(QObject):
         self._converter = PcmConverter(fmt, MIC_FORMAT)
         self._pending = b""
         source = QAudioSource(device, qt_format(fmt), self)
-        source.setBufferSize(fmt.bytes_per_frame * fmt.sample_rate // 2)  # room for GUI stalls
+        source.setBufferSize(fmt.bytes_per_frame * fmt.sample_rate * 2)  # 2 s: a busy GUI's stalls
         self._source = source
         source.stateChanged.connect(self._state_changed)
         self._io = source.start()
