@@ -116,3 +116,20 @@ def test_the_input_a_tool_call_and_chips_draw_their_icons_from_files(qtbot, tmp_
     # the dark scheme's files are their own
     assert icon_file("attach", True) != icon_file("attach", False)
     assert not icon("attach", dark).isNull()
+
+
+def test_the_status_bar_s_passing_messages_show_beside_the_status_line(qtbot):
+    from PySide6.QtWidgets import QMainWindow
+
+    from vllmchat.ui.window.readouts.status_line import StatusLine
+
+    window = QMainWindow()
+    qtbot.addWidget(window)
+    line = StatusLine()
+    window.statusBar().addPermanentWidget(line, 1)
+    window.statusBar().messageChanged.connect(line.show_message)
+    window.show()
+    window.statusBar().showMessage("Exported to chat.md", 10_000)
+    assert line.message.text() == "Exported to chat.md" and line.message.isVisible()
+    window.statusBar().clearMessage()
+    assert line.message.text() == ""

@@ -237,7 +237,8 @@ class MainWindow(QMainWindow):
         split.setSizes([240, 760, 280])
         self.setCentralWidget(split)
         self.status_line = StatusLine(self.bridge.events)  # follows loads for the identity mark
-        self.statusBar().addPermanentWidget(self.status_line, 1)
+        self.statusBar().addPermanentWidget(self.status_line, 1)  # its messages shown in it:
+        self.statusBar().messageChanged.connect(self.status_line.show_message)
         self.busy_bar = QProgressBar()
         self.busy_bar.setRange(0, 0)  # indeterminate while the model loads
         self.busy_bar.setMaximumWidth(140)

@@ -8,7 +8,7 @@ from typing import Any
 
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QColor, QPainter
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QWidget
 
 from vllmchat.core.engine.events import TurnStats
 from vllmchat.core.engine.exactness import identity_note
@@ -83,11 +83,20 @@ class StatusLine(QWidget):
         for w in (self.model, self.speed, self.tokens, self.identity):
             layout.addWidget(w)
             layout.addSpacing(12)
+        self.message = QLabel("")  # the status bar's passing messages (it has no room of its own)
+        self.message.setStyleSheet("color: palette(highlight);")
+        self.message.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        layout.addWidget(self.message, 1)
         layout.addStretch()
         layout.addWidget(self.context_label)
         layout.addWidget(self.context)
         if events is not None:
             self.follow(events)
+
+    def show_message(self, text: str) -> None:
+        """A passing message (``QStatusBar.messageChanged``), "" when it ends."""
+        self.message.setText(text)
+        self.message.setToolTip(text)
 
     def set_model(self, name: str, quant: str, n_ctx: int) -> None:
         self.model.setText(f"<b>{name}</b> · {quant}" if quant else f"<b>{name}</b>")
