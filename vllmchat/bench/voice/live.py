@@ -3,8 +3,11 @@
 - ``first_audio_s``: a real turn on the demo model through ``VoiceService.speaking``:
   from the moment the streamed reply completes its first sentence to its first
   ``SpokenPiece``;
-- ``barge_in_s``: ``stop_speaking()`` while a reply is being spoken, to its
-  ``SpeakingEnded``; ``sink_stop_s``: the audio output's own stop (where there is one);
+- ``barge_in_s``: ``stop_speaking()`` while a reply is being spoken until nothing more is
+  handed out to play (the call's own time; ``barge_in_pieces_after_stop`` must be 0);
+  ``barge_in_synthesis_end_s``: until the synthesis under way has ended;
+  ``barge_in_speaking_ended_s``: until ``SpeakingEnded``, which comes after the turn's
+  last event; ``sink_stop_s``: the audio output's own stop (where there is one);
 - ``decode_tok_s_plain`` / ``_speaking``: the same greedy turn without and with
   ``speaking()`` around it, in turns; ``decode_ratio_speaking`` their ratio;
 - ``listen_ptt_s`` / ``listen_hands_free_s``: a sentence fed to a ``ListenSession`` at the
@@ -18,6 +21,7 @@ import statistics
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -28,6 +32,7 @@ from vllmchat.core.engine.local.client import EngineClient
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 from vllmchat.core.voice.speaker import Speaker
 from vllmchat.core.voice.speech_text import SpeechSplitter
+from vllmchat.core.voice.transcriber import PcmAudio
 from vllmchat.core.voice.transcriber_process import pcm_to_whisper
 
 TURN_PROMPT = "Tell me about the sea. Write five short sentences."
@@ -52,6 +57,8 @@ def speaking_figures(service: Any, *, threads: int, rounds: int) -> dict[str, An
     try:
         client.load(settings)
         _plain_turn(client)  # warm
+        for _ in service.speak_text("Warm up."):  # the voice loaded, as after a first reply
+            pass
         plain, spoken, first_audio, barge = [], [], [], []
         for _ in range(rounds):
             plain.append(_plain_turn(client))
@@ -66,9 +73,13 @@ def speaking_figures(service: Any, *, threads: int, rounds: int) -> dict[str, An
     result["decode_tok_s_speaking"] = round(statistics.median(spoken), 2)
     result["decode_ratio_speaking"] = round(statistics.median(spoken) / statistics.median(plain), 3)
     result["first_audio_s"] = round(statistics.median(first_audio), 3) if first_audio else None
-    stops = [s for s in barge if s is not None]
-    result["barge_in_s"] = round(max(stops), 3) if stops else None
-    result["barge_in_s_all"] = [round(s, 3) for s in stops]
+    # Silence, as far as the app layer goes: the stop returned and no piece came after it.
+    result["barge_in_s"] = round(max(b.silence_s for b in barge), 4)
+    result["barge_in_pieces_after_stop"] = sum(b.late_pieces for b in barge)
+    ends = [b.synthesis_end_s for b in barge if b.synthesis_end_s is not None]
+    result["barge_in_synthesis_end_s"] = round(max(ends), 3) if ends else None
+    ended = [b.speaking_ended_s for b in barge if b.speaking_ended_s is not None]
+    result["barge_in_speaking_ended_s"] = round(max(ended), 3) if ended else None
     return result
 
 
@@ -110,20 +121,41 @@ def _spoken_turn(service: Any, client: EngineClient) -> tuple[float, float | Non
     return tok_s, first_at - sentence_at
 
 
-def _barge_in(service: Any, client: EngineClient) -> float | None:
-    """Seconds from ``stop_speaking()`` (at the first piece heard) to ``SpeakingEnded``."""
+@dataclass(frozen=True)
+class _BargeIn:
+    silence_s: float  # the stop's call, or the last piece handed out after it
+    late_pieces: int
+    synthesis_end_s: float | None
+    speaking_ended_s: float | None
+
+
+def _barge_in(service: Any, client: EngineClient) -> _BargeIn:
+    """``stop_speaking()`` at the first piece: how long the call took, pieces still handed
+    out after it (0 is right: nothing more to play), when the speaking thread ended (the
+    synthesis under way stopped, the CPU free), and when ``SpeakingEnded`` came."""
     from vllmchat.core.app.voice.events import SpeakingEnded, SpokenPiece
 
-    stopped_at = None
+    stopped_at = thread_end = None
+    silence_s = 0.0
+    late = 0
     for event in service.speaking(_turn(client)):
+        now = time.perf_counter()
+        if stopped_at is not None and thread_end is None and not _speaking_thread():
+            thread_end = now - stopped_at
         if isinstance(event, SpokenPiece) and stopped_at is None:
             stopped_at = time.perf_counter()
             service.stop_speaking()
-        elif isinstance(event, SpeakingEnded):
-            if stopped_at is None or not event.stopped:
-                return None
-            return time.perf_counter() - stopped_at
-    return None
+            silence_s = time.perf_counter() - stopped_at
+        elif isinstance(event, SpokenPiece) and stopped_at is not None:
+            late += 1
+            silence_s = now - stopped_at
+        elif isinstance(event, SpeakingEnded) and stopped_at is not None:
+            return _BargeIn(silence_s, late, thread_end, now - stopped_at)
+    return _BargeIn(silence_s, late, thread_end, None)
+
+
+def _speaking_thread() -> bool:
+    return any(t.name == "vllmchat-speaking" and t.is_alive() for t in threading.enumerate())
 
 
 def sink_stop_figure(speaker: Speaker) -> dict[str, Any]:
@@ -153,6 +185,8 @@ def listening_figures(service: Any, speaker: Speaker) -> dict[str, Any]:
     from vllmchat.core.app.voice.listening import END_SILENCE_S
 
     lines = [_mic_audio(speaker, line) for line in LISTEN_LINES]
+    for _ in service.transcribe_pcm(PcmAudio(bytes(32000), 16000), language="en"):
+        pass  # the recogniser started and its model loaded, as after a first utterance
     ptt = [_listen(service, pcm, hands_free=False) for pcm in lines]
     free = [_listen(service, pcm, hands_free=True) for pcm in lines]
     return {
