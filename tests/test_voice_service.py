@@ -24,6 +24,7 @@ from vllmchat.core.app.voice.events import (
 )
 from vllmchat.core.app.voice.listening import ListenSession
 from vllmchat.core.app.voice.service import VoiceService
+from vllmchat.core.app.voice.speaking import AHEAD_S
 from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.engine.events import DoneEvent, TokenEvent
 from vllmchat.core.voice import models
@@ -221,3 +222,61 @@ def test_a_long_sentence_is_spoken_clause_by_clause(voice: VoiceService) -> None
     pieces = list(voice.speak_text(sentence, speed=1.5))
     assert len(pieces) >= 2 and all(isinstance(p, SpokenPiece) and p.pcm for p in pieces)
     assert _words(" ".join(p.text for p in pieces)) == _words(sentence)
+
+
+def test_a_stream_fed_from_another_thread_is_made_no_faster_than_it_is_heard(
+    voice: VoiceService,
+) -> None:
+    """The first sentence at once; each later one only once the audio made runs less than
+    AHEAD_S ahead of the clock, so synthesis stays behind the listener."""
+    reply = "The sea is wide. It is deep and blue. Fish swim in it. Boats sail over it. "
+    session = voice.speak_stream()
+    fed = threading.Event()
+
+    def streaming() -> None:
+        for word in reply.split(" "):
+            session.feed(word + " ")
+        session.finish()
+        fed.set()
+
+    started = time.perf_counter()
+    threading.Thread(target=streaming, daemon=True).start()
+    arrivals: list[tuple[float, SpokenPiece]] = []
+    events = []
+    for event in session.events():
+        events.append(event)
+        if isinstance(event, SpokenPiece):
+            arrivals.append((time.perf_counter(), event))
+    assert fed.is_set() and events[-1] == SpeakingEnded(stopped=False)
+    assert _words(" ".join(p.text for _, p in arrivals)) == _words(reply)
+    first_at = arrivals[0][0]
+    assert first_at - started < 3.0  # the first sentence is not held back
+    made = 0.0
+    for (at, _piece), (_at, before) in zip(arrivals[1:], arrivals, strict=False):
+        made += before.duration_s
+        assert made - (at - first_at) < AHEAD_S + 0.05  # begun only once the listener needed it
+    total = sum(p.duration_s for _, p in arrivals)
+    last = arrivals[-1][1].duration_s
+    assert arrivals[-1][0] - first_at > total - last - AHEAD_S - 0.05  # paced, not all at once
+
+
+def test_a_stream_stopped_while_it_waits_for_the_listener_ends_at_once(
+    voice: VoiceService,
+) -> None:
+    session = voice.speak_stream()
+    session.feed(
+        "The first sentence is a long one, so that its audio runs well ahead of the clock. "
+        "The second waits its turn. And a third one."
+    )
+    session.finish()
+    events = session.events()
+    first = next(events)
+    assert isinstance(first, SpokenPiece)
+    time.sleep(0.5)  # the next sentence is held back: the audio made is still ahead
+    stopped_at = time.perf_counter()
+    voice.stop_speaking()
+    rest = list(events)
+    assert rest[-1] == SpeakingEnded(stopped=True)
+    assert time.perf_counter() - stopped_at < 0.5
+    later = [e.text for e in rest if isinstance(e, SpokenPiece)]
+    assert not any("second" in text or "third" in text for text in later)  # never begun

@@ -351,6 +351,33 @@ def test_typing_silences_a_reply_being_spoken(qtbot, voice_window):
     assert w.input.edit.toPlainText() == "h"  # what was typed is kept
 
 
+def test_the_engine_is_free_while_a_long_reply_is_still_spoken(qtbot, voice_window):
+    w, _mics, players = voice_window
+    _configure(qtbot, w, voice_speak_replies=True, max_tokens=120)
+    pieces: list[SpokenPiece] = []
+    w.bridge.events.spoken_piece.connect(pieces.append)
+    ended: list[SpeakingEnded] = []
+    w.bridge.events.speaking_ended.connect(ended.append)
+    with qtbot.waitSignal(w.turn_ended, timeout=60_000):
+        w.send("Tell me a long story about a dog and a cat.")
+    assert isinstance(w.last_turn, DoneEvent)
+    assert not ended and w.voice.reply.speaking  # the reply is still being said
+    worker = w.bridge.run(w.bridge.app.watch)  # the next intent, on the engine's thread
+    assert worker is not None
+    with qtbot.waitSignal(worker.finished, timeout=5_000):
+        pass
+    assert not ended and w.voice.reply.speaking  # it ran while the reply goes on
+    qtbot.waitUntil(lambda: len(pieces) >= 2, timeout=30_000)  # spoken on, from the pool
+    QTest.keyClick(w.input.edit, Qt.Key.Key_Escape)  # barge-in after the turn
+    player = players[-1]
+    assert player.stops >= 1 and not w.voice.reply.speaking
+    handed = len(player.pieces)
+    qtbot.waitUntil(lambda: bool(ended), timeout=5_000)
+    assert ended[-1].stopped
+    QTest.qWait(300)
+    assert len(player.pieces) == handed  # nothing more reached the speakers
+
+
 def test_voice_settings_are_written_and_the_voice_is_tried(qtbot, voice_window):
     w, _mics, players = voice_window
     w.voice.open_settings()

@@ -28,6 +28,7 @@ from vllmchat.core.app.voice.events import (
     SpeakingEnded,
     SpokenPiece,
 )
+from vllmchat.core.engine.events import TokenEvent
 from vllmchat.core.paths import data_dir
 
 TICK_S = 0.01
@@ -158,27 +159,33 @@ class TerminalVoice:
 
     # -- a reply spoken -----------------------------------------------------------------------
     def spoken(self, events: Iterator[Any], show: Callable[[Iterator[Any]], None]) -> None:
-        """Show a turn's events while its reply is spoken; Enter stops the speech."""
+        """Show a turn's events while its reply is spoken (its text fed to a speaking
+        session as it streams, its audio played as it is made); Enter stops the speech."""
         from PySide6.QtCore import QCoreApplication
 
+        session = self.app.voice.speak_stream()
         pieces: queue.Queue[Any] = queue.Queue()
         done = threading.Event()
 
         def shown() -> Iterator[Any]:
-            for event in self.app.voice.speaking(events):
-                if isinstance(event, SpokenPiece | SpeakingEnded | SpeakFailed):
-                    pieces.put(event)
-                else:
-                    yield event
+            for event in events:
+                if isinstance(event, TokenEvent):  # the reply, not its thinking
+                    session.feed(event.text)
+                yield event
 
         def run() -> None:
             try:
                 show(shown())
             finally:
+                session.finish()
                 done.set()
 
         turn = threading.Thread(target=run, name="vllmchat-turn", daemon=True)
+        reader = threading.Thread(
+            target=lambda: _drain(session.events(), pieces.put), name="vllmchat-voice", daemon=True
+        )
         turn.start()
+        reader.start()
         player = self._speakers()
         ended = False
         while not (done.is_set() and ended and pieces.empty() and not _playing(player)):

@@ -24,6 +24,9 @@ from vllmchat.core.voice.models import PiperVoice, piper_voice
 MIN_SPEED, MAX_SPEED = 0.5, 2.0
 # A clause shorter than this is joined to the next (too short to sound natural alone).
 MIN_CLAUSE = 40
+# The first clause of a reply's first sentence may be this short: the sooner it is made,
+# the sooner the reply is heard.
+FIRST_CLAUSE = 20
 _CLAUSE_END = re.compile(r"(?<=[,;:])\s+")
 
 
@@ -69,11 +72,16 @@ class Speaker:
         speed: float = 1.0,
         stop: Callable[[], bool] | None = None,
         on_clause: Callable[[Speech], None] | None = None,
+        quick_start: bool = False,
     ) -> Speech:
         """``sentence`` as speech; no audio for text with nothing to say. ``on_clause`` is
         given each clause's audio as soon as it is made; once ``stop`` says so, no more
-        clauses are made and the sentence's audio so far is returned."""
-        clauses = [(text, self._phonemizer.phonemes(text)) for text in clauses_of(sentence)]
+        clauses are made and the sentence's audio so far is returned. ``quick_start``:
+        its first clause may be as short as ``FIRST_CLAUSE`` (a reply's first words)."""
+        first = FIRST_CLAUSE if quick_start else MIN_CLAUSE
+        clauses = [
+            (text, self._phonemizer.phonemes(text)) for text in clauses_of(sentence, first=first)
+        ]
         clauses = [(text, ph) for text, ph in clauses if any(ch.isalpha() for ch in ph)]
         if not clauses:
             return Speech(sentence, b"", self.sample_rate)
@@ -98,12 +106,12 @@ class Speaker:
         return Speech(sentence, b"".join(made), self.sample_rate)
 
 
-def clauses_of(sentence: str) -> list[str]:
+def clauses_of(sentence: str, *, first: int = MIN_CLAUSE) -> list[str]:
     """``sentence`` cut after its commas, semicolons and colons, into clauses of at least
-    ``MIN_CLAUSE`` characters (the last may be shorter)."""
+    ``MIN_CLAUSE`` characters (the first: ``first``; the last may be shorter)."""
     out: list[str] = []
     for piece in _CLAUSE_END.split(sentence.strip()):
-        if out and len(out[-1]) < MIN_CLAUSE:
+        if out and len(out[-1]) < (first if len(out) == 1 else MIN_CLAUSE):
             out[-1] = f"{out[-1]} {piece}"
         else:
             out.append(piece)

@@ -1,6 +1,7 @@
 """Replies spoken as they stream: each piece the voice has made is handed to the
 player as it comes, and the user cuts it short (barge-in) by pressing the mic, typing,
-Esc or Stop. ``spoken`` tells when a reply has been heard to its end, which is when
+Esc or Stop. The reply goes on being said after its turn has ended (the engine is free
+meanwhile). ``spoken`` tells when a reply has been heard to its end, which is when
 hands-free listening starts again."""
 
 from __future__ import annotations
@@ -94,8 +95,11 @@ class ReplyVoice(QObject):
         player.play(piece.pcm, piece.sample_rate)
 
     def ended(self, event: SpeakingEnded) -> None:
-        """The voice has made its last piece: ``spoken`` once the player has played it."""
+        """The voice has made its last piece: ``spoken`` once the player has played it.
+        A reply cut short (a newer turn silenced it) is not played on."""
         self.made_ended = True
+        if event.stopped and self.player is not None:
+            self.player.stop()
         if event.stopped or self.silenced:
             return
         if self.player is None or not self.player.playing:

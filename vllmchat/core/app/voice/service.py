@@ -3,7 +3,8 @@
 ``VoiceService`` owns the ``Transcriber`` (faster-whisper in a child process, started
 at the first request) and the ``Speaker`` (loaded at the first sentence, kept). It
 listens (``listen``: a ``ListenSession`` fed by the front end's recorder), transcribes
-files and recordings, and speaks text or a turn's reply as it streams (``speaking``).
+files and recordings, and speaks text (``speak_text``) or a reply as it streams
+(``speak_stream``: a ``SpeakSession`` fed by the front end; ``speaking`` wraps a turn).
 Failures are events with one line each; nothing here raises at the front ends.
 """
 
@@ -24,7 +25,7 @@ from vllmchat.core.app.voice.events import (
 )
 from vllmchat.core.app.voice.listening import ListenSession
 from vllmchat.core.app.voice.recogniser import Recogniser
-from vllmchat.core.app.voice.speaking import SpeakerSlot, SpeakingRun, one_line
+from vllmchat.core.app.voice.speaking import SpeakerSlot, SpeakSession, one_line
 from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.engine.events import TokenEvent
 from vllmchat.core.voice import models
@@ -32,7 +33,7 @@ from vllmchat.core.voice.espeak_phonemes import EspeakPhonemizer, PhonemizerMiss
 from vllmchat.core.voice.events import TranscriptionEvent
 from vllmchat.core.voice.models import PiperVoice, VoiceModelMissing
 from vllmchat.core.voice.speaker import Speech
-from vllmchat.core.voice.speech_text import SpeechSplitter, speakable_sentences
+from vllmchat.core.voice.speech_text import speakable_sentences
 from vllmchat.core.voice.transcriber import PcmAudio
 
 
@@ -60,8 +61,8 @@ class VoiceService:
     def __init__(self, settings: Callable[[], AppSettings], *, threads: int = 2) -> None:
         self._settings = settings
         self._recogniser = Recogniser(threads=threads)
-        self._slot = SpeakerSlot(threads=threads)
-        self._runs: set[SpeakingRun | threading.Event] = set()  # what stop_speaking ends
+        self._slot = SpeakerSlot()
+        self._runs: set[SpeakSession | threading.Event] = set()  # what stop_speaking ends
         self._runs_lock = threading.Lock()
 
     # -- what is there ----------------------------------------------------------------------
@@ -136,29 +137,42 @@ class VoiceService:
             with self._runs_lock:
                 self._runs.discard(stop)
 
-    def speaking(self, events: Iterator[AppEvent]) -> Iterator[AppEvent | VoiceEvent]:
-        """A turn's events, unchanged, with its reply spoken: ``SpokenPiece`` events as
-        each sentence is ready, then ``SpeakingEnded`` after the turn's last event."""
-        run = SpeakingRun(self._slot, lambda: self._voice(None), self._speed(None))
-        splitter = SpeechSplitter()
+    def speak_stream(
+        self, *, voice: str | None = None, speed: float | None = None, paced: bool = True
+    ) -> SpeakSession:
+        """A reply to speak as it streams: ``feed`` it text from any thread, ``finish`` it,
+        and read its ``events`` on a worker. ``paced``: sentences after the first are made
+        only as the listener needs them (the chat decodes meanwhile); ``stop_speaking``
+        ends it."""
+        session = SpeakSession(
+            self._slot,
+            lambda: self._voice(voice),
+            self._speed(speed),
+            paced=paced,
+            on_end=self._forget,
+        )
         with self._runs_lock:
-            self._runs.add(run)
+            self._runs.add(session)
+        return session
+
+    def speaking(self, events: Iterator[AppEvent]) -> Iterator[AppEvent | VoiceEvent]:
+        """A turn's events, unchanged, with its reply spoken (a ``speak_stream`` fed its
+        text, not its thinking): ``SpokenPiece`` events as each sentence is ready, then,
+        after the turn's last event, the rest of the reply's and ``SpeakingEnded``. The
+        reader is held until the reply is spoken: a front end that must go on at the
+        turn's end feeds a ``speak_stream`` itself."""
+        session = self.speak_stream()
         try:
             for event in events:
                 yield event
-                if isinstance(event, TokenEvent) and not run.done:
-                    for sentence in splitter.feed(event.text):
-                        run.say(sentence)
-                yield from run.ready()
-            for sentence in splitter.finish():
-                run.say(sentence)
-            run.close()
-            yield from run.rest()
+                if isinstance(event, TokenEvent):
+                    session.feed(event.text)
+                yield from session.ready()
+            session.finish()
+            yield from session.events()
         finally:
-            if not run.ended:
-                run.stop()
-            with self._runs_lock:
-                self._runs.discard(run)
+            if not session.ended:
+                session.stop()
 
     def stop_speaking(self) -> None:
         """Barge-in (any thread): each reply being spoken yields ``SpeakingEnded`` at
@@ -166,10 +180,14 @@ class VoiceService:
         with self._runs_lock:
             runs = list(self._runs)
         for run in runs:
-            if isinstance(run, SpeakingRun):
+            if isinstance(run, SpeakSession):
                 run.stop()
             else:
                 run.set()
+
+    def _forget(self, session: SpeakSession) -> None:
+        with self._runs_lock:
+            self._runs.discard(session)
 
     def close(self) -> None:
         """End the recogniser's process and let the voice go."""

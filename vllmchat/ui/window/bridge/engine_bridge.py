@@ -16,9 +16,10 @@ publishes before each event that may follow a change, and it sends intents. The
 user's quick changes to stored conversations (rename, pin, a summary, import) are
 made at once on the calling thread (``apply``); every change the conversations'
 owner tells, and every step of the tools service, from any thread, is published as
-its signal. The voice's work runs through ``voice`` (``VoiceRunner``): listening and a
-sentence tried on the background pool, and a turn's reply spoken with the turn when
-the settings ask for it.
+its signal. The voice's work runs through ``voice`` (``VoiceRunner``): listening, a
+sentence tried and a turn's reply spoken (when the settings ask for it) run on the
+background pool; a turn hands its reply's text to the voice as it streams, and the
+engine's thread is free at the turn's end, however long the reply takes to be said.
 """
 
 from __future__ import annotations
@@ -130,7 +131,8 @@ class EngineBridge(QObject):
         self, intent: Callable[P, object], /, *args: P.args, **kwargs: P.kwargs
     ) -> Worker | None:
         """Run a turn (a message, a regeneration, an edit): from now until it starts,
-        work done ahead gives way to it. Its reply is spoken where the settings say so."""
+        work done ahead gives way to it. Its reply is spoken where the settings say so
+        (on the background pool: the turn ends when its last token is in)."""
         self.turn_waiting.set()
         return self.run(self.voice.spoken(intent), *args, **kwargs)
 

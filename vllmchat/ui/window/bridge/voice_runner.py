@@ -1,7 +1,10 @@
-"""The voice's work, off the GUI thread: a listening session's events and a sentence
-spoken on the window's background pool (the recogniser and the voice have their own
-process and thread: nothing here waits on the engine), and a turn's reply spoken as it
-streams, on the engine's thread with the turn (``spoken``).
+"""The voice's work, off the GUI thread: a listening session's events, a sentence
+spoken and a turn's reply spoken as it streams, on the window's background pool (the
+recogniser and the voice have their own process and thread: nothing here waits on the
+engine). A turn runs on the engine's thread as ever; ``spoken`` hands its reply's text,
+as each piece is published, to a speaking session whose events are read on the pool, so
+the engine is free for the next intent as soon as the turn ends, however long the reply
+takes to be said.
 
 Every event is published as its type's signal (``AppEvents``); the worker that runs a
 session is handed back too, so that its owner follows that session's events alone.
@@ -16,9 +19,11 @@ from typing import Any
 from PySide6.QtCore import QObject, Qt, Signal
 
 from vllmchat.core.app.chat_app import ChatApp
-from vllmchat.core.app.voice.events import ListenFailed, SpeakFailed
+from vllmchat.core.app.voice.events import ListenFailed, SpeakFailed, SpeakingEnded
 from vllmchat.core.app.voice.listening import ListenSession
 from vllmchat.core.app.voice.service import VoiceChoice, VoiceReadiness
+from vllmchat.core.app.voice.speaking import SpeakSession
+from vllmchat.core.engine.events import TokenEvent
 from vllmchat.ui.common.workers import Worker, WorkerGroup
 from vllmchat.ui.window.bridge.app_events import AppEvents
 
@@ -28,6 +33,8 @@ class VoiceRunner(QObject):
 
     closing = Signal()
     """The window is closing: recorders and players let go of their devices."""
+    _reply_opened = Signal(object)
+    """A turn's speaking session, opened on the engine's thread, to read on the pool."""
 
     def __init__(self, app: ChatApp, events: AppEvents, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -35,6 +42,8 @@ class VoiceRunner(QObject):
         self.jobs = WorkerGroup(self)  # the window's background pool
         self._listening: list[tuple[ListenSession, Worker]] = []
         self._used = False  # the voice was asked for (made): stop it speaking on close
+        self._reply: SpeakSession | None = None  # the last turn's reply being spoken
+        self._reply_opened.connect(self._read_reply)
 
     def listen(self, *, hands_free: bool) -> tuple[ListenSession, Worker]:
         """A new utterance, its events read on a worker (each published); feed the session
@@ -69,17 +78,51 @@ class VoiceRunner(QObject):
 
     def spoken(self, intent: Callable[..., Any]) -> Callable[..., Any]:
         """``intent`` (a turn) with its reply spoken as it streams when the settings ask
-        for it (read as the turn starts, on the engine's thread)."""
+        for it (read as the turn starts, on the engine's thread). The turn's events pass
+        unchanged; the reply still being spoken when the turn ends goes on being spoken
+        on the pool. A new turn silences the last one's reply."""
 
         @functools.wraps(intent)
         def turn(*args: Any, **kwargs: Any) -> Any:
+            self._drop_reply()
             events = intent(*args, **kwargs)
             if not self.app.settings.voice_speak_replies or not isinstance(events, Iterator):
                 return events
             self._used = True
-            return self.app.voice.speaking(events)
+            return self._feeding(events, self.app.voice.speak_stream())
 
         return turn
+
+    def _feeding(self, events: Iterator[Any], session: SpeakSession) -> Iterator[Any]:
+        """On the engine's thread: the turn's events, its reply's text fed to ``session``."""
+        self._reply = session
+        self._reply_opened.emit(session)
+        try:
+            for event in events:
+                if isinstance(event, TokenEvent):  # the reply, not its thinking
+                    session.feed(event.text)
+                yield event
+        finally:
+            session.finish()  # what was said so far is spoken to its end
+
+    def _read_reply(self, session: SpeakSession) -> None:
+        """On the GUI thread: the session's events read on the pool, published while it
+        is the window's reply (a newer turn's reply drops what an older one still says)."""
+
+        def publish(event: object) -> None:
+            if self._reply is session:
+                self.events.publish(event)
+
+        worker = Worker(session.events, self._speak_failed, name="Speaking")
+        worker.yielded.connect(publish, Qt.ConnectionType.DirectConnection)
+        self.jobs.start(worker)
+
+    def _drop_reply(self) -> None:
+        """The last turn's reply, if still spoken, ends (said as stopped) before the next."""
+        reply, self._reply = self._reply, None
+        if reply is not None and not reply.ended:
+            reply.stop()
+            self.events.publish(SpeakingEnded(stopped=True))
 
     def stop_speaking(self) -> None:
         """Barge-in: the reply (or sentence) being spoken ends within a clause."""
