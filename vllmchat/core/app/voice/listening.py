@@ -36,6 +36,9 @@ PARTIAL_EVERY_S = 1.0
 # it is the final one, ready before the turn's end is certain.
 _PAUSE_S = 0.15
 _MIN_PARTIAL_SPEECH_S = 0.3  # speech heard before the first partial is worth asking for
+# Speech a partial must cover before its detected language is kept for the session's later
+# requests: detection costs about 0.4 s a request, the final one included.
+_LANGUAGE_AFTER_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -56,7 +59,7 @@ class ListenSession:
     def __init__(self, recogniser: Recogniser, *, hands_free: bool, language: str | None) -> None:
         self.hands_free = hands_free
         self._recogniser = recogniser
-        self._language = language
+        self._language = language  # None: detected, then kept once a partial is sure
         self._audio = bytearray()
         self._lock = threading.Lock()
         self._messages: queue.Queue[_Message] = queue.Queue()
@@ -102,6 +105,7 @@ class ListenSession:
         partial: threading.Thread | None = None
         last: _Partial | None = None
         asked_at = 0  # samples heard when the last partial was asked for
+        asked_speech = 0  # and the speech among them
         while True:
             message = self._messages.get()
             if self._cancelled.is_set():
@@ -110,6 +114,8 @@ class ListenSession:
                 partial, last = None, message
                 result = message.result
                 if isinstance(result, TranscriptionDone) and result.text and not result.cancelled:
+                    if self._language is None and asked_speech >= _LANGUAGE_AFTER_S * SAMPLE_RATE:
+                        self._language = result.language or None
                     yield PartialTranscript(result.text)
                 continue
             with self._lock:
@@ -131,7 +137,7 @@ class ListenSession:
             speech_s = vad.speech_samples / SAMPLE_RATE
             free = partial is None and not self._recogniser.busy()
             if free and (due or paused) and speech_s >= _MIN_PARTIAL_SPEECH_S:
-                asked_at = vad.frames * FRAME
+                asked_at, asked_speech = vad.frames * FRAME, vad.speech_samples
                 partial = self._ask_partial(read)
         with self._lock:
             self._closed = True
