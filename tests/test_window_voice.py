@@ -378,6 +378,26 @@ def test_the_engine_is_free_while_a_long_reply_is_still_spoken(qtbot, voice_wind
     assert len(player.pieces) == handed  # nothing more reached the speakers
 
 
+def test_a_new_turn_silences_the_reply_still_being_spoken(qtbot, voice_window):
+    w, _mics, players = voice_window
+    _configure(qtbot, w, voice_speak_replies=True, max_tokens=120)
+    ended: list[SpeakingEnded] = []
+    w.bridge.events.speaking_ended.connect(ended.append)
+    with qtbot.waitSignal(w.turn_ended, timeout=60_000):
+        w.send("Tell me a long story about a dog and a cat.")
+    qtbot.waitUntil(lambda: bool(players) and bool(players[-1].pieces), timeout=10_000)
+    assert not ended
+    stops = players[-1].stops
+    with qtbot.waitSignal(w.turn_ended, timeout=60_000):
+        w.send("Now tell me about a bird.")
+    assert ended and ended[0].stopped  # the first reply was cut short, and not played on
+    assert players[-1].stops > stops
+    assert w.voice.reply.speaking  # the second one is being said
+    QTest.keyClick(w.input.edit, Qt.Key.Key_Escape)
+    qtbot.waitUntil(lambda: len(ended) == 2, timeout=5_000)
+    assert ended[1].stopped
+
+
 def test_voice_settings_are_written_and_the_voice_is_tried(qtbot, voice_window):
     w, _mics, players = voice_window
     w.voice.open_settings()
