@@ -13,6 +13,7 @@ session is handed back too, so that its owner follows that session's events alon
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -42,7 +43,8 @@ class VoiceRunner(QObject):
         self.jobs = WorkerGroup(self)  # the window's background pool
         self._listening: list[tuple[ListenSession, Worker]] = []
         self._used = False  # the voice was asked for (made): stop it speaking on close
-        self._reply: SpeakSession | None = None  # the last turn's reply being spoken
+        self._reply: SpeakSession | None = None  # the last turn's reply, until it has ended
+        self._reply_lock = threading.Lock()  # its events and its end, published once
         self._reply_opened.connect(self._read_reply)
 
     def listen(self, *, hands_free: bool) -> tuple[ListenSession, Worker]:
@@ -95,7 +97,8 @@ class VoiceRunner(QObject):
 
     def _feeding(self, events: Iterator[Any], session: SpeakSession) -> Iterator[Any]:
         """On the engine's thread: the turn's events, its reply's text fed to ``session``."""
-        self._reply = session
+        with self._reply_lock:
+            self._reply = session
         self._reply_opened.emit(session)
         try:
             for event in events:
@@ -110,7 +113,11 @@ class VoiceRunner(QObject):
         is the window's reply (a newer turn's reply drops what an older one still says)."""
 
         def publish(event: object) -> None:
-            if self._reply is session:
+            with self._reply_lock:
+                if self._reply is not session:
+                    return
+                if isinstance(event, SpeakingEnded):
+                    self._reply = None
                 self.events.publish(event)
 
         worker = Worker(session.events, self._speak_failed, name="Speaking")
@@ -119,10 +126,11 @@ class VoiceRunner(QObject):
 
     def _drop_reply(self) -> None:
         """The last turn's reply, if still spoken, ends (said as stopped) before the next."""
-        reply, self._reply = self._reply, None
-        if reply is not None and not reply.ended:
-            reply.stop()
-            self.events.publish(SpeakingEnded(stopped=True))
+        with self._reply_lock:
+            reply, self._reply = self._reply, None
+            if reply is not None:
+                reply.stop()
+                self.events.publish(SpeakingEnded(stopped=True))
 
     def stop_speaking(self) -> None:
         """Barge-in: the reply (or sentence) being spoken ends within a clause."""
