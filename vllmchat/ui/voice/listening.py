@@ -119,7 +119,11 @@ class ListenFlow(QObject):
         worker.finished.connect(self._on_finished)
         self._set_state(MicState.LISTENING)
         recorder.start()  # a device that will not open says so at once (_on_mic_failed)
-        return self.state is MicState.LISTENING
+        return self._in(MicState.LISTENING)
+
+    def _in(self, state: MicState) -> bool:
+        """Whether the mic is in ``state`` now (a callback may have changed it)."""
+        return self.state is state
 
     def finish(self) -> None:
         """The user is done speaking: what was recorded is written down."""
