@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_disk_full import small_filesystem
-from vllmchat.core.app.voice_downloads import (
+from vllmchat.core.app.voice.downloads import (
     VoiceDownloadFailed,
     VoiceDownloads,
     VoiceDownloadStarted,
@@ -309,7 +309,7 @@ def test_a_disk_filled_mid_download_is_said_and_the_download_resumes(
 
 def test_the_download_command_lists_the_offer_and_downloads(voice_dir, piper_hub):
     env = {**os.environ, "VLLMCHAT_CACHE_DIR": str(voice_dir.parent)}
-    command = [sys.executable, "-m", "vllmchat.core.app.voice_downloads"]
+    command = [sys.executable, "-m", "vllmchat.core.app.voice.downloads"]
     listed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
     assert listed.returncode == 0 and "en_US-lessac-medium" in listed.stdout
     assert "whisper-base" in listed.stdout and "installed" not in listed.stdout

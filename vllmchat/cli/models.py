@@ -284,6 +284,6 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
 def cmd_voice(args: argparse.Namespace) -> int:
     """Speech models on offer, or downloaded with progress (resumed after a stop)."""
-    from vllmchat.core.app.voice_downloads import main
+    from vllmchat.core.app.voice.downloads import main
 
     return main(list(args.names))

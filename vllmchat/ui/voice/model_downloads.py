@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from vllmchat.core.app.voice_downloads import (
+from vllmchat.core.app.voice.downloads import (
     VoiceDownloadFailed,
     VoiceDownloads,
     VoiceDownloadStarted,

@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from vllmchat.core.app.voice_downloads import VoiceDownloads, VoiceModelReady
+from vllmchat.core.app.voice.downloads import VoiceDownloads, VoiceModelReady
 from vllmchat.ui.voice.model_downloads import ModelDownloads
 
 Choice = tuple[str, str]

@@ -9,7 +9,7 @@ try, the disk's free space is checked first, and each LFS file is checked agains
 SHA-256 the hub reports (a mismatch removes the file). A downloaded Whisper model is
 moved into the Whisper folder, a Piper voice is prepared for sherpa-onnx in its own.
 
-``python -m vllmchat.core.app.voice_downloads [NAME ...]`` lists the models on offer,
+``python -m vllmchat.core.app.voice.downloads [NAME ...]`` lists the models on offer,
 or downloads those named.
 """
 
