@@ -546,3 +546,12 @@ def test_the_voices_events_have_their_signals_and_pieces_need_no_snapshot():
     assert names[Heard] == "heard" and names[SpokenPiece] == "spoken_piece"
     assert names[SpeakingEnded] == "speaking_ended"
     assert SpokenPiece in STREAMED  # many per reply, none changes the application's state
+
+
+def test_the_voice_picker_names_a_voice_by_its_speaker_language_and_quality() -> None:
+    from vllmchat.ui.window.voice_wiring import voice_label
+
+    assert voice_label("en_US-joe-medium", "en_US") == "Joe (en_US, medium)"
+    named = voice_label("de_DE-thorsten_emotional-medium", "")
+    assert named == "Thorsten Emotional (de_DE, medium)"
+    assert voice_label("my-voice", "en") == "my-voice (en)"

@@ -268,7 +268,7 @@ class VoiceWiring(QObject):
         inputs, outputs, problems = devices()
         dialog = VoiceDialog(
             self.settings(),
-            voices=[(v.name, f"{v.name} ({v.language})") for v in voices],
+            voices=[(v.name, voice_label(v.name, v.language)) for v in voices],
             inputs=inputs,
             outputs=outputs,
             problems=[*readiness.missing, *problems],
@@ -326,3 +326,12 @@ class VoiceWiring(QObject):
     def close(self) -> None:
         self.listening.close()
         self.reply.close()
+
+
+def voice_label(name: str, language: str) -> str:
+    """A Piper voice as the picker shows it: ``en_US-joe-medium`` → "Joe (en_US, medium)"."""
+    parts = name.split("-")
+    if len(parts) != 3:
+        return f"{name} ({language})" if language else name
+    locale, speaker, quality = parts
+    return f"{speaker.replace('_', ' ').title()} ({language or locale}, {quality})"
