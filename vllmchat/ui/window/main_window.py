@@ -21,7 +21,6 @@ from PySide6.QtWidgets import (
     QMainWindow,
     QMenu,
     QMessageBox,
-    QProgressBar,
     QScrollArea,
     QSplitter,
     QVBoxLayout,
@@ -45,7 +44,6 @@ from vllmchat.ui.chat.facts_panel import facts_panel
 from vllmchat.ui.chat.markdown_render import warm_up
 from vllmchat.ui.common.theme import ThemeWatcher
 from vllmchat.ui.common.workers import WorkerGroup
-from vllmchat.ui.models.downloads import DownloadsPanel
 from vllmchat.ui.offload.memory_panel import MemoryPanel
 from vllmchat.ui.offload.offload_panel import OffloadPanel
 from vllmchat.ui.server.server_dock import ServerDock
@@ -57,7 +55,7 @@ from vllmchat.ui.window.loads.load_view import LoadView
 from vllmchat.ui.window.loads.window_actions import ModelActions, TunerActions
 from vllmchat.ui.window.readouts.banner import EngineBanner
 from vllmchat.ui.window.readouts.memory_readout import MemoryReadout
-from vllmchat.ui.window.readouts.status_line import StatusLine
+from vllmchat.ui.window.readouts.status_bar import fill_status_bar
 from vllmchat.ui.window.tools.tool_actions import ToolActions
 from vllmchat.ui.window.turns.turn_view import TurnView
 from vllmchat.ui.window.voice_wiring import VoiceWiring
@@ -236,17 +234,9 @@ class MainWindow(QMainWindow):
             split.setStretchFactor(split.count() - 1, stretch)
         split.setSizes([240, 760, 280])
         self.setCentralWidget(split)
-        self.status_line = StatusLine(self.bridge.events)  # follows loads for the identity mark
-        self.statusBar().addPermanentWidget(self.status_line, 1)  # its messages shown in it:
-        self.statusBar().messageChanged.connect(self.status_line.show_message)
-        self.busy_bar = QProgressBar()
-        self.busy_bar.setRange(0, 0)  # indeterminate while the model loads
-        self.busy_bar.setMaximumWidth(140)
-        self.busy_bar.hide()
-        self.statusBar().addPermanentWidget(self.busy_bar)
-        self.downloads = DownloadsPanel()
-        self.statusBar().addPermanentWidget(self.downloads)
-        self.downloads.hide()  # until a download starts
+        self.status_line, self.busy_bar, self.downloads = fill_status_bar(
+            self.statusBar(), self.bridge.events
+        )
 
     def _connect(self) -> None:
         e = self.bridge.events
