@@ -49,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
         previous = (
             signal.signal(signal.SIGINT, lambda *_: transcriber.cancel()) if main_thread else None
         )
+        heard: list[str] = []
         try:
             events = transcriber.transcribe_file(
                 args.file, language=args.language, beam_size=args.beam
@@ -57,11 +58,16 @@ def run(args: argparse.Namespace) -> int:
                 if isinstance(event, TranscriptionProgress) and show_progress and event.total_s:
                     share = 100 * event.done_s / event.total_s
                     print(f"\r{share:5.1f}% of {event.total_s:.0f} s", end="", file=sys.stderr)
-                elif isinstance(event, TranscriptSegment) and args.segments:
-                    _end_progress(show_progress)
-                    print(f"[{event.start_s:7.2f} → {event.end_s:7.2f}] {event.text}", flush=True)
+                elif isinstance(event, TranscriptSegment):
+                    heard.append(event.text.strip())
+                    if args.segments:
+                        _end_progress(show_progress)
+                        line = f"[{event.start_s:7.2f} → {event.end_s:7.2f}] {event.text}"
+                        print(line, flush=True)
                 elif isinstance(event, TranscriptionFailed):
                     _end_progress(show_progress)
+                    if heard and not args.segments:  # what was heard before it failed
+                        print(" ".join(heard))
                     print(f"vllmchat transcribe: {event.message}", file=sys.stderr)
                     return 1
                 elif isinstance(event, TranscriptionDone):
