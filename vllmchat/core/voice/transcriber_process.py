@@ -23,6 +23,7 @@ from vllmchat.core.voice.events import (
     TranscriptionProgress,
     TranscriptSegment,
 )
+from vllmchat.core.voice.whisper_model import whisper_model
 
 SAMPLE_RATE = 16000  # what Whisper hears
 # A segment Whisper rates this likely to be no speech, and this unsure of, is dropped.
@@ -62,14 +63,11 @@ def serve(conn: Connection, cancel: Event, model_dir: str, threads: int) -> None
         try:
             if model is None:
                 try:
-                    whisper = import_module("faster_whisper")
+                    model = whisper_model(model_dir, threads)
                 except ImportError as exc:
                     raise RuntimeError(
                         "speech to text needs faster-whisper: pip install 'vllmchat[voice]'"
                     ) from exc
-                model = whisper.WhisperModel(
-                    model_dir, device="cpu", compute_type="int8", cpu_threads=threads
-                )
             _transcribe(conn, cancel, model, request)
         except Exception as exc:  # every failure goes back as one line
             conn.send(TranscriptionFailed(_one_line(exc)))
