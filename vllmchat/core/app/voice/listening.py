@@ -112,11 +112,9 @@ class ListenSession:
                 return
             if isinstance(message, _Partial):
                 partial, last = None, message
-                result = message.result
-                if isinstance(result, TranscriptionDone) and result.text and not result.cancelled:
-                    if self._language is None and asked_speech >= _LANGUAGE_AFTER_S * SAMPLE_RATE:
-                        self._language = result.language or None
-                    yield PartialTranscript(result.text)
+                if self._sure(message, asked_speech):
+                    assert isinstance(message.result, TranscriptionDone)
+                    yield PartialTranscript(message.result.text)
                 continue
             with self._lock:
                 chunk = bytes(
@@ -149,9 +147,20 @@ class ListenSession:
                 return
             if isinstance(message, _Partial):
                 partial, last = None, message
+                self._sure(message, asked_speech)  # its language serves the final request
         outcome = self._heard(last, vad, heard_s)
         if not self._cancelled.is_set():
             yield outcome
+
+    def _sure(self, partial: _Partial, speech_samples: int) -> bool:
+        """Whether a partial heard words; its language is kept once it covered enough
+        speech to be sure of it."""
+        result = partial.result
+        if not (isinstance(result, TranscriptionDone) and result.text and not result.cancelled):
+            return False
+        if self._language is None and speech_samples >= _LANGUAGE_AFTER_S * SAMPLE_RATE:
+            self._language = result.language or None
+        return True
 
     def _silent_end(self, vad: EnergyVad) -> bool:
         if vad.speech_started:
