@@ -280,3 +280,23 @@ def test_a_stream_stopped_while_it_waits_for_the_listener_ends_at_once(
     assert time.perf_counter() - stopped_at < 0.5
     later = [e.text for e in rest if isinstance(e, SpokenPiece)]
     assert not any("second" in text or "third" in text for text in later)  # never begun
+
+
+def test_the_first_sentences_later_clauses_wait_for_the_listener_too(
+    voice: VoiceService,
+) -> None:
+    """Only the first clause is made at once: the rest of a long first sentence is made
+    while the listener hears it, not while the reply is still being decoded."""
+    session = voice.speak_stream()
+    session.feed(
+        "When the train finally reached the old station after a very long delay, "
+        "the tired passengers slowly gathered their heavy bags and coats, "
+        "and most of them walked quickly towards the exit in the rain."
+    )
+    session.finish()
+    arrivals = [(time.perf_counter(), e) for e in session.events() if isinstance(e, SpokenPiece)]
+    assert len(arrivals) >= 3
+    first_at, made = arrivals[0][0], 0.0
+    for (at, _piece), (_at, before) in zip(arrivals[1:], arrivals, strict=False):
+        made += before.duration_s
+        assert made - (at - first_at) < AHEAD_S + 0.05

@@ -73,11 +73,13 @@ class Speaker:
         stop: Callable[[], bool] | None = None,
         on_clause: Callable[[Speech], None] | None = None,
         quick_start: bool = False,
+        pace: Callable[[], None] | None = None,
     ) -> Speech:
         """``sentence`` as speech; no audio for text with nothing to say. ``on_clause`` is
         given each clause's audio as soon as it is made; once ``stop`` says so, no more
         clauses are made and the sentence's audio so far is returned. ``quick_start``:
-        its first clause may be as short as ``FIRST_CLAUSE`` (a reply's first words)."""
+        its first clause may be as short as ``FIRST_CLAUSE`` (a reply's first words).
+        ``pace`` is called before each later clause is made, and may wait."""
         first = FIRST_CLAUSE if quick_start else MIN_CLAUSE
         clauses = [
             (text, self._phonemizer.phonemes(text)) for text in clauses_of(sentence, first=first)
@@ -98,6 +100,8 @@ class Speaker:
                     Speech(clauses[min(len(made), len(clauses) - 1)][0], pcm, self.sample_rate)
                 )
             made.append(pcm)
+            if pace is not None and len(made) < len(clauses):
+                pace()
             return 0 if stop is not None and stop() else 1
 
         if stop is not None and stop():

@@ -6,8 +6,8 @@ feeds it the reply's text (``feed``, then ``finish``), its thread cuts the text 
 sentences and synthesises them, and ``events`` hands out the audio as it is made; ``stop``
 ends it at once, and the synthesis within a clause.
 
-Speaking must not slow the chat it speaks. The first sentence is made at once (the first
-audio comes fast); the thread then lowers its own OS priority, and every later sentence
+Speaking must not slow the chat it speaks. The first clause is made at once (the first
+audio comes fast); the thread then lowers its own OS priority, and every later clause
 waits until the audio already made runs less than ``AHEAD_S`` ahead of the clock: most
 of the synthesis happens while the listener hears the earlier sentences, not while the
 reply's tokens are decoded. The voice runs on one onnxruntime thread (``SPEAK_THREADS``),
@@ -56,11 +56,17 @@ class SpeakerSlot:
         stop: Callable[[], bool],
         on_clause: Callable[[Speech], None],
         quick_start: bool = False,
+        pace: Callable[[], None] | None = None,
     ) -> None:
         with self._lock:
             speaker = self._loaded(voice)
             speaker.speak(
-                sentence, speed=speed, stop=stop, on_clause=on_clause, quick_start=quick_start
+                sentence,
+                speed=speed,
+                stop=stop,
+                on_clause=on_clause,
+                quick_start=quick_start,
+                pace=pace,
             )
 
     def _loaded(self, voice: PiperVoice) -> Speaker:
@@ -184,15 +190,22 @@ class SpeakSession:
                     stop=self._stop.is_set,
                     on_clause=self._made,
                     quick_start=self._first_at is None,  # its first words, cut short
+                    pace=self._next_clause,
                 )
-                if self._paced and self._first_at is not None:
-                    lower_thread_priority()
+                self._next_clause()
         except Exception as exc:  # the voice failed: said once, the turn goes on
             self._out.put(SpeakFailed(one_line(exc)))
         finally:
             self._out.put(SpeakingEnded(stopped=self._stop.is_set()))
             if self._on_end is not None:
                 self._on_end(self)
+
+    def _next_clause(self) -> None:
+        """Between clauses: once audio was made, lower the priority and let the listener
+        catch up before the next one."""
+        if self._paced and self._first_at is not None:
+            lower_thread_priority()
+            self._wait_for_the_listener()
 
     def _wait_for_the_listener(self) -> None:
         """Paced: hold the next sentence while the audio made runs ``AHEAD_S`` ahead."""
