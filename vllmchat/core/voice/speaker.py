@@ -27,7 +27,15 @@ MIN_CLAUSE = 40
 # The first clause of a reply's first sentence may be this short: the sooner it is made,
 # the sooner the reply is heard.
 FIRST_CLAUSE = 20
+# A first clause longer than this is cut before a joining word ("... water | that covers
+# ..."), as a speaker takes a breath: its audio is then made in a third of the time.
+FIRST_CLAUSE_MAX = 48
 _CLAUSE_END = re.compile(r"(?<=[,;:])\s+")
+_JOINING = re.compile(
+    r"\s+(?=(?:and|but|or|so|that|which|who|because|when|where|while|with|without|to|of"
+    r"|in|on|for|from|into|about|after|before|than|as|like|if)\b)",
+    re.IGNORECASE,
+)
 
 
 class SpeakerUnavailable(RuntimeError):
@@ -122,7 +130,22 @@ def clauses_of(sentence: str, *, first: int = MIN_CLAUSE) -> list[str]:
     if len(out) > 1 and len(out[-1]) < MIN_CLAUSE // 2:
         last = out.pop()
         out[-1] = f"{out[-1]} {last}"
+    if first < MIN_CLAUSE and out and len(out[0]) > FIRST_CLAUSE_MAX:
+        out[:1] = _breath(out[0])
     return [clause for clause in out if clause]
+
+
+def _breath(clause: str) -> list[str]:
+    """A long first clause cut before its last joining word within ``FIRST_CLAUSE_MAX``
+    characters (not before ``FIRST_CLAUSE``, nor leaving less than ``MIN_CLAUSE``)."""
+    cuts = [
+        m.start()
+        for m in _JOINING.finditer(clause)
+        if FIRST_CLAUSE <= m.start() <= FIRST_CLAUSE_MAX and len(clause) - m.start() > MIN_CLAUSE
+    ]
+    if not cuts:
+        return [clause]
+    return [clause[: cuts[-1]], clause[cuts[-1] :].strip()]
 
 
 def _pcm16(samples: Any) -> bytes:

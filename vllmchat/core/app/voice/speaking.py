@@ -8,7 +8,8 @@ ends it at once, and the synthesis within a clause.
 
 Speaking must not slow the chat it speaks. The first clause is made at once (the first
 audio comes fast); the thread then lowers its own OS priority, and every later clause
-waits until the audio already made runs less than ``AHEAD_S`` ahead of the clock: most
+waits until the audio already made runs less than ``STREAMING_AHEAD_S`` ahead of the
+clock while the reply streams (``AHEAD_S`` once it is complete): most
 of the synthesis happens while the listener hears the earlier sentences, not while the
 reply's tokens are decoded. The voice runs on one onnxruntime thread (``SPEAK_THREADS``),
 the calling one, so that the priority is the session's thread's.
@@ -29,7 +30,10 @@ from vllmchat.core.voice.speaker import Speaker, Speech
 from vllmchat.core.voice.speech_text import SpeechSplitter
 
 SPEAK_THREADS = 1  # the voice is ten times faster than speech on one core
-AHEAD_S = 1.5  # later sentences wait until the audio made is less than this ahead
+AHEAD_S = 1.5  # later clauses wait until the audio made is less than this ahead
+# ... and this much while the reply is still streaming: the engine is decoding, and each
+# clause made then takes its time from it (a clause is made in a tenth of its length).
+STREAMING_AHEAD_S = 1.0
 NICER_BY = 10  # how much lower the session's thread runs after its first sentence
 
 
@@ -208,12 +212,14 @@ class SpeakSession:
             self._wait_for_the_listener()
 
     def _wait_for_the_listener(self) -> None:
-        """Paced: hold the next sentence while the audio made runs ``AHEAD_S`` ahead."""
+        """Paced: hold the next clause while the audio made runs ``AHEAD_S`` ahead
+        (``STREAMING_AHEAD_S`` until the reply is complete)."""
         while self._paced and not self._stop.is_set():
             ahead = self.ahead_s
-            if ahead < AHEAD_S:
+            lead = AHEAD_S if self._finished else STREAMING_AHEAD_S
+            if ahead < lead:
                 return
-            self._stop.wait(ahead - AHEAD_S + 0.01)
+            self._stop.wait(min(ahead - lead + 0.01, 0.1))  # the reply may end meanwhile
 
     def _made(self, speech: Speech) -> None:
         if speech.pcm and not self._stop.is_set():
