@@ -11,8 +11,9 @@
 - ``decode_tok_s_plain`` / ``_speaking``: the same greedy turn without and with
   ``speaking()`` around it, in turns; ``decode_ratio_speaking`` their ratio;
 - ``listen_ptt_s`` / ``listen_hands_free_s``: a sentence fed to a ``ListenSession`` at the
-  pace of a microphone, from its last spoken sample to ``Heard`` (push-to-talk: released
-  there; hands-free: the silence that follows ends it).
+  pace of a microphone, from the end of speech (its last voiced frame, before the voice's
+  quiet tail) to ``Heard`` (push-to-talk: released at the recording's end; hands-free:
+  the silence that follows ends it).
 """
 
 from __future__ import annotations
@@ -181,7 +182,7 @@ def sink_stop_figure(speaker: Speaker) -> dict[str, Any]:
 
 
 def listening_figures(service: Any, speaker: Speaker) -> dict[str, Any]:
-    """Last spoken sample to ``Heard``: push-to-talk and hands-free, a few sentences each."""
+    """End of speech to ``Heard``: push-to-talk and hands-free, a few sentences each."""
     from vllmchat.core.app.voice.listening import END_SILENCE_S
 
     lines = [_mic_audio(speaker, line) for line in LISTEN_LINES]
@@ -206,9 +207,21 @@ def _mic_audio(speaker: Speaker, line: str) -> bytes:
     return (np.concatenate([lead, samples]) * 32767).astype("<i2").tobytes()
 
 
+def _trailing_quiet_s(pcm: bytes, frame: int = 480) -> float:
+    """The quiet after the last voiced 30 ms frame (under 5% of the loudest frame's RMS):
+    the voice's own tail, which is not speech."""
+    samples = np.frombuffer(pcm, dtype="<i2").astype(np.float64)
+    frames = samples[: len(samples) // frame * frame].reshape(-1, frame)
+    rms = np.sqrt((frames**2).mean(axis=1))
+    voiced = np.nonzero(rms > 0.05 * rms.max())[0]
+    last = int(voiced[-1]) if voiced.size else len(frames) - 1
+    return (len(samples) - (last + 1) * frame) / 16000
+
+
 def _listen(service: Any, pcm: bytes, *, hands_free: bool) -> tuple[float, Any]:
-    """(seconds from the last spoken sample to Heard, seconds from SpeechEnded to Heard)
-    for push-to-talk the second is the text heard."""
+    """(seconds from the end of speech, the last voiced frame fed, to Heard; seconds from
+    SpeechEnded to Heard): for push-to-talk the second is the text heard. Push-to-talk is
+    released at the recording's last sample, the voice's quiet tail included."""
     from vllmchat.core.app.voice.events import Heard, ListenFailed, SpeechEnded
 
     session = service.listen(hands_free=hands_free)
@@ -246,5 +259,5 @@ def _listen(service: Any, pcm: bytes, *, hands_free: bool) -> tuple[float, Any]:
             if isinstance(event, ListenFailed):
                 raise RuntimeError(f"listening failed: {event.message}")
             after = heard_at - (ended_at or heard_at) if hands_free else event.text
-            return heard_at - spoken_end[0], after
+            return heard_at - (spoken_end[0] - _trailing_quiet_s(pcm)), after
     raise RuntimeError("the listening session ended without a transcript")
