@@ -50,7 +50,7 @@ def test_a_document_that_fits_is_prefilled_once_also_after_reopening(tmp_path, d
     doc = handbook(tmp_path / "handbook.md", 120)
     app, conv, _ = _open(tmp_path, demo_model, n_ctx=4096)
     try:
-        added = [e for e in app.attach(doc) if isinstance(e, AttachmentAdded)]
+        added = [e for e in app.attaching.attach(doc) if isinstance(e, AttachmentAdded)]
         assert added and added[0].mode == "whole" and added[0].tokens > 1000
         tokens = added[0].tokens
         first, events = _turn(app, "What does chapter 2 say?")
@@ -85,7 +85,7 @@ def test_a_large_document_is_answered_from_passages(tmp_path, demo_model):
     path.write_text("# Archive\n\n" + "\n\n".join(paragraphs))
     app, conv, _ = _open(tmp_path, demo_model, n_ctx=2048)
     try:
-        added = [e for e in app.attach(path) if isinstance(e, AttachmentAdded)]
+        added = [e for e in app.attaching.attach(path) if isinstance(e, AttachmentAdded)]
         assert added and added[0].mode == "retrieval"
         done, events = _turn(app, question)
         used = [e for e in events if isinstance(e, PassagesUsed)]
@@ -117,16 +117,16 @@ def test_bad_files_and_a_context_too_small_lose_nothing(tmp_path, demo_model):
         big = handbook(tmp_path / "big.md", 600)
         reasons = []
         for path in (scan, locked, binary, huge, big, tmp_path / "missing.txt"):
-            rejected = [e for e in app.attach(path) if isinstance(e, AttachmentRejected)]
+            rejected = [e for e in app.attaching.attach(path) if isinstance(e, AttachmentRejected)]
             assert len(rejected) == 1, path
             reasons.append(rejected[0].reason)
         assert reasons == ["scanned_pdf", "password", "not_text", "too_large", "no_room", "missing"]
-        assert "vision" in next(iter(app.attach(scan))).message  # type: ignore[attr-defined]
+        assert "vision" in next(iter(app.attaching.attach(scan))).message  # type: ignore[attr-defined]
         assert app.store.path(conv) == before
         assert app.attachments.pending(conv) == []
         old = tmp_path / "old.txt"
         old.write_bytes("Caf\xe9 cr\xe8me".encode("cp1252"))
-        added = [e for e in app.attach(old) if isinstance(e, AttachmentAdded)]
+        added = [e for e in app.attaching.attach(old) if isinstance(e, AttachmentAdded)]
         assert added and "so it was read as Windows-1252" in added[0].message, (
             "the encoding is said"
         )
@@ -139,7 +139,7 @@ def test_a_document_message_is_never_summarized_away(tmp_path, demo_model):
     doc.write_text("Grandma's recipe: three eggs, saffron, 200 g of flour.\n")
     app, conv, _ = _open(tmp_path, demo_model, n_ctx=2048, keep_last_turns=1)
     try:
-        list(app.attach(doc))
+        list(app.attaching.attach(doc))
         for text in ("Read this.", "Thanks.", "More?", "Bye."):
             _turn(app, text)
         session = app.session

@@ -26,7 +26,7 @@ def test_an_image_is_encoded_once_also_after_reopening(tmp_path, demo_model, pro
     photo.write_bytes(png_bytes(320, 240, seed=4))
     app, conv, _ = _open(tmp_path, demo_model, n_ctx=2048, mmproj_path=str(projector))
     try:
-        added = [e for e in app.attach(photo) if isinstance(e, AttachmentAdded)]
+        added = [e for e in app.attaching.attach(photo) if isinstance(e, AttachmentAdded)]
         assert len(added) == 1 and added[0].kind == "image" and added[0].tokens == 16
         assert "320×240" in added[0].message
         first, events = _turn(app, "What is in this picture?")
@@ -55,7 +55,7 @@ def test_an_image_without_vision_is_refused_and_nothing_changes(tmp_path, demo_m
     photo.write_bytes(b"\xff\xd8\xff\xe0" + bytes(200))
     app, conv, _ = _open(tmp_path, demo_model, n_ctx=512)
     try:
-        rejected = [e for e in app.attach(photo) if isinstance(e, AttachmentRejected)]
+        rejected = [e for e in app.attaching.attach(photo) if isinstance(e, AttachmentRejected)]
         assert len(rejected) == 1 and rejected[0].reason == "image_needs_vision"
         assert "cannot see images" in rejected[0].message
         assert "projector" in rejected[0].message
@@ -78,7 +78,7 @@ def test_an_image_left_out_by_keep_last_is_not_sent(tmp_path, demo_model, projec
         keep_last_turns=1,
     )
     try:
-        list(app.attach(photo))
+        list(app.attaching.attach(photo))
         first, _ = _turn(app, "Look.")
         assert first.stats.images_encoded == 1
         dropped = 0

@@ -67,7 +67,9 @@ def _archive(tmp_path, paragraphs: int = 120):
 def test_a_large_document_is_answered_from_fused_passages(tmp_path, demo_model) -> None:
     app, _, _ = _open(tmp_path, demo_model, n_ctx=2048, embedding_model=str(demo_model))
     try:
-        added = [e for e in app.attach(_archive(tmp_path)) if isinstance(e, AttachmentAdded)]
+        added = [
+            e for e in app.attaching.attach(_archive(tmp_path)) if isinstance(e, AttachmentAdded)
+        ]
         assert added and added[0].mode == "retrieval"
         att = added[0].attachment_id
         key = model_key(str(demo_model))
@@ -76,7 +78,7 @@ def test_a_large_document_is_answered_from_fused_passages(tmp_path, demo_model) 
         list(app.send("Here is the archive."))  # its turn embeds the chunks, once
         assert vec.missing([att], key) == []
         for sentence, question in PLANTED[:4]:
-            hits = app.passages_for(question)
+            hits = app.attaching.passages_for(question)
             assert any(sentence[:40] in h.text for h in hits), question
             assert all(h.score > 0 for h in hits)  # fused (RRF) scores, not BM25's
     finally:
@@ -91,7 +93,9 @@ def test_embedding_stops_between_batches_and_keeps_what_it_made(
     embedding_model = str(tiny_models["none"])
     app, _, _ = _open(tmp_path, demo_model, n_ctx=2048)
     try:
-        added = [e for e in app.attach(_archive(tmp_path)) if isinstance(e, AttachmentAdded)]
+        added = [
+            e for e in app.attaching.attach(_archive(tmp_path)) if isinstance(e, AttachmentAdded)
+        ]
         att = added[0].attachment_id
         total = len(app.attachments.chunks(att))
         assert total > 2 * BATCH
@@ -114,7 +118,9 @@ def test_embedding_stops_between_batches_and_keeps_what_it_made(
 def test_without_an_embedding_engine_the_ranking_is_fts5(tmp_path, demo_model) -> None:
     app, _, _ = _open(tmp_path, demo_model, n_ctx=2048)
     try:
-        added = [e for e in app.attach(_archive(tmp_path)) if isinstance(e, AttachmentAdded)]
+        added = [
+            e for e in app.attaching.attach(_archive(tmp_path)) if isinstance(e, AttachmentAdded)
+        ]
         att = added[0].attachment_id
         hybrid = HybridSearch(app.attachments, object(), str(demo_model))
         assert not hybrid.usable

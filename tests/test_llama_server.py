@@ -71,7 +71,7 @@ def test_the_second_turn_is_reported_as_reusing_the_server_cache(app):
 def test_a_turn_sent_during_the_title_stops_it_and_is_answered(app):
     assert isinstance(list(app.send("What is the capital of France?"))[-1], DoneEvent)
     asked = iter([False])  # free when the title starts, a turn waiting from its first token
-    titles = list(app.make_title(busy=lambda: next(asked, True), after_first_reply=True))
+    titles = list(app.reading.make_title(busy=lambda: next(asked, True), after_first_reply=True))
     assert titles and not titles[0].by_model, "the first words stay; the turn does not wait"
     second = list(app.send("And what is the capital of Italy?"))
     assert isinstance(second[-1], DoneEvent) and second[-1].text.strip()

@@ -70,7 +70,7 @@ def test_a_document_is_measured_in_a_new_conversation_on_a_gemma_template(
     notes.write_text("# Notes\n\nThe boat is called Marisol.\n")
     app, _, _ = _open(tmp_path, tiny_models["gemma"], n_ctx=512, system_prompt="")
     try:
-        events = list(app.attach(notes))
+        events = list(app.attaching.attach(notes))
         assert isinstance(events[-1], AttachmentAdded), events
         assert events[-1].mode == "whole"
     finally:

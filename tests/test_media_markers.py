@@ -66,8 +66,8 @@ def test_a_typed_marker_beside_an_image_and_in_a_document_counts_no_image(
     notes.write_text(f"# Markers\n\nmtmd places an image where {MEDIA_MARKER} stands.\n")
     app, conv, _ = _open(tmp_path, demo_model, n_ctx=2048, mmproj_path=str(projector))
     try:
-        added = [e for e in app.attach(photo) if isinstance(e, AttachmentAdded)]
-        added += [e for e in app.attach(notes) if isinstance(e, AttachmentAdded)]
+        added = [e for e in app.attaching.attach(photo) if isinstance(e, AttachmentAdded)]
+        added += [e for e in app.attaching.attach(notes) if isinstance(e, AttachmentAdded)]
         assert [a.kind for a in added] == ["image", "document"]
         done, events = _turn(app, TYPED + " " + MEDIA_MARKER)
         assert not [e for e in events if isinstance(e, ErrorEvent)], events
@@ -99,7 +99,7 @@ def test_a_turn_with_an_image_offers_the_tools(tmp_path, demo_model, projector):
             is None
         )
         app.tools.start_all(timeout_s=60)
-        list(app.attach(photo))
+        list(app.attaching.attach(photo))
         events = []
         for event in app.send("What is 2 plus 40? Use the picture too."):
             events.append(event)

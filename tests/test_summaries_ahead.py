@@ -47,7 +47,7 @@ def app(make_demo_app):
 
 def test_the_summary_is_written_ahead_and_the_next_turn_prefills_little(app):
     _chat_until_due(app)
-    ahead = list(app.prepare_next())
+    ahead = list(app.reading.prepare_next())
     statuses = [e.status for e in ahead if isinstance(e, SummaryEvent)]
     if "fallback" in statuses:  # the demo model echoed or wrote nothing usable
         pytest.skip(f"the demo model gave no usable summary: {ahead}")
@@ -74,7 +74,7 @@ def test_a_turn_sent_during_the_summary_stops_it_and_is_answered(app):
         calls.append(1)
         return len(calls) > 3
 
-    ahead = list(app.prepare_next(busy=busy))
+    ahead = list(app.reading.prepare_next(busy=busy))
     assert [e.status for e in ahead if isinstance(e, SummaryEvent)] in (
         ["started", "cancelled"],
         [],
@@ -88,7 +88,7 @@ def test_a_turn_sent_during_the_summary_stops_it_and_is_answered(app):
 def test_nothing_is_done_ahead_while_the_context_is_roomy(make_demo_app):
     chat, _ = make_demo_app(n_ctx=2048, max_tokens=24)
     list(chat.send("Hello!"))
-    assert list(chat.prepare_next()) == []
+    assert list(chat.reading.prepare_next()) == []
 
 
 FIRST = """Facts:

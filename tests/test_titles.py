@@ -68,7 +68,7 @@ def test_the_model_names_the_conversation_without_costing_the_next_turn(app):
     assert any(isinstance(e, DoneEvent) for e in app.send("What is the capital of France?"))
     before = app.store.conversation(app.conversation_id).title
     assert before.startswith("What is the capital")  # the first words, at once
-    made = list(app.make_title())
+    made = list(app.reading.make_title())
     assert len(made) == 1 and isinstance(made[0], TitleMade)
     title = app.store.conversation(app.conversation_id).title
     assert title == made[0].title and 1 <= len(title.split()) <= MAX_WORDS
@@ -78,16 +78,16 @@ def test_the_model_names_the_conversation_without_costing_the_next_turn(app):
         assert title.startswith("What is the capital")
     stats = next(e.stats for e in app.send("And of Italy?") if isinstance(e, StatsEvent))
     assert stats.tokens_prefilled < 40, "the title request shared the conversation's prefix"
-    again = list(app.make_title())
+    again = list(app.reading.make_title())
     assert not again[0].by_model and again[0].title == title, "named once"
 
 
 def test_a_busy_model_keeps_the_first_words_and_a_user_title_is_kept(app):
     assert any(isinstance(e, DoneEvent) for e in app.send("Tell me about tea."))
-    made = list(app.make_title(busy=lambda: True))
+    made = list(app.reading.make_title(busy=lambda: True))
     assert not made[0].by_model and made[0].title.startswith("Tell me about tea")
     app.store.rename(app.conversation_id, "My tea notes")
-    assert not next(iter(app.make_title())).by_model
+    assert not next(iter(app.reading.make_title())).by_model
     assert app.store.conversation(app.conversation_id).title == "My tea notes"
 
 
@@ -99,7 +99,7 @@ def test_a_title_gives_way_to_a_turn_that_comes_while_it_is_made(app):
         calls.append(1)
         return len(calls) > 1
 
-    made = list(app.make_title(busy=busy))
+    made = list(app.reading.make_title(busy=busy))
     assert not made[0].by_model and made[0].title.startswith("Tell me about coffee")
     assert len(calls) <= 8, "checked as tokens come, stopped within a few"
     assert any(isinstance(e, DoneEvent) for e in app.send("And tea?"))
@@ -126,7 +126,7 @@ def test_ten_first_messages_give_ten_titles_on_the_demo_model(app):
     for message in FIRST_MESSAGES:
         app.open_conversation(app.store.create().id)
         assert any(isinstance(e, DoneEvent) for e in app.send(message))
-        [made] = app.make_title(after_first_reply=True)
+        [made] = app.reading.make_title(after_first_reply=True)
         assert made.title == app.store.conversation(app.conversation_id).title
         titles.append(made.title)
     for message, title in zip(FIRST_MESSAGES, titles, strict=True):

@@ -110,16 +110,16 @@ def test_tuning_through_the_app_keeps_the_conversation_and_applies_live(app):
     assert any(isinstance(e, DoneEvent) for e in app.send(question))
     before = app.engine.kv().kv_tokens
     assert before > 64  # long enough to be saved rather than re-read
-    events = list(app.tune(5.0, fresh=True, should_stop=lambda: False))
+    events = list(app.tuning.tune(5.0, fresh=True, should_stop=lambda: False))
     finished = [e for e in events if isinstance(e, TuneFinished)]
     assert finished and finished[0].result.pick is not None
     assert any(isinstance(e, Loaded) for e in events), "the model is loaded back"
     assert app.engine.kv().kv_tokens == before, "with the conversation's KV state"
     pick = finished[0].result.pick
-    applied = [e for e in app.apply_tune(pick) if isinstance(e, Loaded)]
+    applied = [e for e in app.tuning.apply_tune(pick) if isinstance(e, Loaded)]
     assert applied and applied[0].reload is not None and applied[0].reload.restored
     assert app.settings.load.n_threads == pick.n_threads
-    cached = list(app.tune(5.0, should_stop=lambda: False))
+    cached = list(app.tuning.tune(5.0, should_stop=lambda: False))
     assert [type(e).__name__ for e in cached][:2] == ["TuneStarted", "TuneFinished"]
 
 
@@ -133,7 +133,7 @@ def test_tuning_a_server_model_says_why_it_does_not_apply(tmp_path):
 
     store = ConversationStore(tmp_path / "c.sqlite3")
     chat = ChatApp(store, KVStateCache(tmp_path / "kv"), engine=ServerEngine())  # type: ignore[arg-type]
-    events = list(chat.tune(5.0, should_stop=lambda: False))
+    events = list(chat.tuning.tune(5.0, should_stop=lambda: False))
     assert isinstance(events[0], ErrorEvent) and "server owns its memory" in events[0].message
     store.close()
 

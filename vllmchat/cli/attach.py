@@ -27,7 +27,7 @@ def attach(app: ChatApp, path: str, out: Any) -> bool:
         out.write("error: /attach takes a file, e.g. /attach ~/report.pdf\n")
         return False
     taken = False  # a new chat is stored first, the file going with its first message
-    for event in app.attach(path):
+    for event in app.attaching.attach(path):
         taken = show(event, out) or taken
     return taken
 
@@ -60,7 +60,7 @@ def show(event: Any, out: Any) -> bool:
 
 def passages(app: ChatApp, out: Any) -> None:
     """The passages the last reply was given, each with where it is."""
-    used = app.last_passages()
+    used = app.attaching.last_passages()
     if not used:
         out.write("the last reply was given no passages\n")
     for n, hit in enumerate(used, 1):

@@ -246,7 +246,9 @@ def _close(app: ChatApp) -> None:
 
 
 def _attach(app: ChatApp, path: Path) -> AttachmentAdded | AttachmentRejected:
-    events = [e for e in app.attach(path) if isinstance(e, AttachmentAdded | AttachmentRejected)]
+    events = [
+        e for e in app.attaching.attach(path) if isinstance(e, AttachmentAdded | AttachmentRejected)
+    ]
     return events[-1]
 
 
@@ -319,7 +321,7 @@ def _recall(folder: Path, model: str, embedding_model: str = "") -> dict[str, An
         list(app.send("Here is the archive."))
         found, k = 0, 0
         for sentence, question in PLANTED:
-            hits = app.passages_for(question)
+            hits = app.attaching.passages_for(question)
             k = max(k, len(hits))
             found += any(sentence[:40] in h.text for h in hits)
         return {
@@ -336,11 +338,11 @@ def _hybrid_recall(app: ChatApp, embedding_model: str) -> dict[str, Any]:
     """Recall with FTS5 and embeddings fused; the archive's chunks embedded first."""
     list(app.configure(embedding_model=embedding_model))
     t0 = time.perf_counter()
-    app.passages_for("archive")  # embeds every chunk, once
+    app.attaching.passages_for("archive")  # embeds every chunk, once
     index_s = time.perf_counter() - t0
     found = 0
     for sentence, question in PLANTED:
-        found += any(sentence[:40] in h.text for h in app.passages_for(question))
+        found += any(sentence[:40] in h.text for h in app.attaching.passages_for(question))
     return {
         "embedding_model": Path(embedding_model).name,
         "hybrid_index_s": round(index_s, 1),

@@ -136,7 +136,9 @@ def _turn(app: ChatApp, text: str, run: Run) -> None:
 def _read_pause(app: ChatApp, run: Run) -> bool:
     """The reader's pause: the summary ahead is made while it lasts (cut short when done)."""
     typed, events = threading.Event(), list[object]()
-    worker = threading.Thread(target=lambda: events.extend(app.prepare_next(busy=typed.is_set)))
+    worker = threading.Thread(
+        target=lambda: events.extend(app.reading.prepare_next(busy=typed.is_set))
+    )
     worker.start()
     worker.join(PAUSE_S)
     typed.set()

@@ -43,7 +43,6 @@ from vllmchat.core.app.events import (
     PlacementNeedsConfirmation,
     PlacementProposed,
     StorageWarning,
-    TitleMade,
     TurnStarted,
 )
 from vllmchat.core.app.placing import (
@@ -63,7 +62,6 @@ from vllmchat.core.app.tools_service import ToolsService
 from vllmchat.core.app.tuning import Tuning, describe_file
 from vllmchat.core.app.voice.service import VoiceService
 from vllmchat.core.app_settings import AppSettings
-from vllmchat.core.attachments.model import ChunkHit
 from vllmchat.core.conversations.events import SessionEvent
 from vllmchat.core.conversations.memory.fact_list import FactList
 from vllmchat.core.conversations.store.attachment_list import AttachmentList
@@ -76,8 +74,6 @@ from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.placement import Placement
 from vllmchat.core.tools.events import ToolsConfigProblem
-from vllmchat.core.tuning.events import TuneEvent
-from vllmchat.core.tuning.results import TuneConfig
 
 _log = logging.getLogger(__name__)
 
@@ -481,38 +477,6 @@ class ChatApp:
         if self.session is None or not self.engine.alive:
             return 0
         return self.kv.save(self.engine, self.session.conversation_id, background=True)
-
-    # -- the components' intents, by their old names (the front ends' call sites) --------
-    def attach(self, path: str | Path) -> Iterator[AppEvent]:
-        return self.attaching.attach(path)
-
-    def detach(self, attachment_id: int) -> Iterator[AppEvent]:
-        return self.attaching.detach(attachment_id)
-
-    def passages_for(self, question: str) -> list[ChunkHit]:
-        return self.attaching.passages_for(question)
-
-    def last_passages(self) -> list[ChunkHit]:
-        return self.attaching.last_passages()
-
-    def make_title(
-        self, *, busy: Callable[[], bool] = lambda: False, after_first_reply: bool = False
-    ) -> Iterator[TitleMade]:
-        return self.reading.make_title(busy=busy, after_first_reply=after_first_reply)
-
-    def prepare_next(self, *, busy: Callable[[], bool] = lambda: False) -> Iterator[AppEvent]:
-        return self.reading.prepare_next(busy=busy)
-
-    def tune(
-        self, budget_s: float = 60.0, *, fresh: bool = False, should_stop: Callable[[], bool]
-    ) -> Iterator[AppEvent | TuneEvent]:
-        return self.tuning.tune(budget_s, fresh=fresh, should_stop=should_stop)
-
-    def apply_tune(self, config: TuneConfig) -> Iterator[AppEvent]:
-        return self.tuning.apply_tune(config)
-
-    def stop_tune(self) -> None:
-        self.tuning.stop_tune()
 
     # -- the engine's life ----------------------------------------------------------------
     def _died(self, kind: ErrorKind, reason: str) -> Iterator[AppEvent]:

@@ -176,16 +176,16 @@ class EngineBridge(QObject):
     configure = OldName("configure")
     restart = OldName("restart")
     open_conversation = OldName("open_conversation")
-    attach = OldName("attach")
-    detach = OldName("detach")
+    attach = OldName("attaching.attach")
+    detach = OldName("attaching.detach")
     summarize = OldName("summarize")
-    apply_tune = OldName("apply_tune")
+    apply_tune = OldName("tuning.apply_tune")
     delete_conversation = OldName("delete_conversation")
     send = OldName("send", "turn")
     regenerate = OldName("regenerate", "turn")
     edit = OldName("edit", "turn")
-    make_title = OldName("make_title", "ahead", after_first_reply=True)
-    prepare_next = OldName("prepare_next", "ahead")
+    make_title = OldName("reading.make_title", "ahead", after_first_reply=True)
+    prepare_next = OldName("reading.prepare_next", "ahead")
     rename_conversation = OldName("conversations.rename", "now")
     pin_message = OldName("conversations.pin", "now")
     edit_summary = OldName("conversations.edit_summary", "now")
@@ -204,11 +204,11 @@ class EngineBridge(QObject):
     def tune(self, budget_s: float, *, fresh: bool = False) -> None:
         """Measure GPU layers and threads (``stop_tune`` ends it within a token)."""
         self._tune_stop.clear()
-        self.run(self.app.tune, budget_s, fresh=fresh, should_stop=self._tune_stop.is_set)
+        self.run(self.app.tuning.tune, budget_s, fresh=fresh, should_stop=self._tune_stop.is_set)
 
     def stop_tune(self) -> None:
         self._tune_stop.set()
-        self.app.stop_tune()
+        self.app.tuning.stop_tune()
 
     def new_conversation(self) -> ConversationCreated | EditRefused:
         """A new conversation with the settings' system prompt (announced, and returned)."""
