@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from vllmchat.cli import build_parser
-from vllmchat.cli.chat_output import show
+from vllmchat.cli.chat.output import show
 from vllmchat.core.engine.events import DoneEvent, PrefillProgressEvent, TokenEvent
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from vllmchat.cli.glyphs import LEFT_OUT, PINNED, glyph
+from vllmchat.cli.chat.glyphs import LEFT_OUT, PINNED, glyph
 
 
 def _stream(encoding: str) -> io.TextIOWrapper:

@@ -51,7 +51,7 @@ def test_the_image_enters_the_encoder_as_f32_pixels_in_a_host_buffer():
 
 
 def test_a_projector_on_the_gpu_keeps_the_image_in_ram():
-    from vllmchat.core.app.tuning import describe_file
+    from vllmchat.core.app.placement.tuning import describe_file
     from vllmchat.core.demo_model import demo_model_path
     from vllmchat.core.models.memory import FitSettings, estimate
     from vllmchat.core.placement import Placement

@@ -13,7 +13,7 @@ from tests.test_attach_app import _close, _open, _turn
 from tests.tool_configs import server, write_config
 from vllmchat.bench.synthetic.synth_mmproj import png_bytes, write_gemma3_mmproj
 from vllmchat.core.app.events import AttachmentAdded
-from vllmchat.core.app.tool_turns import ToolTurn
+from vllmchat.core.app.tools.turns import ToolTurn
 from vllmchat.core.engine.events import ErrorEvent
 from vllmchat.core.engine.images import MEDIA_MARKER
 from vllmchat.core.engine.media_text import NEUTRAL_MARKER, neutralise

@@ -20,7 +20,7 @@ from vllmchat.core.app.events import (
     PlacementNeedsConfirmation,
     SettingsChanged,
 )
-from vllmchat.core.app.placing import PlacementEstimates
+from vllmchat.core.app.placement.placing import PlacementEstimates
 from vllmchat.core.app_settings import AppSettings, load_app_settings, save_app_settings
 from vllmchat.core.conversations.store.store import ConversationStore
 from vllmchat.core.conversations.turns.kv_cache import KVStateCache

@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 
 from tests.recorded_engine import GPT_OSS, INFO, QWEN3, R1, RecordedEngine
-from vllmchat.core.app.titling import title_conversation
+from vllmchat.core.app.conversations.titling import title_conversation
 from vllmchat.core.conversations.events import ThinkingEvent, ThoughtFor
 from vllmchat.core.conversations.store.store import ConversationStore
 from vllmchat.core.conversations.turns.session import ChatSession

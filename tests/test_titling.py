@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from vllmchat.core.app.titling import title_conversation
+from vllmchat.core.app.conversations.titling import title_conversation
 from vllmchat.core.conversations.turns.titles import TITLE_PROMPT, fallback_title, refusal
 from vllmchat.core.engine.events import DoneEvent
 

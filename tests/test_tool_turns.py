@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from vllmchat.bench.tools.tools_bench import RecordedEngine
-from vllmchat.core.app.tool_turns import ToolTurn, ToolTurnDone
+from vllmchat.core.app.tools.turns import ToolTurn, ToolTurnDone
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 from vllmchat.core.tools.approval import ApprovalPolicy
 from vllmchat.core.tools.events import Approval, ApprovalNeeded, ToolCallFinished

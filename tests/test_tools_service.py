@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tests.tool_configs import server, write_config
 from vllmchat.bench.tools.tools_bench import RecordedEngine
-from vllmchat.core.app.tools_service import ToolsService
+from vllmchat.core.app.tools.service import ToolsService
 from vllmchat.core.tools.events import (
     Approval,
     ApprovalNeeded,

@@ -12,7 +12,7 @@ SERVER = str(Path(__file__).parent / "mcp_servers" / "tool_server.py")
 
 
 def test_the_approval_prompt_answers_the_waiting_call(qtbot) -> None:
-    from vllmchat.core.app.tools_service import ToolsService
+    from vllmchat.core.app.tools.service import ToolsService
     from vllmchat.ui.chat.approval_prompt import ApprovalPrompt
 
     prompt = ApprovalPrompt()

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from vllmchat.core.app.tuning import run_tune
+from vllmchat.core.app.placement.tuning import run_tune
 from vllmchat.core.engine.events import DoneEvent, EngineError
 from vllmchat.core.engine.local.client import EngineClient
 from vllmchat.core.models.hardware import GpuInfo, HardwareInfo

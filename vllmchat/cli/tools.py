@@ -28,7 +28,7 @@ def register(sub: Any) -> None:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from vllmchat.core.app.tools_service import try_servers
+    from vllmchat.core.app.tools.service import try_servers
     from vllmchat.core.tools.config import ConfigError, config_path, load_config
 
     path = args.config or config_path()

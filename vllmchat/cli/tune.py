@@ -57,7 +57,7 @@ def _stop_on_signals(engine: Any) -> threading.Event:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     from vllmchat.core.app.engines import work_engine
-    from vllmchat.core.app.tuning import run_tune
+    from vllmchat.core.app.placement.tuning import run_tune
     from vllmchat.core.tuning.events import PointMeasured, TuneFinished
 
     if not os.path.exists(args.model):

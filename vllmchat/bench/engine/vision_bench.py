@@ -37,7 +37,7 @@ def _turn(
 def _learn_text_only(client: EngineClient, settings: LoadSettings) -> None:
     """Load the model alone, as a user's first load does, so that the device's runtime
     overhead is learned from it (not from the projector the figure checks)."""
-    from vllmchat.core.app.tuning import describe_file
+    from vllmchat.core.app.placement.tuning import describe_file
     from vllmchat.core.models.memory import FitSettings, estimate
     from vllmchat.core.models.overhead import learn_overhead, learned_overhead
 
@@ -52,7 +52,7 @@ def _learn_text_only(client: EngineClient, settings: LoadSettings) -> None:
 
 def _vram_figures(client: EngineClient, settings: LoadSettings) -> dict[str, Any]:
     """On a GPU: the estimate with the projector against the process's real VRAM."""
-    from vllmchat.core.app.tuning import describe_file
+    from vllmchat.core.app.placement.tuning import describe_file
     from vllmchat.core.models.memory import MIB, FitSettings, estimate
     from vllmchat.core.models.overhead import learned_overhead
 
@@ -77,7 +77,7 @@ def _model_and_projector(
     """The model (default: the demo), its width, and the projector: the given one, or
     a synthetic Gemma 3 one for that width (``real_shape``: SigLIP's real size)."""
     from vllmchat.bench.synthetic.synth_mmproj import SIGLIP_SHAPE, write_gemma3_mmproj
-    from vllmchat.core.app.tuning import describe_file
+    from vllmchat.core.app.placement.tuning import describe_file
     from vllmchat.core.demo_model import demo_model_path
 
     model = model_path or str(demo_model_path())
@@ -100,7 +100,7 @@ def run_vision_bench(
     image tokens) instead of a tiny one. On a GPU every layer and the projector go there,
     and the estimate is compared with the real VRAM after the first image."""
     from vllmchat.bench.synthetic.synth_mmproj import png_bytes
-    from vllmchat.core.app.tuning import describe_file
+    from vllmchat.core.app.placement.tuning import describe_file
 
     with tempfile.TemporaryDirectory(prefix="vllmchat-vision-") as tmp:
         model, width, projector = _model_and_projector(tmp, model_path, mmproj_path, real_shape)

@@ -30,7 +30,7 @@ from vllmchat.bench.engine.engine_bench import _grow, _reload_figures
 from vllmchat.bench.placement.moe_gpu import Stages, gpu_figures, log
 from vllmchat.bench.synthetic.synth_moe import MOE_SHAPES, write_moe_gguf
 from vllmchat.core.app.engines import open_local
-from vllmchat.core.app.tuning import describe_file
+from vllmchat.core.app.placement.tuning import describe_file
 from vllmchat.core.engine.events import EngineError
 from vllmchat.core.engine.local.client import EngineClient
 from vllmchat.core.models.advisor import max_gpu_expert_layers

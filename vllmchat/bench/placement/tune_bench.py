@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from vllmchat.core.app.engines import open_local
-from vllmchat.core.app.tuning import describe_file
+from vllmchat.core.app.placement.tuning import describe_file
 from vllmchat.core.demo_model import demo_model_path
 from vllmchat.core.engine.local.client import EngineClient
 from vllmchat.core.models.memory import MIB

@@ -19,7 +19,7 @@ import time
 from collections.abc import Generator, Iterator, Sequence
 from typing import Any
 
-from vllmchat.core.app.tool_turns import Message, ToolTurn, ToolTurnDone
+from vllmchat.core.app.tools.turns import Message, ToolTurn, ToolTurnDone
 from vllmchat.core.engine.chat_options import PLAIN, ChatOptions
 from vllmchat.core.engine.events import DoneEvent, Event, StatsEvent, TurnStats
 from vllmchat.core.engine.info import ModelInfo

@@ -23,9 +23,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from vllmchat.core.app.attachment_intents import AttachmentIntents
-from vllmchat.core.app.conversation_edits import ConversationEdits
-from vllmchat.core.app.conversations import Conversations
+from vllmchat.core.app.conversations.attachment_intents import AttachmentIntents
+from vllmchat.core.app.conversations.edits import ConversationEdits
+from vllmchat.core.app.conversations.reading import Reading
+from vllmchat.core.app.conversations.service import Conversations
 from vllmchat.core.app.engine_queue import WINDOW, EngineQueue
 from vllmchat.core.app.engines import EngineSpec, SummaryServer, open_engine, open_local
 from vllmchat.core.app.events import (
@@ -45,7 +46,7 @@ from vllmchat.core.app.events import (
     StorageWarning,
     TurnStarted,
 )
-from vllmchat.core.app.placing import (
+from vllmchat.core.app.placement.placing import (
     ABORTS,
     Estimator,
     PlacementEstimates,
@@ -53,13 +54,12 @@ from vllmchat.core.app.placing import (
     learn_from_load,
     room_for_placing,
 )
-from vllmchat.core.app.reading import Reading
+from vllmchat.core.app.placement.tuning import Tuning, describe_file
 from vllmchat.core.app.settings_model import Persist, SettingsModel
 from vllmchat.core.app.snapshot import AppSnapshot
-from vllmchat.core.app.tool_choice import ToolOffer, ToolPicks
-from vllmchat.core.app.tool_turns import ToolChoice
-from vllmchat.core.app.tools_service import ToolsService
-from vllmchat.core.app.tuning import Tuning, describe_file
+from vllmchat.core.app.tools.choice import ToolOffer, ToolPicks
+from vllmchat.core.app.tools.service import ToolsService
+from vllmchat.core.app.tools.turns import ToolChoice
 from vllmchat.core.app.voice.service import VoiceService
 from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.conversations.events import SessionEvent

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
 
-from vllmchat.core.app.conversations import Message, Summary
+from vllmchat.core.app.conversations.service import Message, Summary
 from vllmchat.ui.chat.message_widget import MessageWidget
 from vllmchat.ui.common.theme import is_dark, view_style
 

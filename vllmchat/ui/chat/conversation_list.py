@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from vllmchat.core.app.conversations import Conversations
+from vllmchat.core.app.conversations.service import Conversations
 from vllmchat.core.app.events import (
     ConversationCreated,
     ConversationDeleted,

@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from vllmchat.core.app.conversations import ConversationChange, Conversations, Fact
+from vllmchat.core.app.conversations.service import ConversationChange, Conversations, Fact
 from vllmchat.core.app.events import ConversationOpened, EditRefused
 from vllmchat.core.conversations.events import FactsChanged
 from vllmchat.core.conversations.memory.facts import MAX_FACT_CHARS

@@ -40,7 +40,7 @@ TEMPLATE = '{\n  "mcpServers": {\n  }\n}\n'
 
 def start_servers(config: ToolsConfig) -> list[ServerStatus]:
     """Start every server of ``config`` and stop them again (runs on a worker thread)."""
-    from vllmchat.core.app.tools_service import try_servers
+    from vllmchat.core.app.tools.service import try_servers
 
     return try_servers(config)
 

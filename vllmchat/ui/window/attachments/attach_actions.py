@@ -11,7 +11,7 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QMessageBox, QWidget
 
-from vllmchat.core.app.conversations import Attachment, ChunkHit, Conversations
+from vllmchat.core.app.conversations.service import Attachment, ChunkHit, Conversations
 from vllmchat.core.app.events import AttachmentAdded, AttachmentRejected, AttachmentRemoved
 from vllmchat.core.conversations.events import PassagesUsed
 from vllmchat.ui.chat.attachments import ImageViewer, TextViewer

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox, QWidget
 
-from vllmchat.core.app.conversations import Conversations
+from vllmchat.core.app.conversations.service import Conversations
 from vllmchat.core.app.errors import StoreError
 from vllmchat.core.app.events import (
     ConversationImported,

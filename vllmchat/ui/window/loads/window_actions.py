@@ -13,7 +13,7 @@ from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QMessageBox, QWidget
 
 from vllmchat.core.app.events import PlacementFellBack, PlacementNeedsConfirmation
-from vllmchat.core.app.tuning import NOT_LOCAL
+from vllmchat.core.app.placement.tuning import NOT_LOCAL
 from vllmchat.core.models.overhead import learned_overhead
 from vllmchat.core.placement import Placement
 from vllmchat.core.tuning.events import TuneFinished

@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from vllmchat.core.app.events import EditRefused, ToolPickChanged
-from vllmchat.core.app.tool_turns import ToolChoice
+from vllmchat.core.app.tools.turns import ToolChoice
 from vllmchat.core.tools.config import config_path
 from vllmchat.core.tools.events import (
     Approval,

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from PySide6.QtWidgets import QInputDialog, QStatusBar, QWidget
 
-from vllmchat.core.app.conversations import Conversations
+from vllmchat.core.app.conversations.service import Conversations
 from vllmchat.core.app.events import TurnStarted
 from vllmchat.core.conversations.events import MessageStored, PromptPlanEvent, SummaryEvent
 from vllmchat.core.engine.events import DoneEvent, ErrorEvent, ErrorKind, TurnStats

@@ -14,8 +14,8 @@ from typing import Any, TextIO
 
 from vllmchat.core.app.chat_app import ChatApp
 from vllmchat.core.app.events import EditRefused
-from vllmchat.core.app.tool_turns import ToolChoice
-from vllmchat.core.app.tools_service import ToolsService
+from vllmchat.core.app.tools.service import ToolsService
+from vllmchat.core.app.tools.turns import ToolChoice
 from vllmchat.core.tools.events import (
     Approval,
     ApprovalNeeded,

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from vllmchat.core.app.events import EditRefused, ToolPickChanged
-from vllmchat.core.app.tools_service import ToolsService
+from vllmchat.core.app.tools.service import ToolsService
 from vllmchat.core.conversations.store.store import ConversationStore, StoreError
 from vllmchat.core.conversations.store.tool_prompts import ToolPickStore
 from vllmchat.core.conversations.turns.session import ChatSession, ToolStream

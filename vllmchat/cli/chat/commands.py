@@ -7,10 +7,10 @@ import logging
 from dataclasses import replace
 from typing import Any
 
-from vllmchat.cli import attach as attaching
-from vllmchat.cli.chat_output import loaded, print_stats, show, terminal_fix
-from vllmchat.cli.chat_tools import TOOLS_HELP, tools_command
-from vllmchat.cli.glyphs import LEFT_OUT, PINNED, glyph
+from vllmchat.cli.chat import attach as attaching
+from vllmchat.cli.chat.glyphs import LEFT_OUT, PINNED, glyph
+from vllmchat.cli.chat.output import loaded, print_stats, show, terminal_fix
+from vllmchat.cli.chat.tools import TOOLS_HELP, tools_command
 from vllmchat.core.app.chat_app import ChatApp
 from vllmchat.core.app.errors import StoreError
 from vllmchat.core.app.events import EditRefused, Loaded, LoadFailed

@@ -9,8 +9,8 @@ import logging
 import sqlite3
 from collections.abc import Callable, Iterator
 
+from vllmchat.core.app.conversations.titling import title_conversation
 from vllmchat.core.app.events import AppEvent, StorageWarning, TitleMade
-from vllmchat.core.app.titling import title_conversation
 from vllmchat.core.conversations.events import PrefilledAhead, SummaryEvent
 from vllmchat.core.conversations.store.store import StoreError
 from vllmchat.core.conversations.turns.background import (

@@ -1,8 +1,10 @@
 """``vllmchat chat``: streaming chat in the terminal, stored like the app's conversations.
 
-Here: the options, starting the application layer, the loop that reads lines; the
-slash commands are in ``chat_commands``, what is printed of the events in
-``chat_output``. A new chat is stored at its first message."""
+Here: the options, starting the application layer, the loop that reads lines. The rest
+of the terminal chat is in this folder: the slash commands (``commands``), what is
+printed of the events (``output``), MCP tools (``tools``), files attached (``attach``),
+``--voice`` (``voice``) and the glyphs the terminal can show (``glyphs``). A new chat is
+stored at its first message."""
 
 from __future__ import annotations
 
@@ -15,11 +17,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from vllmchat.cli import attach as attaching
-from vllmchat.cli.chat_commands import command
-from vllmchat.cli.chat_output import loaded, show
-from vllmchat.cli.chat_tools import open_tools
-from vllmchat.cli.chat_voice import next_line, open_voice
+from vllmchat.cli.chat import attach as attaching
+from vllmchat.cli.chat.commands import command
+from vllmchat.cli.chat.output import loaded, show
+from vllmchat.cli.chat.tools import open_tools
+from vllmchat.cli.chat.voice import next_line, open_voice
 from vllmchat.cli.options import add_options, given
 from vllmchat.core.app.chat_app import ChatApp
 from vllmchat.core.app.engines import open_server

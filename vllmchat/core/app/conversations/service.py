@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from vllmchat.core.app.conversation_edits import ConversationEdits
+from vllmchat.core.app.conversations.edits import ConversationEdits
 from vllmchat.core.app.events import (
     AttachmentRemoved,
     ConversationDeleted,
@@ -28,7 +28,7 @@ from vllmchat.core.app.events import (
     SummaryEdited,
     ToolPickChanged,
 )
-from vllmchat.core.app.tool_choice import ToolPick, ToolPicks
+from vllmchat.core.app.tools.choice import ToolPick, ToolPicks
 from vllmchat.core.attachments.model import Attachment, ChunkHit
 from vllmchat.core.conversations.events import Fact, FactsChanged
 from vllmchat.core.conversations.memory.fact_list import FactList

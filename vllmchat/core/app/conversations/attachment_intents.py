@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from vllmchat.core.app.attaching import attach_file
+from vllmchat.core.app.conversations.attaching import attach_file
 from vllmchat.core.app.events import AppEvent, AttachmentRemoved
 from vllmchat.core.attachments.model import ChunkHit
 from vllmchat.core.conversations.store.attachment_list import AttachmentList

@@ -22,7 +22,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import cast
 
-from vllmchat.core.app.tool_turns import ToolChoice, ToolEngine, ToolTurn
+from vllmchat.core.app.tools.turns import ToolChoice, ToolEngine, ToolTurn
 from vllmchat.core.engine.events import Event
 from vllmchat.core.settings import SamplingSettings
 from vllmchat.core.tools.approval import DEFAULT_MAX_STEPS, ApprovalPolicy

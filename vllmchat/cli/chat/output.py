@@ -7,8 +7,8 @@ import sys
 from collections.abc import Iterator
 from typing import Any, TextIO, cast
 
-from vllmchat.cli import attach as attaching
-from vllmchat.cli.chat_tools import show_tool_event
+from vllmchat.cli.chat import attach as attaching
+from vllmchat.cli.chat.tools import show_tool_event
 from vllmchat.core.app.events import (
     EngineDied,
     Loaded,

@@ -1,0 +1,1 @@
+"""Where the model runs: the placement proposed and applied, and the tuner."""
