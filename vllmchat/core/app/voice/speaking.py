@@ -34,7 +34,7 @@ AHEAD_S = 1.5  # later clauses wait until the audio made is less than this ahead
 # ... and this much while the reply is still streaming: the engine is decoding, and each
 # clause made then takes its time from it (a clause is made in a tenth of its length).
 STREAMING_AHEAD_S = 1.0
-NICER_BY = 10  # how much lower the session's thread runs after its first sentence
+NICER_BY = 10  # how much lower the session's thread runs after its first clause
 
 
 class SpeakerSlot:
@@ -196,7 +196,8 @@ class SpeakSession:
                     quick_start=self._first_at is None,  # its first words, cut short
                     pace=self._next_clause,
                 )
-                self._next_clause()
+                if self._paced and self._first_at is not None:
+                    lower_thread_priority()
         except Exception as exc:  # the voice failed: said once, the turn goes on
             self._out.put(SpeakFailed(one_line(exc)))
         finally:
