@@ -114,13 +114,26 @@ class Transcriber:
                     request = None
                 event: TranscriptionEvent = conn.recv()
             except (EOFError, OSError):
-                code = self._process.exitcode if self._process else None
+                why = self._why_it_ended()
                 self.close()
-                yield TranscriptionFailed(f"the speech recogniser stopped (exit code {code})")
+                yield TranscriptionFailed(f"the speech recogniser stopped ({why})")
                 return
             yield event
             if isinstance(event, TranscriptionDone | TranscriptionFailed):
                 return
+
+    def _why_it_ended(self) -> str:
+        """How the recogniser's process ended (its pipe closes a moment before it is
+        reaped, so it is waited for briefly)."""
+        if self._process is None:
+            return "its process is gone"
+        self._process.join(timeout=2)
+        code = self._process.exitcode
+        if code is None:
+            return "its pipe closed"
+        if code < 0:
+            return f"killed by signal {-code}"
+        return f"exit code {code}"
 
     def _started(self) -> Connection:
         if self._conn is not None and self._process is not None and self._process.is_alive():
