@@ -42,3 +42,22 @@ def test_an_empty_file_is_one_line_and_a_failing_exit(
     assert printed.err == (
         f"vllmchat transcribe: {empty}: the file is empty (0 bytes), there is no audio in it\n"
     )
+
+
+def test_a_speech_model_not_downloaded_is_one_line_saying_how_to_get_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VLLMCHAT_CACHE_DIR", str(tmp_path / "cache"))
+    speech = Speaker().speak(SENTENCE)
+    path = tmp_path / "train.wav"
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(speech.sample_rate)
+        out.writeframes(speech.pcm)
+    assert main(["transcribe", str(path), "--model", "whisper-small"]) == 1
+    printed = capsys.readouterr()
+    assert printed.out == ""
+    lines = printed.err.splitlines()
+    assert len(lines) == 1 and "whisper-small (486 MB) is not installed" in lines[0]
+    assert "`vllmchat voice whisper-small`" in lines[0]

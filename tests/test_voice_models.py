@@ -24,6 +24,7 @@ from vllmchat.core.models.events import DownloadProgress
 from vllmchat.core.voice import models
 from vllmchat.core.voice.catalogue import CATALOGUE, PIPER_REPO, WHISPER_REPO, catalogue_model
 from vllmchat.core.voice.models import (
+    installed_recognisers,
     installed_voices,
     missing_models,
     piper_voice,
@@ -358,3 +359,30 @@ def test_without_the_voice_extra_the_step_says_what_to_install(tmp_path):
     )
     assert "voice: off: faster-whisper, sherpa-onnx not installed" in done.stdout
     assert "vllmchat[voice]" in done.stdout
+
+
+def test_a_larger_speech_model_downloads_into_its_own_folder_not_taken_for_a_voice(
+    voice_dir, hub, tmp_path
+):
+    small = catalogue_model("whisper-small")
+    files = {}
+    for name in small.files:
+        files[name] = tmp_path / name
+        files[name].write_bytes(os.urandom(40_000))
+    hub.add(small.repo, files)
+    events = _collect(VoiceDownloads().download("whisper-small"))
+    assert isinstance(events[-1], VoiceModelReady), events[-1]
+    assert events[-1].kind == "whisper" and events[-1].path == voice_dir / "whisper-small"
+    assert whisper_model_dir("whisper-small") == events[-1].path
+    assert (events[-1].path / "model.bin").read_bytes() == files["model.bin"].read_bytes()
+    assert installed_recognisers() == ["whisper-small"]  # base not assembled in this folder
+    assert scan_voices().damaged == ()  # its folder is no voice, damaged or not
+
+
+def test_a_speech_model_not_installed_says_how_to_get_it(voice_dir):
+    with pytest.raises(models.VoiceModelMissing) as missing:
+        whisper_model_dir("whisper-small")
+    message = str(missing.value)
+    assert "whisper-small (486 MB) is not installed" in message
+    assert "`vllmchat voice whisper-small`" in message
+    assert not (voice_dir / "whisper-small").exists()

@@ -301,3 +301,34 @@ def test_the_first_sentences_later_clauses_wait_for_the_listener_too(
     for (at, _piece), (_at, before) in zip(arrivals[1:], arrivals, strict=False):
         made += before.duration_s
         assert made - (at - first_at) < AHEAD_S + 0.05
+
+
+def test_the_speech_model_picked_in_the_settings_hears_the_next_request(
+    spoken: np.ndarray, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = models.whisper_model_dir()
+    monkeypatch.setenv("VLLMCHAT_CACHE_DIR", str(tmp_path / "cache"))
+    copy = models.voice_models_dir() / "whisper-copy"  # base again, under another name
+    copy.mkdir()
+    for file in base.iterdir():
+        os.link(file, copy / file.name)
+    picked = {"voice_recogniser": "whisper-copy", "voice_language": "en"}
+    service = VoiceService(lambda: AppSettings.of(**picked))
+    try:
+        audio = PcmAudio(_pcm(_room(0.3), spoken, _room(0.3)), 16000)
+        heard = list(service.transcribe_pcm(audio))[-1]
+        assert _words(heard.text) == _words(SENTENCE)
+        first = service._recogniser._transcriber
+        assert first.model_name == "whisper-copy"
+        picked["voice_recogniser"] = "whisper-small"  # not installed here
+        failed = list(service.transcribe_pcm(audio))[-1]
+        assert "whisper-small (486 MB) is not installed" in failed.message
+        assert first._process is None  # the old model's process ended
+        readiness = service.available()
+        assert not readiness.can_listen and "whisper-small" in readiness.missing[0]
+        assert "whisper-copy" not in readiness.recognisers  # only the catalogue's are listed
+        picked["voice_recogniser"] = "whisper-copy"
+        again = list(service.transcribe_pcm(audio))[-1]
+        assert _words(again.text) == _words(SENTENCE)  # the chat goes on
+    finally:
+        service.close()

@@ -277,6 +277,28 @@ def test_the_voice_dialog_offers_what_is_there_and_keeps_a_missing_choice(qtbot)
     assert dialog.changes() == {"voice_input_device": "mic-1", "voice_language": "de"}
 
 
+def test_the_voice_dialog_picks_an_installed_speech_model_and_adds_a_downloaded_one(qtbot):
+    from vllmchat.core.app.voice.downloads import VoiceModelReady
+    from vllmchat.core.app_settings import AppSettings
+
+    dialog = VoiceDialog(
+        AppSettings(),
+        voices=[],
+        inputs=[],
+        outputs=[],
+        recognisers=["whisper-base", "whisper-small"],
+    )
+    qtbot.addWidget(dialog)
+    box = dialog.recogniser
+    shown = [box.itemText(i) for i in range(box.count())]
+    assert shown == ["whisper-base (fastest)", "whisper-small"]  # base once, as the default
+    dialog._model_ready(VoiceModelReady("whisper-large", "whisper", Path("/x")))
+    assert box.findData("whisper-large") == 2
+    box.setCurrentIndex(box.findData("whisper-small"))
+    dialog.accept()
+    assert dialog.changes() == {"voice_recogniser": "whisper-small"}
+
+
 # -- the window, with the real recogniser, voice and demo model ---------------------------
 def test_held_mic_writes_down_a_spoken_sentence_into_the_box(qtbot, voice_window):
     w, mics, _players = voice_window

@@ -72,6 +72,12 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--threads", type=int, default=2, help="speculative, serve, voice: CPU threads")
     p.add_argument(
+        "--recogniser",
+        default="",
+        metavar="NAME",
+        help="voice: the speech model, e.g. whisper-small (default: whisper-base)",
+    )
+    p.add_argument(
         "--alternating-only",
         action="store_true",
         help="serve: only the three clients taking turns (ours and llama-server's)",
@@ -205,7 +211,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.name == "voice":
         from vllmchat.bench.voice import voice_bench
 
-        result = voice_bench.run(quick=args.quick, threads=args.threads)
+        result = voice_bench.run(quick=args.quick, threads=args.threads, recogniser=args.recogniser)
     elif args.name == "tune-noise":
         from vllmchat.bench.placement import tune_noise
 

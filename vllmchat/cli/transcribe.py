@@ -24,6 +24,13 @@ def register(sub: Any) -> None:
         "--beam", type=int, default=1, help="beam size (1: greedy, fastest; 5: Whisper's own)"
     )
     p.add_argument("--segments", action="store_true", help="one line per segment, with times")
+    p.add_argument(
+        "--model",
+        default="",
+        metavar="NAME",
+        help="the speech model, e.g. whisper-small (default: whisper-base; "
+        "`vllmchat voice` lists and downloads them)",
+    )
     p.set_defaults(func=run)
 
 
@@ -43,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return 1
     show_progress = sys.stderr.isatty()
-    with Transcriber() as transcriber:
+    with Transcriber(model_name=args.model) as transcriber:
         # Ctrl+C stops at the next segment, and what was heard until then is printed.
         main_thread = threading.current_thread() is threading.main_thread()
         previous = (

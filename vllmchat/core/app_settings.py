@@ -95,6 +95,7 @@ class AppSettings:
     # sent at once (False: it lands in the input box, editable), whether a turn ends at
     # silence (False: push-to-talk). What is spoken: replies at all, the voice ("" : the
     # first installed) and its speed. The devices by name ("" : the system's default).
+    # The speech model, a Whisper model of the voice catalogue ("" : whisper-base).
     voice_language: str = ""
     voice_send_at_once: bool = False
     voice_hands_free: bool = False
@@ -103,6 +104,7 @@ class AppSettings:
     voice_speed: float = 1.0
     voice_input_device: str = ""
     voice_output_device: str = ""
+    voice_recogniser: str = ""
 
     @classmethod
     def of(cls, **flat: Any) -> AppSettings:

@@ -40,6 +40,7 @@ from vllmchat.bench.voice import recognition as rec
 from vllmchat.bench.voice.scoring import Scored, pooled, word_errors
 from vllmchat.bench.voice.sentences import CHAT_SENTENCES, HARVARD_SENTENCES
 from vllmchat.bench.voice.targets import figures
+from vllmchat.core.voice.catalogue import WHISPER_NAME
 from vllmchat.core.voice.events import TranscriptionDone
 from vllmchat.core.voice.speaker import Speaker
 from vllmchat.core.voice.transcriber import DEFAULT_BEAM, PcmAudio, Transcriber, transcript
@@ -47,7 +48,8 @@ from vllmchat.core.voice.transcriber import DEFAULT_BEAM, PcmAudio, Transcriber,
 BEAM_SEARCH = 5
 
 
-def run(*, quick: bool = False, threads: int = 2) -> dict[str, Any]:
+def run(*, quick: bool = False, threads: int = 2, recogniser: str = "") -> dict[str, Any]:
+    """The figures on this machine; ``recogniser``: the Whisper model ("": base)."""
     sentences: tuple[str, ...] = HARVARD_SENTENCES[:10] if quick else HARVARD_SENTENCES
     chat: tuple[str, ...] = CHAT_SENTENCES[:10] if quick else CHAT_SENTENCES
     result: dict[str, Any] = {
@@ -55,7 +57,8 @@ def run(*, quick: bool = False, threads: int = 2) -> dict[str, Any]:
         "threads": threads,
         "load_average_at_start": round(os.getloadavg()[0], 2),
         "sentences": len(sentences),
-        "stt_model": f"whisper base (CTranslate2), int8, beam {DEFAULT_BEAM}, VAD filter on",
+        "stt_model": f"{recogniser or WHISPER_NAME} (CTranslate2), int8, beam {DEFAULT_BEAM}, "
+        "VAD filter on",
         "tts_voice": "piper en_US-joe-medium (sherpa-onnx, eSpeak NG phonemes)",
     }
     rss_before = psutil.Process().memory_info().rss
@@ -75,7 +78,7 @@ def run(*, quick: bool = False, threads: int = 2) -> dict[str, Any]:
     espeak, espeak_chat = rec.espeak_all(sentences), rec.espeak_all(chat)
     if espeak is not None and espeak_chat is not None:
         sets |= {"espeak": (sentences, espeak), "espeak_chat": (chat, espeak_chat)}
-    with Transcriber(threads=threads) as transcriber:
+    with Transcriber(threads=threads, model_name=recogniser) as transcriber:
         started = time.perf_counter()
         transcript(transcriber.transcribe_pcm(PcmAudio(b"\0\0" * 16000, 16000), language="en"))
         result["stt_load_s"] = round(time.perf_counter() - started, 2)
@@ -94,7 +97,8 @@ def run(*, quick: bool = False, threads: int = 2) -> dict[str, Any]:
         result["wer_tts_clip"] = round(word_errors(words, done.text) / len(words.split()), 4)
         result.update(rec.invented_words(transcriber))
         result["stt_peak_rss_mb"] = _peak_rss_mb(transcriber)
-    result.update(_app_figures(speaker, threads=threads, rounds=1 if quick else 3))
+    rounds = 1 if quick else 3
+    result.update(_app_figures(speaker, threads=threads, rounds=rounds, recogniser=recogniser))
     result["load_average_at_end"] = round(os.getloadavg()[0], 2)
     result["figures"] = figures(result)
     return result
@@ -122,7 +126,7 @@ def _word_error_rates(
     return out
 
 
-def _app_figures(speaker: Speaker, *, threads: int, rounds: int) -> dict[str, Any]:
+def _app_figures(speaker: Speaker, *, threads: int, rounds: int, recogniser: str) -> dict[str, Any]:
     """The figures taken through the app's ``VoiceService`` (where it is part of the app)."""
     from vllmchat.bench.voice import live
 
@@ -133,7 +137,7 @@ def _app_figures(speaker: Speaker, *, threads: int, rounds: int) -> dict[str, An
     except ImportError as exc:
         note = f"the app's voice service is not here ({exc})"
         return out | {f"{key}_note": note for key in _SERVICE_FIGURES}
-    service = VoiceService(AppSettings, threads=threads)
+    service = VoiceService(lambda: AppSettings.of(voice_recogniser=recogniser), threads=threads)
     try:
         out |= live.listening_figures(service, speaker)
         out |= live.speaking_figures(service, threads=threads, rounds=rounds)

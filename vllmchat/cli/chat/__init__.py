@@ -89,6 +89,12 @@ def register(sub: Any) -> None:
         "Enter stops the speech; typed lines still work",
     )
     p.add_argument(
+        "--speech-model",
+        metavar="NAME",
+        help="with --voice: the Whisper model that hears you, kept for next time, e.g. "
+        "whisper-small (mishears less, slower); `vllmchat voice` lists and downloads them",
+    )
+    p.add_argument(
         "--server",
         help="an OpenAI-compatible server's URL (llama.cpp's server, vLLM, Ollama, LM Studio); "
         "--model then names the server's model (default: its first)",
@@ -260,6 +266,8 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, lambda *_: app.stop())
     signal.signal(signal.SIGTERM, on_term)
     ahead = WhileReading(app)
+    if getattr(args, "speech_model", None) is not None:
+        show(app.configure(voice_recogniser=args.speech_model), out, False, state)
     voice = open_voice(app, out, state) if args.voice else None
     try:
         while not state["quit"]:

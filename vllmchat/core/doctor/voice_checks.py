@@ -50,10 +50,15 @@ def voice_engines() -> Finding:
 
 def voice_models() -> Finding:
     """The Whisper model and the Piper voice, assembled from their packages if need be."""
-    from vllmchat.core.voice.models import missing_models, voice_models_dir
+    from vllmchat.core.voice.models import (
+        installed_recognisers,
+        missing_models,
+        voice_models_dir,
+    )
 
     missing = missing_models()
     folder = str(voice_models_dir())
+    recognisers = installed_recognisers()
     if missing:
         detail = "; ".join(missing)
         return Finding(
@@ -68,8 +73,8 @@ def voice_models() -> Finding:
         "voice_models",
         "Voice models",
         Status.OK,
-        f"a Whisper model and a voice in {folder}",
-        data={"missing": [], "path": folder},
+        f"speech models {', '.join(recognisers)} and a voice in {folder}",
+        data={"missing": [], "path": folder, "recognisers": recognisers},
     )
 
 

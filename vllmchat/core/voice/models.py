@@ -22,7 +22,13 @@ from importlib.util import find_spec
 from pathlib import Path
 
 from vllmchat.core.paths import cache_dir
-from vllmchat.core.voice.catalogue import WHISPER_BASE, WHISPER_NAME, catalogue_voices
+from vllmchat.core.voice.catalogue import (
+    WHISPER_BASE,
+    WHISPER_NAME,
+    catalogue_model,
+    catalogue_recognisers,
+    catalogue_voices,
+)
 from vllmchat.core.voice.piper_prepare import (
     CONFIG_FILE,
     MODEL_FILE,
@@ -93,11 +99,21 @@ def voice_models_dir() -> Path:
 # Speech to text ---------------------------------------------------------------------
 
 
-def whisper_model_dir() -> Path:
-    """The Whisper model's folder (downloaded, or assembled from its packages the first time)."""
-    target = voice_models_dir() / WHISPER_NAME
+def whisper_model_dir(name: str = "") -> Path:
+    """The folder of the Whisper model ``name`` ("": ``base``, downloaded or assembled from
+    its packages the first time); VoiceModelMissing says how to get one not there."""
+    target = voice_models_dir() / (name or WHISPER_NAME)
     if (target / "model.bin").is_file():
         return target
+    if name and name != WHISPER_NAME:
+        try:
+            offer = f"{name} ({catalogue_model(name).size_text})"
+        except KeyError:
+            offer = name
+        raise VoiceModelMissing(
+            f"the speech model {offer} is not installed: download it in the voice "
+            f"settings or with `{DOWNLOAD_COMMAND} {name}`"
+        )
     sources = [_package_file(module, name) for module, name in _WHISPER_PARTS]
     rest = {name: _package_file(_WHISPER_REST, name) for name in WHISPER_FILES}
     del rest["model.bin"]
@@ -127,12 +143,12 @@ def whisper_model_dir() -> Path:
     return target
 
 
-def install_whisper(files: list[Path]) -> Path:
-    """Move a downloaded CTranslate2 Whisper model's ``files`` into the Whisper folder."""
+def install_whisper(files: list[Path], name: str = WHISPER_NAME) -> Path:
+    """Move a downloaded CTranslate2 Whisper model's ``files`` into its folder, ``name``."""
     names = {f.name for f in files}
     if "model.bin" not in names or "tokenizer.json" not in names:
         raise VoiceModelMissing("a Whisper model needs model.bin and tokenizer.json")
-    target = voice_models_dir() / WHISPER_NAME
+    target = voice_models_dir() / name
     staging = target.with_name(target.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
@@ -218,11 +234,21 @@ def installed_voices() -> list[PiperVoice]:
     return list(scan.voices)
 
 
+def installed_recognisers() -> list[str]:
+    """The Whisper models in place, by name (``base`` only once assembled or downloaded)."""
+    return [
+        model.name
+        for model in catalogue_recognisers()
+        if (voice_models_dir() / model.name / "model.bin").is_file()
+    ]
+
+
 def _is_voice_folder(folder: Path) -> bool:
     name = folder.name
     return (
         folder.is_dir()
-        and name != WHISPER_NAME
+        and name not in {m.name for m in catalogue_recognisers()}
+        and not (folder / "model.bin").is_file()  # a Whisper model's
         and not name.startswith(".")
         and not name.endswith(".partial")
     )

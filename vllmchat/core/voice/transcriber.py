@@ -43,8 +43,13 @@ class PcmAudio:
 class Transcriber:
     """faster-whisper (``base``, int8) in its own process, loaded once."""
 
-    def __init__(self, model_dir: Path | None = None, *, threads: int = 2) -> None:
+    def __init__(
+        self, model_dir: Path | None = None, *, threads: int = 2, model_name: str = ""
+    ) -> None:
+        """``model_dir``: the Whisper model's folder, else the installed model
+        ``model_name`` ("": ``base``), found when the process starts."""
         self._model_dir = model_dir
+        self.model_name = model_name
         self._threads = threads
         self._context = multiprocessing.get_context("spawn")
         self._cancel = self._context.Event()
@@ -139,7 +144,7 @@ class Transcriber:
         if self._conn is not None and self._process is not None and self._process.is_alive():
             return self._conn
         self.close()
-        model_dir = self._model_dir or whisper_model_dir()
+        model_dir = self._model_dir or whisper_model_dir(self.model_name)
         parent, child = self._context.Pipe()
         process = self._context.Process(
             target=serve,

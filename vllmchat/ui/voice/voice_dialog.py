@@ -1,7 +1,8 @@
 """Voice settings: the voice and its speed, the language spoken (detected or chosen),
 the microphone and the speakers, whether a transcript is sent at once, whether replies
-are spoken; "Test voice" speaks a sentence with what is picked, before it is kept. The
-speech model and more voices are downloaded from here."""
+are spoken; the speech model (Whisper ``base``, or a larger one that mishears less);
+"Test voice" speaks a sentence with what is picked, before it is kept. Speech models and
+more voices are downloaded from here."""
 
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ LANGUAGES: tuple[Choice, ...] = tuple(
     )
 )
 """Languages Whisper hears well, offered by name; "" (detect) comes first."""
+DEFAULT_RECOGNISER = "whisper-base"  # what "" in the settings stands for
 SPEED_STEPS = (50, 200)  # the slider's range, in hundredths: 0.5× to 2×
 TEST_SENTENCE = "Hello! This is how I will read the replies to you."
 FIELDS = (
@@ -52,6 +54,7 @@ FIELDS = (
     "voice_send_at_once",
     "voice_speak_replies",
     "voice_hands_free",
+    "voice_recogniser",
 )
 """The settings this dialog edits (each with its one default in ``AppSettings``)."""
 
@@ -86,13 +89,14 @@ class VoiceDialog(QDialog):
         inputs: Sequence[Choice],
         outputs: Sequence[Choice],
         problems: Sequence[str] = (),
+        recognisers: Sequence[str] = (),
         downloads: VoiceDownloads | None = None,
         parent: QWidget | None = None,
     ) -> None:
         """``settings``: the app's settings (their ``voice_*`` fields); ``voices``, ``inputs``
         and ``outputs``: what is installed and plugged in; ``problems``: what keeps the voice
-        from working here, each in one line with what to install; ``downloads``: where
-        models come from (the hub)."""
+        from working here, each in one line with what to install; ``recognisers``: the
+        speech models installed; ``downloads``: where models come from (the hub)."""
         super().__init__(parent)
         self.setWindowTitle("Voice")
         self.original = {name: getattr(settings, name) for name in FIELDS}
@@ -128,6 +132,11 @@ class VoiceDialog(QDialog):
         form.addRow("Speed", speed_row)
         self.language = _combo(LANGUAGES, o["voice_language"], ("", "Detect"))
         form.addRow("Language spoken", self.language)
+        others = [(n, n) for n in recognisers if n != DEFAULT_RECOGNISER]
+        self.recogniser = _combo(
+            others, o["voice_recogniser"], ("", f"{DEFAULT_RECOGNISER} (fastest)")
+        )
+        form.addRow("Speech model", self.recogniser)
         self.input = _combo(inputs, o["voice_input_device"], ("", "System default"))
         form.addRow("Microphone", self.input)
         self.output = _combo(outputs, o["voice_output_device"], ("", "System default"))
@@ -158,6 +167,9 @@ class VoiceDialog(QDialog):
     def _model_ready(self, event: VoiceModelReady) -> None:
         if event.kind == "piper" and self.voice.findData(event.name) < 0:
             self.voice.addItem(event.name, event.name)
+        known = self.recogniser.findData(event.name) >= 0 or event.name == DEFAULT_RECOGNISER
+        if event.kind == "whisper" and not known:
+            self.recogniser.addItem(event.name, event.name)
         self.models_changed.emit()
 
     def done(self, result: int) -> None:
@@ -182,6 +194,7 @@ class VoiceDialog(QDialog):
             "voice_send_at_once": self.send_at_once.isChecked(),
             "voice_speak_replies": self.speak_replies.isChecked(),
             "voice_hands_free": self.hands_free.isChecked(),
+            "voice_recogniser": self.recogniser.currentData(),
         }
 
     def changes(self) -> dict[str, Any]:

@@ -272,6 +272,7 @@ class VoiceWiring(QObject):
             inputs=inputs,
             outputs=outputs,
             problems=[*readiness.missing, *problems],
+            recognisers=readiness.recognisers,
             parent=self.window,
         )
         dialog.test_requested.connect(self._test_voice)

@@ -188,7 +188,7 @@ class VoiceDownloads:
         files = [local_path(self.downloads_dir, model.repo, f) for f in model.files]
         try:
             if model.kind == "whisper":
-                path = install_whisper(files)
+                path = install_whisper(files, model.name)
             else:
                 path = prepare_voice(files[0], files[1], voice_models_dir() / model.name, move=True)
         except (VoiceConfigError, VoiceModelMissing, OSError) as exc:

@@ -44,6 +44,7 @@ class VoiceReadiness:
     can_listen: bool
     can_speak: bool
     missing: tuple[str, ...]
+    recognisers: tuple[str, ...] = ()  # the Whisper models installed, by name
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,7 @@ class VoiceService:
 
     def __init__(self, settings: Callable[[], AppSettings], *, threads: int = 2) -> None:
         self._settings = settings
-        self._recogniser = Recogniser(threads=threads)
+        self._recogniser = Recogniser(threads=threads, model=lambda: settings().voice_recogniser)
         self._slot = SpeakerSlot()
         self._runs: set[SpeakSession | threading.Event] = set()  # what stop_speaking ends
         self._runs_lock = threading.Lock()
@@ -70,17 +71,23 @@ class VoiceService:
         """Whether the engines and models are installed (assembles the models once)."""
         listen = _missing_module("faster_whisper", "speech to text needs faster-whisper")
         if not listen:
-            listen = _missing_model(models.whisper_model_dir, "speech to text")
+            recogniser = self._settings().voice_recogniser
+            listen = _missing_model(lambda: models.whisper_model_dir(recogniser), "speech to text")
         speak = _missing_module("sherpa_onnx", "text to speech needs sherpa-onnx")
         if not speak and find_spec("espeakng_loader") is None:
             speak = _missing_espeak()
         if not speak:
             speak = _missing_model(lambda: _voice_named(""), "text to speech")
-        return VoiceReadiness(not listen, not speak, tuple(listen + speak))
+        recognisers = tuple(models.installed_recognisers())
+        return VoiceReadiness(not listen, not speak, tuple(listen + speak), recognisers)
 
     def voices(self) -> list[VoiceChoice]:
         """The installed voices, the default first."""
         return [choice for choice, _ in _installed()]
+
+    def recognisers(self) -> list[str]:
+        """The installed Whisper models, by name (``whisper-base`` once assembled)."""
+        return models.installed_recognisers()
 
     # -- speech to text ---------------------------------------------------------------------
     def listen(self, *, hands_free: bool) -> ListenSession:
