@@ -137,3 +137,18 @@ def test_a_spoken_question_is_heard_answered_and_spoken(
     # starved machine may lose a short word on its way through the sound server.
     assert "what" in heard.lower() and "capital of" in heard.lower()
     assert "ai> " in out
+
+
+def test_a_speech_model_not_downloaded_is_said_and_the_chat_goes_on(
+    demo_model, tmp_path: Path
+) -> None:
+    env = dict(os.environ, PULSE_SERVER=f"unix:{tmp_path / 'no-server'}", HOME=str(tmp_path))
+    env.update(VLLMCHAT_DATA_DIR=str(tmp_path / "data"), VLLMCHAT_CONFIG_DIR=str(tmp_path / "c"))
+    env.update(VLLMCHAT_CACHE_DIR=str(tmp_path / "cache"))
+    args = ("--voice", "--speech-model", "whisper-small", "--max-tokens", "8", "--temperature", "0")
+    proc = terminal_chat("Hello there\n/quit\n", *args, env=env)
+    assert proc.returncode == 0, proc.stderr
+    said = [line for line in proc.stdout.splitlines() if "whisper-small" in line]
+    assert len(said) == 1 and "not installed" in said[0]
+    assert "`vllmchat voice whisper-small`" in said[0]
+    assert proc.stdout.count("ai> ") == 1  # the typed message was answered
