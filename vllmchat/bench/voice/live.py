@@ -9,7 +9,9 @@
   ``barge_in_speaking_ended_s``: until ``SpeakingEnded``, which comes after the turn's
   last event; ``sink_stop_s``: the audio output's own stop (where there is one);
 - ``decode_tok_s_plain`` / ``_speaking``: the same greedy turn without and with
-  ``speaking()`` around it, in turns; ``decode_ratio_speaking`` their ratio;
+  ``speaking()`` around it, in turns; ``decode_ratio_speaking`` the median of each pair's
+  ratio; ``decode_ratio_speaking_long``: the same for a reply of ``LONG_TURN_TOKENS``,
+  which decodes while its first seconds are spoken (the speech stops with the decode);
 - ``listen_ptt_s`` / ``listen_hands_free_s``: a sentence fed to a ``ListenSession`` at the
   pace of a microphone, from the end of speech (its last voiced frame, before the voice's
   quiet tail) to ``Heard`` (push-to-talk: released at the recording's end; hands-free:
@@ -38,6 +40,7 @@ from vllmchat.core.voice.transcriber_process import pcm_to_whisper
 
 TURN_PROMPT = "Tell me about the sea. Write five short sentences."
 TURN_TOKENS = 160
+LONG_TURN_TOKENS = 512
 CHUNK_S = 0.1  # the microphone's pace: a chunk of this much audio at a time
 LISTEN_LINES = (
     "What is the capital of France?",
@@ -54,25 +57,41 @@ def speaking_figures(service: Any, *, threads: int, rounds: int) -> dict[str, An
     model = demo_model_path(install=False)
     settings = LoadSettings(model_path=str(model), n_ctx=2048, n_threads=threads)
     client = open_local()
-    result: dict[str, Any] = {"speaking_model": model.name, "speaking_turn_tokens": TURN_TOKENS}
+    service._slot.cores = client.lend_cores  # as the app's voice borrows from its engine
+    result: dict[str, Any] = {
+        "speaking_model": model.name,
+        "speaking_turn_tokens": TURN_TOKENS,
+        "speaking_long_turn_tokens": LONG_TURN_TOKENS,
+        "speaking_rounds": rounds,
+    }
     try:
         client.load(settings)
         _plain_turn(client)  # warm
         for _ in service.speak_text("Warm up."):  # the voice loaded, as after a first reply
             pass
         plain, spoken, first_audio, barge = [], [], [], []
+        long_ratios = []
         for _ in range(rounds):
             plain.append(_plain_turn(client))
             tok_s, first = _spoken_turn(service, client)
             spoken.append(tok_s)
             if first is not None:
                 first_audio.append(first)
+            long_plain = _plain_turn(client, LONG_TURN_TOKENS)
+            long_ratios.append(_spoken_turn(service, client, LONG_TURN_TOKENS)[0] / long_plain)
             barge.append(_barge_in(service, client))
     finally:
         client.close()
     result["decode_tok_s_plain"] = round(statistics.median(plain), 2)
     result["decode_tok_s_speaking"] = round(statistics.median(spoken), 2)
-    result["decode_ratio_speaking"] = round(statistics.median(spoken) / statistics.median(plain), 3)
+    ratios = [s / p for s, p in zip(spoken, plain, strict=True)]
+    result["decode_ratio_speaking"] = round(statistics.median(ratios), 3)
+    result["decode_ratio_speaking_range"] = [round(min(ratios), 3), round(max(ratios), 3)]
+    result["decode_ratio_speaking_long"] = round(statistics.median(long_ratios), 3)
+    result["decode_ratio_speaking_long_range"] = [
+        round(min(long_ratios), 3),
+        round(max(long_ratios), 3),
+    ]
     result["first_audio_s"] = round(statistics.median(first_audio), 3) if first_audio else None
     # Silence, as far as the app layer goes: the stop returned and no piece came after it.
     result["barge_in_s"] = round(max(b.silence_s for b in barge), 4)
@@ -84,37 +103,42 @@ def speaking_figures(service: Any, *, threads: int, rounds: int) -> dict[str, An
     return result
 
 
-def _sampling() -> SamplingSettings:
-    return SamplingSettings(
-        temperature=0.0, repeat_penalty=1.0, max_tokens=TURN_TOKENS, ignore_eos=True
-    )
+def _sampling(tokens: int) -> SamplingSettings:
+    return SamplingSettings(temperature=0.0, repeat_penalty=1.0, max_tokens=tokens, ignore_eos=True)
 
 
-def _turn(client: EngineClient) -> Iterator[AppEvent]:
-    return client.chat([{"role": "user", "content": TURN_PROMPT}], _sampling())
+def _turn(client: EngineClient, tokens: int = TURN_TOKENS) -> Iterator[AppEvent]:
+    return client.chat([{"role": "user", "content": TURN_PROMPT}], _sampling(tokens))
 
 
-def _plain_turn(client: EngineClient) -> float:
-    for event in _turn(client):
+def _plain_turn(client: EngineClient, tokens: int = TURN_TOKENS) -> float:
+    for event in _turn(client, tokens):
         if isinstance(event, StatsEvent):
             return float(event.stats.decode_tok_s)
     raise RuntimeError("the turn gave no stats")
 
 
-def _spoken_turn(service: Any, client: EngineClient) -> tuple[float, float | None]:
-    """Decode tokens/s of a turn spoken as it streams, and its first sentence's wait."""
+def _spoken_turn(
+    service: Any, client: EngineClient, tokens: int = TURN_TOKENS
+) -> tuple[float, float | None]:
+    """Decode tokens/s of a turn spoken as it streams, and its first sentence's wait (the
+    speech stops once both are known: the rest would be heard after the decode)."""
     from vllmchat.core.app.voice.events import SpeakFailed, SpokenPiece
 
     splitter = SpeechSplitter()
     sentence_at = first_at = None
     tok_s = 0.0
-    for event in service.speaking(_turn(client)):
+    for event in service.speaking(_turn(client, tokens)):
         if isinstance(event, TokenEvent) and sentence_at is None and splitter.feed(event.text):
             sentence_at = time.perf_counter()
         elif isinstance(event, StatsEvent):
             tok_s = float(event.stats.decode_tok_s)
+            if first_at is not None:
+                service.stop_speaking()
         elif isinstance(event, SpokenPiece) and first_at is None:
             first_at = time.perf_counter()
+            if tok_s:
+                service.stop_speaking()
         elif isinstance(event, SpeakFailed):
             raise RuntimeError(f"the voice failed: {event.message}")
     if sentence_at is None or first_at is None:

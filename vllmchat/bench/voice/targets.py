@@ -26,6 +26,7 @@ TABLE: tuple[tuple[str, str, str, float | None], ...] = (
     ("hallucinated_words_silence", "words invented on 30 s of silence", "<=", 0),
     ("hallucinated_words_noise", "words invented on 30 s of noise", "<=", 0),
     ("decode_ratio_speaking", "chat decode speed while speaking / without", ">=", 0.9),
+    ("decode_ratio_speaking_long", "the same, a 512-token reply", ">=", 0.9),
     ("stt_load_s", "recogniser load time (process and model), s", "", None),
     ("tts_load_s", "voice load time, s", "", None),
     ("stt_peak_rss_mb", "recogniser peak memory, MB", "", None),

@@ -20,6 +20,7 @@ import contextlib
 import logging
 import sqlite3
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +70,7 @@ from vllmchat.core.conversations.store.store import ConversationStore, StoreErro
 from vllmchat.core.conversations.turns.kv_cache import KVStateCache
 from vllmchat.core.conversations.turns.session import ChatSession, SessionConfig
 from vllmchat.core.engine.events import DoneEvent, EngineError, ErrorEvent, ErrorKind
-from vllmchat.core.engine.protocol import Engine
+from vllmchat.core.engine.protocol import Engine, core_lender
 from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.placement import Placement
@@ -136,8 +137,13 @@ class ChatApp:
     def voice(self) -> VoiceService:
         """Speech to text and text to speech (made at first use, ended at shutdown)."""
         if self._voice is None:
-            self._voice = VoiceService(lambda: self.settings)
+            self._voice = VoiceService(lambda: self.settings, cores=self._lent_cores)
         return self._voice
+
+    def _lent_cores(self) -> AbstractContextManager[object]:
+        """The engine's cores for a moment, where it lends them (``core_turns``)."""
+        lender = core_lender(self.engine)
+        return lender.lend_cores() if lender is not None else nullcontext()
 
     @property
     def settings(self) -> AppSettings:

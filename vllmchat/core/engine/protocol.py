@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
@@ -34,6 +35,7 @@ class Capabilities:
     prompt_cache: bool = False  # a prompt prefilled ahead (max_tokens 0) is reused next turn
     vision: bool = False  # the model loaded takes images (it has a projector)
     kv_stash: bool = False  # KV states are kept in its RAM by name and made live again (API)
+    lends_cores: bool = False  # its decode gives this machine's cores away between tokens
 
 
 LOCAL = Capabilities(
@@ -43,6 +45,7 @@ LOCAL = Capabilities(
     kv_files=True,
     prompt_cache=True,
     kv_stash=True,
+    lends_cores=True,
 )
 
 
@@ -129,3 +132,16 @@ class MeasuredEngine(Engine, Protocol):
 def measured(engine: Engine) -> MeasuredEngine | None:
     """``engine`` as one that measures itself, when its capabilities say it does."""
     return cast(MeasuredEngine, engine) if engine.capabilities.tuning else None
+
+
+class CoreLender(Protocol):
+    """An engine whose decode gives the CPU cores away for a moment (``core_turns``)."""
+
+    def lend_cores(self) -> AbstractContextManager[bool]:
+        """The cores for the work within (True: the decode gave way for it)."""
+        ...
+
+
+def core_lender(engine: Engine) -> CoreLender | None:
+    """``engine`` as one that lends its cores, when its capabilities say it does."""
+    return cast(CoreLender, engine) if engine.capabilities.lends_cores else None

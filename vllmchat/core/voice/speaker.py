@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
 from importlib import import_module
 from typing import Any
@@ -82,12 +83,14 @@ class Speaker:
         on_clause: Callable[[Speech], None] | None = None,
         quick_start: bool = False,
         pace: Callable[[], None] | None = None,
+        cores: Callable[[], AbstractContextManager[object]] | None = None,
     ) -> Speech:
         """``sentence`` as speech; no audio for text with nothing to say. ``on_clause`` is
         given each clause's audio as soon as it is made; once ``stop`` says so, no more
         clauses are made and the sentence's audio so far is returned. ``quick_start``:
         its first clause may be as short as ``FIRST_CLAUSE`` (a reply's first words).
-        ``pace`` is called before each later clause is made, and may wait."""
+        ``pace`` is called before each later clause is made, and may wait. Each clause
+        is made within ``cores()`` (the engine's cores, lent while a reply decodes)."""
         first = FIRST_CLAUSE if quick_start else MIN_CLAUSE
         clauses = [
             (text, self._phonemizer.phonemes(text)) for text in clauses_of(sentence, first=first)
@@ -100,8 +103,10 @@ class Speaker:
         config.speed = min(max(speed, MIN_SPEED), MAX_SPEED)
         config.phoneme_codepoints = [[ord(ch) for ch in ph] for _, ph in clauses]
         made: list[bytes] = []
+        turn = ExitStack()  # the cores borrowed for the clause being made
 
         def clause_made(samples: Any, _progress: float) -> int:
+            turn.close()  # the cores go back while the clause is handed on and paced
             pcm = _pcm16(samples)
             if on_clause is not None:
                 on_clause(
@@ -110,11 +115,18 @@ class Speaker:
             made.append(pcm)
             if pace is not None and len(made) < len(clauses):
                 pace()
-            return 0 if stop is not None and stop() else 1
+            if stop is not None and stop():
+                return 0
+            if cores is not None and len(made) < len(clauses):
+                turn.enter_context(cores())
+            return 1
 
         if stop is not None and stop():
             return Speech(sentence, b"", self.sample_rate)
-        self._tts.generate(sentence, config, clause_made)
+        with turn:
+            if cores is not None:
+                turn.enter_context(cores())
+            self._tts.generate(sentence, config, clause_made)
         return Speech(sentence, b"".join(made), self.sample_rate)
 
 

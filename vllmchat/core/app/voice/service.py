@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
@@ -59,10 +60,18 @@ class VoiceChoice:
 class VoiceService:
     """Speech to text and text to speech for the app; ``close`` ends their processes."""
 
-    def __init__(self, settings: Callable[[], AppSettings], *, threads: int = 2) -> None:
+    def __init__(
+        self,
+        settings: Callable[[], AppSettings],
+        *,
+        threads: int = 2,
+        cores: Callable[[], AbstractContextManager[object]] = nullcontext,
+    ) -> None:
+        """``cores``: the engine's cores, lent to each clause made while a reply decodes
+        (``lend_cores`` of the engine that decodes the replies spoken)."""
         self._settings = settings
         self._recogniser = Recogniser(threads=threads, model=lambda: settings().voice_recogniser)
-        self._slot = SpeakerSlot()
+        self._slot = SpeakerSlot(cores=cores)
         self._runs: set[SpeakSession | threading.Event] = set()  # what stop_speaking ends
         self._runs_lock = threading.Lock()
 

@@ -11,8 +11,9 @@ audio comes fast); the thread then lowers its own OS priority, and every later c
 waits until the audio already made runs less than ``STREAMING_AHEAD_S`` ahead of the
 clock while the reply streams (``AHEAD_S`` once it is complete): most
 of the synthesis happens while the listener hears the earlier sentences, not while the
-reply's tokens are decoded. The voice runs on one onnxruntime thread (``SPEAK_THREADS``),
-the calling one, so that the priority is the session's thread's.
+reply's tokens are decoded. Where the decode takes every core, it lends them to each
+clause between two tokens (``SpeakerSlot.cores``), which costs the decode less than a
+core taken from it; elsewhere the voice runs on one thread, at the lower priority.
 """
 
 from __future__ import annotations
@@ -23,25 +24,37 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 
 from vllmchat.core.app.voice.events import SpeakEvent, SpeakFailed, SpeakingEnded, SpokenPiece
 from vllmchat.core.voice.models import PiperVoice
 from vllmchat.core.voice.speaker import Speaker, Speech
 from vllmchat.core.voice.speech_text import SpeechSplitter
 
-SPEAK_THREADS = 1  # the voice is ten times faster than speech on one core
+# The voice is ten times faster than speech on one core. Where llama.cpp takes every
+# core (four or fewer: its default), the voice makes its clauses in the cores the decode
+# lends (``core_turns``), on two threads; elsewhere on one, beside the decode.
+SPEAK_THREADS = 2 if (os.cpu_count() or 1) <= 4 else 1
 AHEAD_S = 1.5  # later clauses wait until the audio made is less than this ahead
 # ... and this much while the reply is still streaming: the engine is decoding, and each
-# clause made then takes its time from it (a clause is made in a tenth of its length).
-STREAMING_AHEAD_S = 1.0
+# clause made then takes its time from it (a clause is made in a twentieth of its length
+# on the cores the decode lends, in a tenth on one core beside it).
+STREAMING_AHEAD_S = 0.5
 NICER_BY = 10  # how much lower the session's thread runs after its first clause
 
 
 class SpeakerSlot:
-    """The voice in use, loaded once and kept; one synthesis at a time."""
+    """The voice in use, loaded once and kept; one synthesis at a time. Each clause is
+    made within ``cores()``: the engine's cores, lent by a decode that takes them all."""
 
-    def __init__(self, *, threads: int = SPEAK_THREADS) -> None:
+    def __init__(
+        self,
+        *,
+        threads: int = SPEAK_THREADS,
+        cores: Callable[[], AbstractContextManager[object]] = nullcontext,
+    ) -> None:
         self._threads = threads
+        self.cores = cores
         self._speaker: Speaker | None = None
         self._voice: PiperVoice | None = None
         self._lock = threading.Lock()
@@ -71,6 +84,7 @@ class SpeakerSlot:
                 on_clause=on_clause,
                 quick_start=quick_start,
                 pace=pace,
+                cores=self.cores,
             )
 
     def _loaded(self, voice: PiperVoice) -> Speaker:

@@ -99,6 +99,11 @@ class EngineClient:
         """Start the engine process if it is not running."""
         self.process.start()
 
+    def lend_cores(self) -> contextlib.AbstractContextManager[bool]:
+        """The CPU cores for the work within, taken from the reply decoding at its next
+        token where llama.cpp keeps every core busy (True); else at once (False)."""
+        return self.process.turns.borrowed()
+
     def close(self) -> None:
         """End the engine process (its model is gone: ``info`` is None)."""
         if self.alive:

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from vllmchat.core.engine.core_turns import CoreTurns
 from vllmchat.core.engine.events import EngineError, ErrorKind
 
 _POLL_S = 0.05
@@ -51,6 +52,7 @@ class EngineProcess:
         self._conn: Any = None
         self._send_lock = threading.Lock()
         self.last_error: EngineError | None = None
+        self.turns = CoreTurns(self._ctx)  # the cores the process lends between tokens
 
     @property
     def pid(self) -> int | None:
@@ -74,9 +76,10 @@ class EngineProcess:
 
         self.discard()
         parent, child = self._ctx.Pipe(duplex=True)
+        self.turns = CoreTurns(self._ctx)  # nothing lent until the new process loads
         proc = self._ctx.Process(
             target=engine_main,
-            args=(child, self.memory_limit, self.handler_modules),
+            args=(child, self.memory_limit, self.handler_modules, self.turns),
             daemon=True,
             name="vllmchat-engine",
         )

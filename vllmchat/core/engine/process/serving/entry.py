@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from vllmchat.core.engine.core_turns import CoreTurns
 
 try:
     import resource
@@ -26,10 +30,14 @@ def cap_address_space(memory_limit: int | None) -> bool:
 
 
 def engine_main(
-    conn: Connection, memory_limit: int | None = None, handler_modules: Sequence[str] = ()
+    conn: Connection,
+    memory_limit: int | None = None,
+    handler_modules: Sequence[str] = (),
+    turns: CoreTurns | None = None,
 ) -> None:
     """Run the engine; ``memory_limit`` caps its address space (bytes, where the
-    system can); ``handler_modules`` are imported for the operations they add."""
+    system can); ``handler_modules`` are imported for the operations they add;
+    ``turns``: the cores it lends between tokens."""
     from vllmchat.core.machine import logs
 
     logs.configure(crash_tracebacks=True)  # the parent's log file, if it has one
@@ -41,4 +49,4 @@ def engine_main(
     with logs.failure_logged("The engine process failed"):
         from vllmchat.core.engine.process.serving.worker import worker_main
 
-        worker_main(conn, start_free, handler_modules)
+        worker_main(conn, start_free, handler_modules, turns)

@@ -42,14 +42,15 @@ def ping(ctx: Context, r: rq.Ping) -> str:
 @handles(rq.Chat)
 def chat(ctx: Context, r: rq.Chat) -> None:
     """A turn, streamed; the worker turns an error into the turn's ErrorEvent."""
-    run_turn(
-        ctx.require_runtime(),
-        [dict(m) for m in r.messages],
-        r.sampling,
-        should_stop=ctx.stop_requested,
-        emit=ctx.turn_emitter(),
-        options=r.options,
-    )
+    with ctx.decoding():
+        run_turn(
+            ctx.require_runtime(),
+            [dict(m) for m in r.messages],
+            r.sampling,
+            should_stop=ctx.stop_requested,
+            emit=ctx.turn_emitter(),
+            options=r.options,
+        )
 
 
 # -- the model ----------------------------------------------------------------------------
@@ -93,7 +94,9 @@ def reload(ctx: Context, r: rq.Reload) -> ReloadResult:
 
 @handles(rq.SetThreads)
 def set_threads(ctx: Context, r: rq.SetThreads) -> None:
-    ctx.require_runtime().set_threads(r.n_threads, r.n_threads_batch)
+    runtime = ctx.require_runtime()
+    runtime.set_threads(r.n_threads, r.n_threads_batch)
+    ctx.choose_sender(runtime.settings)  # fewer threads may leave a core to spare
 
 
 # -- the KV state -------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from vllmchat.core.engine import requests as rq
@@ -50,7 +51,12 @@ class Context(Protocol):
         ...
 
     def turn_emitter(self) -> Callable[[Any], None]:
-        """A function that sends one event of this call's turn."""
+        """A function that sends one event of this call's turn (and gives way between
+        tokens where the cores are lent)."""
+        ...
+
+    def decoding(self) -> AbstractContextManager[None]:
+        """A turn runs within (borrowers of the cores wait for its next token)."""
         ...
 
 

@@ -16,12 +16,14 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from multiprocessing.connection import Connection
 from typing import Any
 
-import llama_cpp  # noqa: F401  (first: the CUDA build segfaults if numpy loads before it)
+import llama_cpp  # first: the CUDA build segfaults if numpy loads before it
 
 from vllmchat.core.engine import requests as rq
+from vllmchat.core.engine.core_turns import CoreTurns
 from vllmchat.core.engine.events import EngineError, ErrorEvent, ErrorKind, TokenEvent
 from vllmchat.core.engine.model_check import model_fingerprint
 from vllmchat.core.engine.process.inference.runtime import LlamaRuntime
@@ -36,8 +38,11 @@ _log = logging.getLogger(__name__)
 class Worker:
     """Reads requests, runs each one's handler, sends the answers; holds the runtime."""
 
-    def __init__(self, conn: Connection, start_free: int | None = None) -> None:
+    def __init__(
+        self, conn: Connection, start_free: int | None = None, turns: CoreTurns | None = None
+    ) -> None:
         self.conn = conn
+        self.turns = turns  # the cores lent between tokens (shared with the client)
         self.start_free = start_free  # NVIDIA devices' free bytes before llama.cpp loaded
         self.runtime: LlamaRuntime | None = None
         self.requests: queue.Queue[rq.Call | rq.Exit] = queue.Queue()
@@ -149,13 +154,19 @@ class Worker:
         """Whether the caller stopped the call in progress (checked per token)."""
         return self.current in self.stopped
 
+    def decoding(self) -> AbstractContextManager[None]:
+        """A turn runs within: a borrower of the cores waits for its next token."""
+        return self.turns.decoding() if self.turns is not None else nullcontext()
+
     def turn_emitter(self) -> Callable[[Any], None]:
         """Send a turn's events for the call in progress: tokens as plain tuples."""
         rid, send = self.current, self.send
+        give_way = self.turns.give_way if self.turns is not None else _go_on
 
         def emit(event: Any) -> None:
             if type(event) is TokenEvent:  # the hot path: a plain tuple pickles faster
                 send(("tok", rid, event.text, event.token_id))
+                give_way()  # between two tokens: the cores lent, if asked for
             else:
                 send(rq.TurnEvent(rid, event))
 
@@ -178,7 +189,11 @@ class Worker:
             self.runtime = None
 
     def choose_sender(self, settings: LoadSettings) -> None:
-        """Send from a thread when llama.cpp leaves two cores to spare."""
+        """Send from a thread when llama.cpp leaves two cores to spare; lend the cores
+        between tokens when it leaves none."""
+        if self.turns is not None:
+            offloaded = settings.placement.uses_gpu and llama_cpp.llama_supports_gpu_offload()
+            self.turns.lend_when(settings, offloaded=bool(offloaded))
         spare = (os.cpu_count() or 1) - settings.n_threads
         deadline = time.monotonic() + 5
         while not self.outbox.empty() and time.monotonic() < deadline:
@@ -194,15 +209,23 @@ class Worker:
 
 
 def worker_main(
-    conn: Connection, start_free: int | None = None, handler_modules: Sequence[str] = ()
+    conn: Connection,
+    start_free: int | None = None,
+    handler_modules: Sequence[str] = (),
+    turns: CoreTurns | None = None,
 ) -> None:
-    """Entry point of the engine process; ``handler_modules`` register more operations."""
+    """Entry point of the engine process; ``handler_modules`` register more operations;
+    ``turns``: the cores lent between tokens."""
     from vllmchat.core.engine.process.serving import handlers  # noqa: F401  (registers the operations)
 
     for name in handler_modules:
         importlib.import_module(name)
     llama_log.install()
-    Worker(conn, start_free).serve()
+    Worker(conn, start_free, turns).serve()
+
+
+def _go_on() -> None:
+    """No one borrows the cores: the decode goes on."""
 
 
 def log_failure(what: str, exc: Exception) -> None:
