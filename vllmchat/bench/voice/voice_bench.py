@@ -97,7 +97,7 @@ def run(*, quick: bool = False, threads: int = 2, recogniser: str = "") -> dict[
         result["wer_tts_clip"] = round(word_errors(words, done.text) / len(words.split()), 4)
         result.update(rec.invented_words(transcriber))
         result["stt_peak_rss_mb"] = _peak_rss_mb(transcriber)
-    rounds = 1 if quick else 5
+    rounds = 1 if quick else 7
     result.update(_app_figures(speaker, threads=threads, rounds=rounds, recogniser=recogniser))
     result["load_average_at_end"] = round(os.getloadavg()[0], 2)
     result["figures"] = figures(result)

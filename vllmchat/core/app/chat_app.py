@@ -16,7 +16,6 @@ intents are components it holds (``attaching``, ``reading``, ``tuning``).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -29,10 +28,9 @@ from vllmchat.core.app.conversations.edits import ConversationEdits
 from vllmchat.core.app.conversations.reading import Reading
 from vllmchat.core.app.conversations.service import Conversations
 from vllmchat.core.app.engine_queue import WINDOW, EngineQueue
-from vllmchat.core.app.engines import EngineSpec, SummaryServer, open_engine, open_local
+from vllmchat.core.app.engines import EngineSpec, open_engine, open_local
 from vllmchat.core.app.events import (
     AppEvent,
-    ConversationCreated,
     ConversationDeleted,
     ConversationOpened,
     EditRefused,
@@ -47,6 +45,7 @@ from vllmchat.core.app.events import (
     StorageWarning,
     TurnStarted,
 )
+from vllmchat.core.app.open_session import OpenSession
 from vllmchat.core.app.placement.placing import (
     ABORTS,
     Estimator,
@@ -68,7 +67,7 @@ from vllmchat.core.conversations.memory.fact_list import FactList
 from vllmchat.core.conversations.store.attachment_list import AttachmentList
 from vllmchat.core.conversations.store.store import ConversationStore, StoreError
 from vllmchat.core.conversations.turns.kv_cache import KVStateCache
-from vllmchat.core.conversations.turns.session import ChatSession, SessionConfig
+from vllmchat.core.conversations.turns.session import ChatSession
 from vllmchat.core.engine.events import DoneEvent, EngineError, ErrorEvent, ErrorKind
 from vllmchat.core.engine.protocol import Engine, core_lender
 from vllmchat.core.models.description import ModelDescription
@@ -98,7 +97,6 @@ class ChatApp:
         self.kv = kv
         self._settings = SettingsModel(settings or AppSettings(), persist)
         self.engine: Engine = engine or open_local()
-        self.session: ChatSession | None = None
         self.engine_queue = EngineQueue()  # the window's turns and the API's, in turn
         self.facts = FactList(store)  # every conversation's facts: front ends edit them here
         self.edits = ConversationEdits(store)  # new, rename, pin, summaries, import
@@ -111,9 +109,16 @@ class ChatApp:
         self._untried: Placement | None = None  # the placement before one no turn ran at
         self._death_reported = False
         self._storage_reported: str | None = None  # the disk problem last told
-        self._summary_server = SummaryServer()
+        self.open_session = OpenSession(
+            store,
+            kv,
+            engine=lambda: self.engine,
+            settings=lambda: self.settings,
+            facts=self.facts,
+            attachments=self.attachments,
+            edits=self.edits,
+        )
         self.tool_picks = ToolPicks(store)  # each conversation's tools: front ends change them
-        self._tools: ToolOffer | None = None
         self.tools = ToolsService()  # MCP servers, approvals, calls: front ends subscribe
         self.conversations = Conversations(
             store,
@@ -121,15 +126,14 @@ class ChatApp:
             attachments=self.attachments,
             tool_picks=self.tool_picks,
             edits=self.edits,
-            on_delete=self._let_go,
+            on_delete=self.open_session.let_go,
         )
-        self._pending: NewChatPending | None = None  # a new chat, stored at its first message
         self.tuning = Tuning(
-            lambda: self.engine, lambda: self.settings, self.load, self._save_state
+            lambda: self.engine, lambda: self.settings, self.load, self.open_session.save_state
         )
         self.reading = Reading(lambda: self.session, lambda: self.engine)
         self.attaching = AttachmentIntents(
-            store, self.attachments, lambda: self.session, self._stored_pending
+            store, self.attachments, lambda: self.session, self.open_session.stored_pending
         )
         self._voice: VoiceService | None = None
 
@@ -151,8 +155,13 @@ class ChatApp:
         return self._settings.current
 
     @property
+    def session(self) -> ChatSession | None:
+        """The open conversation's session (None: none is open)."""
+        return self.open_session.session
+
+    @property
     def conversation_id(self) -> int | None:
-        return self.session.conversation_id if self.session is not None else None
+        return self.open_session.conversation_id
 
     def snapshot(self) -> AppSnapshot:
         """What a front end on another thread may read (call on the engine's thread)."""
@@ -192,7 +201,7 @@ class ChatApp:
                 info, restored = result.info, 0
             else:
                 result, info = None, self.engine.load(settings.load)
-                restored = self._reprime()
+                restored = self.open_session.reprime()
             hardware = self.engine.probe()
         except EngineError as exc:
             _log.warning("Loading %s failed: %s", settings.load.model_path, exc, exc_info=exc)
@@ -208,7 +217,7 @@ class ChatApp:
         self._untried = before.load.placement if fall_back and self._ran and moved else None
         self._ran = True
         yield from self._settings.adopt(settings, loaded=remember)
-        self._configure()
+        self.open_session.configure()
         self._death_reported = False
         description = describe_file(info.path)
         learn_from_load(self.engine, hardware, description, settings.load)
@@ -253,7 +262,7 @@ class ChatApp:
         # No model holds the load settings yet: the next load uses them, and only a load
         # that succeeds writes them.
         yield from self._settings.adopt(settings)
-        self._configure()
+        self.open_session.configure()
 
     def start(self) -> Iterator[AppEvent]:
         """Load the saved model, or connect to the saved server."""
@@ -296,37 +305,7 @@ class ChatApp:
         self._ran, self._untried = False, None
         self.hardware = self.room = self.description = None
         if conversation is not None:
-            self.session = self._new_session(conversation)
-
-    def _new_session(self, conversation_id: int) -> ChatSession:
-        """A session of ``conversation_id`` on the engine, configured."""
-        session = ChatSession(
-            self.store, self.engine, conversation_id, facts=self.facts, attachments=self.attachments
-        )
-        session.configure(self._session_config(session))
-        return session
-
-    def _configure(self) -> None:
-        """Give the open session the configuration the settings and tools make."""
-        if self.session is not None:
-            self.session.configure(self._session_config(self.session))
-
-    def _session_config(self, session: ChatSession) -> SessionConfig:
-        settings, engine = self.settings, self.engine
-        history = settings.history
-        config = SessionConfig(
-            sampling=settings.sampler,
-            policy=history,
-            model_name=engine.info.name if engine.info else "",
-            summarizer=self._summary_server.engine(history.summary_server, history.summary_model),
-            embedding_model=settings.embedding_model,
-        )
-        tools, conversation = self._tools, session.conversation_id
-        if tools is None:
-            return config
-        return config.with_tools(
-            tools.stream(engine, session), lambda: tools.tokens(engine, conversation)
-        )
+            self.open_session.session = self.open_session.made(conversation)
 
     def use_tools(
         self,
@@ -340,73 +319,36 @@ class ChatApp:
         turn's first step a call. A config that cannot be used is the problem returned."""
         problem = self.tools.use(config_file, must_exist=must_exist, tool_choice=tool_choice)
         self.tool_picks.service = self.tools
-        self._tools = ToolOffer(self.tools, self.tool_picks) if self.tools.active else None
-        self._configure()
+        offer = ToolOffer(self.tools, self.tool_picks) if self.tools.active else None
+        self.open_session.tools = offer
+        self.open_session.configure()
         return problem
-
-    def _reprime(self) -> int:
-        """Give the engine this conversation's reply ids and its saved KV state."""
-        if self.session is None or not self.engine.alive or self.engine.info is None:
-            return 0
-        self.session.prime()
-        return self.kv.restore(self.engine, self.session.conversation_id)
 
     # -- conversations --------------------------------------------------------------------
     def new_chat(self, *, system_prompt: str | None = None) -> NewChatPending:
         """Start a new chat: nothing is stored until its first message is sent (``send``
         then yields ``ConversationCreated`` and ``ConversationOpened`` first). The open
         conversation's KV state is saved and it is let go of."""
-        self._save_state()
-        self.session = None
-        prompt = self.settings.system_prompt if system_prompt is None else system_prompt
-        self._pending = NewChatPending(prompt)
-        return self._pending
+        return self.open_session.new_chat(system_prompt)
 
     @property
     def pending(self) -> NewChatPending | None:
         """The new chat waiting for its first message (None: none is)."""
-        return self._pending
-
-    def _stored_pending(self) -> Iterator[AppEvent]:
-        """The pending new chat stored and opened (at its first message)."""
-        pending = self._pending
-        if pending is None or self.session is not None:
-            return
-        made = self.edits.create(system_prompt=pending.system_prompt)
-        yield made
-        if isinstance(made, ConversationCreated):
-            self._pending = None
-            yield self.open_conversation(made.conversation_id)
+        return self.open_session.pending
 
     def open_conversation(self, conversation_id: int) -> ConversationOpened:
         """Save the old conversation's KV state and restore the new one's."""
-        self._pending = None
-        if self.session is not None and self.session.conversation_id == conversation_id:
-            return ConversationOpened(conversation_id, 0)
-        if self.session is not None and self.engine.alive:
-            self.kv.save(self.engine, self.session.conversation_id)
-        self.session = self._new_session(conversation_id)
-        restored = 0
-        with contextlib.suppress(EngineError):
-            restored = self._reprime()
-        return ConversationOpened(conversation_id, restored)
+        return self.open_session.open(conversation_id)
 
     def delete_conversation(self, conversation_id: int) -> ConversationDeleted | EditRefused:
         """Delete a conversation with its saved KV state; the open one is let go of."""
         return self.conversations.delete(conversation_id)
 
-    def _let_go(self, conversation_id: int) -> None:
-        """``conversation_id`` was deleted: its KV state forgotten, the session let go
-        of when it is the open one."""
-        self.kv.forget(conversation_id)
-        if self.conversation_id == conversation_id:
-            self.session = None
-
     # -- turns ----------------------------------------------------------------------------
     def send(self, text: str) -> Iterator[AppEvent]:
         """A user message and its reply; a pending new chat is stored first (where it
         cannot be, the turn is not started and the chat stays pending)."""
-        for event in self._stored_pending():
+        for event in self.open_session.stored_pending():
             yield event
             if isinstance(event, EditRefused):
                 yield ErrorEvent(
@@ -508,14 +450,9 @@ class ChatApp:
         _log.error("%s", reason)
         return EngineDied(reason)
 
-    def _save_state(self) -> None:
-        """Save the open conversation's KV state (when a model holds one)."""
-        if self.session is not None and self.engine.alive and self.engine.info is not None:
-            self.kv.save(self.engine, self.session.conversation_id)
-
     def shutdown(self) -> None:
         """Save the open conversation's KV state and end the engine."""
-        self._save_state()
+        self.open_session.save_state()
         self.engine.close()
         if self._voice is not None:
             self._voice.close()
