@@ -1,16 +1,19 @@
-"""The engine's CPU cores, lent for a moment between two tokens.
+"""A core of the engine's, lent for a moment between two tokens.
 
 Where llama.cpp's threads take every core (no core to spare, nothing offloaded to a
 GPU), other work on this machine can only run by taking a core from them, and since
 those threads wait for each other at every step, a core taken from one stalls the
 others too. Work that must run while a reply decodes (the voice making the next clause
-of the reply) runs cheaper in turns: the decode gives way at its next token, the work
-runs on all the cores, and the decode goes on. The time lent counts in the decode's
-own speed, as the user meets it.
+of the reply) costs the decode less when it is lent a core: at its next token the decode
+goes on with one thread fewer, the work runs on the core that thread leaves, and the
+decode takes it back at the token after the work ends. A decode on one thread waits
+instead (``give_way``). The time lent counts in the decode's own speed, as the user
+meets it.
 
 One ``CoreTurns`` is made by the client side with the engine's process and handed to
-it; the process side says whether it lends (``lend_when``), marks its decoding and
-gives way between tokens (``give_way``); the client side borrows (``borrowed``).
+it; the process side says whether it lends (``lend_when``), marks its decoding, and
+between tokens sees whether a core is asked for (``asked``) and says it was lent
+(``lent``); the client side borrows (``borrowed``).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from multiprocessing.context import BaseContext
 from vllmchat.core.settings import LoadSettings
 
 WAIT_FOR_TURN_S = 0.2  # the longest a borrower waits for the decode's next token
-LONGEST_TURN_S = 2.0  # the longest the decode gives way at once (a borrower that hangs)
+LONGEST_TURN_S = 2.0  # the longest a decode on one thread waits (a borrower that hangs)
 _POLL_S = 0.001
 
 
@@ -34,8 +37,8 @@ class CoreTurns:
     def __init__(self, context: BaseContext) -> None:
         self._lends = context.Event()  # the loaded placement leaves no core to spare
         self._decoding = context.Event()  # a reply is decoding
-        self._wanted = context.Event()  # a borrower asks for the cores
-        self._given = context.Event()  # the decode has given way
+        self._wanted = context.Event()  # a borrower asks for a core
+        self._given = context.Event()  # the decode has lent it
 
     # -- the process side ----------------------------------------------------------------
     def lend_when(self, settings: LoadSettings, *, offloaded: bool) -> None:
@@ -49,7 +52,7 @@ class CoreTurns:
 
     @contextmanager
     def decoding(self) -> Iterator[None]:
-        """A reply decodes within: borrowers wait for its next token."""
+        """A reply decodes within: a borrower waits for its next token."""
         self._decoding.set()
         try:
             yield
@@ -57,9 +60,20 @@ class CoreTurns:
             self._decoding.clear()
             self._given.clear()
 
+    def asked(self) -> bool:
+        """Whether a borrower asks for a core now."""
+        return self._wanted.is_set()
+
+    def lent(self, lent: bool) -> None:
+        """The decode lent its core (True) or took it back (False)."""
+        if lent:
+            self._given.set()
+        else:
+            self._given.clear()
+
     def give_way(self) -> None:
-        """Between two tokens: while a borrower holds the cores, wait (at most
-        ``LONGEST_TURN_S``)."""
+        """Between two tokens of a decode on one thread: while a borrower holds the
+        core, wait (at most ``LONGEST_TURN_S``)."""
         if not self._wanted.is_set():
             return
         self._given.set()
@@ -71,8 +85,8 @@ class CoreTurns:
     # -- the client side -----------------------------------------------------------------
     @contextmanager
     def borrowed(self) -> Iterator[bool]:
-        """The cores for the work within, once the decode has given way (True); at once
-        where the engine does not lend or nothing decodes (False)."""
+        """A core for the work within, once the decode has lent it (True); at once where
+        the engine does not lend or nothing decodes (False)."""
         if not (self._lends.is_set() and self._decoding.is_set()):
             yield False
             return

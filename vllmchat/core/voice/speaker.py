@@ -90,7 +90,7 @@ class Speaker:
         clauses are made and the sentence's audio so far is returned. ``quick_start``:
         its first clause may be as short as ``FIRST_CLAUSE`` (a reply's first words).
         ``pace`` is called before each later clause is made, and may wait. Each clause
-        is made within ``cores()`` (the engine's cores, lent while a reply decodes)."""
+        is made within ``cores()`` (a core the engine lends while a reply decodes)."""
         first = FIRST_CLAUSE if quick_start else MIN_CLAUSE
         clauses = [
             (text, self._phonemizer.phonemes(text)) for text in clauses_of(sentence, first=first)

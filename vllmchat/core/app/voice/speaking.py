@@ -11,9 +11,10 @@ audio comes fast); the thread then lowers its own OS priority, and every later c
 waits until the audio already made runs less than ``STREAMING_AHEAD_S`` ahead of the
 clock while the reply streams (``AHEAD_S`` once it is complete): most
 of the synthesis happens while the listener hears the earlier sentences, not while the
-reply's tokens are decoded. Where the decode takes every core, it lends them to each
-clause between two tokens (``SpeakerSlot.cores``), which costs the decode less than a
-core taken from it; elsewhere the voice runs on one thread, at the lower priority.
+reply's tokens are decoded. Where the decode takes every core, it lends one to each
+clause between two tokens and decodes on the others meanwhile (``SpeakerSlot.cores``),
+which costs it less than a core taken from its threads; elsewhere the voice runs on one
+thread beside it, at the lower priority.
 """
 
 from __future__ import annotations
@@ -31,21 +32,20 @@ from vllmchat.core.voice.models import PiperVoice
 from vllmchat.core.voice.speaker import Speaker, Speech
 from vllmchat.core.voice.speech_text import SpeechSplitter
 
-# The voice is ten times faster than speech on one core. Where llama.cpp takes every
-# core (four or fewer: its default), the voice makes its clauses in the cores the decode
-# lends (``core_turns``), on two threads; elsewhere on one, beside the decode.
-SPEAK_THREADS = 2 if (os.cpu_count() or 1) <= 4 else 1
+# The voice is fifteen times faster than speech on one core: the core the decode lends
+# (``core_turns``) where llama.cpp takes every core, a core to spare elsewhere.
+SPEAK_THREADS = 1
 AHEAD_S = 1.5  # later clauses wait until the audio made is less than this ahead
 # ... and this much while the reply is still streaming: the engine is decoding, and each
-# clause made then takes its time from it (a clause is made in a twentieth of its length
-# on the cores the decode lends, in a tenth on one core beside it).
+# clause made then takes its time from it (on the core the decode lends, a clause is
+# made in about a fifteenth of its length).
 STREAMING_AHEAD_S = 0.5
 NICER_BY = 10  # how much lower the session's thread runs after its first clause
 
 
 class SpeakerSlot:
     """The voice in use, loaded once and kept; one synthesis at a time. Each clause is
-    made within ``cores()``: the engine's cores, lent by a decode that takes them all."""
+    made within ``cores()``: a core lent by a decode that takes them all."""
 
     def __init__(
         self,

@@ -352,6 +352,16 @@ class LlamaRuntime:
             n_threads=n_threads, n_threads_batch=n_threads_batch
         )
 
+    def lend_a_core(self, lent: bool) -> bool:
+        """Decode on one thread fewer while ``lent``, on the settings' threads again after;
+        False where the decode has no thread to spare."""
+        n = self.settings.n_threads
+        if lent and n < 2:
+            return False
+        threads = n - 1 if lent else n
+        llama_cpp.llama_set_n_threads(self.llm.ctx, threads, self.settings.threads_batch)
+        return True
+
     def set_abort(self, check: Callable[[], bool] | None) -> None:
         """Install (or clear) llama.cpp's abort callback, used to stop a long prefill."""
         if check is None:

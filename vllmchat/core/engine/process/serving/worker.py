@@ -15,8 +15,8 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -42,7 +42,8 @@ class Worker:
         self, conn: Connection, start_free: int | None = None, turns: CoreTurns | None = None
     ) -> None:
         self.conn = conn
-        self.turns = turns  # the cores lent between tokens (shared with the client)
+        self.turns = turns  # a core lent between tokens (shared with the client)
+        self.core_lent = False  # the decode runs on one thread fewer meanwhile
         self.start_free = start_free  # NVIDIA devices' free bytes before llama.cpp loaded
         self.runtime: LlamaRuntime | None = None
         self.requests: queue.Queue[rq.Call | rq.Exit] = queue.Queue()
@@ -154,19 +155,51 @@ class Worker:
         """Whether the caller stopped the call in progress (checked per token)."""
         return self.current in self.stopped
 
-    def decoding(self) -> AbstractContextManager[None]:
-        """A turn runs within: a borrower of the cores waits for its next token."""
-        return self.turns.decoding() if self.turns is not None else nullcontext()
+    @contextmanager
+    def decoding(self) -> Iterator[None]:
+        """A turn runs within: a borrower of a core waits for its next token."""
+        if self.turns is None:
+            yield
+            return
+        with self.turns.decoding():
+            try:
+                yield
+            finally:
+                self.take_core_back()
+
+    def between_tokens(self) -> None:
+        """Lend a core when one is asked for (or wait, on one thread), take it back when
+        the borrower is done."""
+        turns, runtime = self.turns, self.runtime
+        if turns is None or runtime is None:
+            return
+        asked = turns.asked()
+        if asked == self.core_lent:
+            return
+        if not asked:
+            self.take_core_back()
+        elif runtime.lend_a_core(True):
+            self.core_lent = True
+            turns.lent(True)
+        else:
+            turns.give_way()
+
+    def take_core_back(self) -> None:
+        if self.core_lent and self.runtime is not None:
+            self.runtime.lend_a_core(False)
+        self.core_lent = False
+        if self.turns is not None:
+            self.turns.lent(False)
 
     def turn_emitter(self) -> Callable[[Any], None]:
         """Send a turn's events for the call in progress: tokens as plain tuples."""
         rid, send = self.current, self.send
-        give_way = self.turns.give_way if self.turns is not None else _go_on
+        between = self.between_tokens if self.turns is not None else _go_on
 
         def emit(event: Any) -> None:
             if type(event) is TokenEvent:  # the hot path: a plain tuple pickles faster
                 send(("tok", rid, event.text, event.token_id))
-                give_way()  # between two tokens: the cores lent, if asked for
+                between()  # a core lent, or taken back
             else:
                 send(rq.TurnEvent(rid, event))
 
@@ -225,7 +258,7 @@ def worker_main(
 
 
 def _go_on() -> None:
-    """No one borrows the cores: the decode goes on."""
+    """No one borrows a core: the decode goes on."""
 
 
 def log_failure(what: str, exc: Exception) -> None:
