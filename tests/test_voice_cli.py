@@ -61,3 +61,35 @@ def test_a_speech_model_not_downloaded_is_one_line_saying_how_to_get_it(
     lines = printed.err.splitlines()
     assert len(lines) == 1 and "whisper-small (486 MB) is not installed" in lines[0]
     assert "`vllmchat voice whisper-small`" in lines[0]
+
+
+def test_a_damaged_or_unknown_speech_model_is_one_line_saying_what_to_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vllmchat.core.voice.models import voice_models_dir, whisper_model_dir
+
+    base = whisper_model_dir()
+    monkeypatch.setenv("VLLMCHAT_CACHE_DIR", str(tmp_path / "cache"))
+    damaged = voice_models_dir() / "whisper-small"
+    damaged.mkdir()
+    for file in base.iterdir():
+        (damaged / file.name).write_bytes(file.read_bytes())
+    with (damaged / "model.bin").open("r+b") as model:  # cut short, as a broken download
+        model.truncate(model.seek(0, 2) // 2)
+    path = tmp_path / "train.wav"
+    speech = Speaker().speak(SENTENCE)
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(speech.sample_rate)
+        out.writeframes(speech.pcm)
+    assert main(["transcribe", str(path), "--model", "whisper-small"]) == 1
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and "the speech model whisper-small cannot be loaded" in lines[0]
+    assert lines[0].endswith("download it again (`vllmchat voice whisper-small`)")
+    assert main(["transcribe", str(path), "--model", "whisper-huge"]) == 1
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [
+        "vllmchat transcribe: there is no speech model 'whisper-huge' "
+        "(there are: whisper-base, whisper-small)"
+    ]

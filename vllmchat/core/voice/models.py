@@ -106,13 +106,14 @@ def whisper_model_dir(name: str = "") -> Path:
     if (target / "model.bin").is_file():
         return target
     if name and name != WHISPER_NAME:
-        try:
-            offer = f"{name} ({catalogue_model(name).size_text})"
-        except KeyError:
-            offer = name
+        offered = [m.name for m in catalogue_recognisers()]
+        if name not in offered:
+            raise VoiceModelMissing(
+                f"there is no speech model {name!r} (there are: {', '.join(offered)})"
+            )
         raise VoiceModelMissing(
-            f"the speech model {offer} is not installed: download it in the voice "
-            f"settings or with `{DOWNLOAD_COMMAND} {name}`"
+            f"the speech model {name} ({catalogue_model(name).size_text}) is not installed: "
+            f"download it in the voice settings or with `{DOWNLOAD_COMMAND} {name}`"
         )
     sources = [_package_file(module, name) for module, name in _WHISPER_PARTS]
     rest = {name: _package_file(_WHISPER_REST, name) for name in WHISPER_FILES}

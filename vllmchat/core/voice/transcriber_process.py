@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from importlib import import_module
 from multiprocessing.connection import Connection
 from multiprocessing.synchronize import Event
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -67,6 +68,12 @@ def serve(conn: Connection, cancel: Event, model_dir: str, threads: int) -> None
                 except ImportError as exc:
                     raise RuntimeError(
                         "speech to text needs faster-whisper: pip install 'vllmchat[voice]'"
+                    ) from exc
+                except Exception as exc:  # a damaged or incomplete model file
+                    name = Path(model_dir).name
+                    raise RuntimeError(
+                        f"the speech model {name} cannot be loaded ({_one_line(exc)}): "
+                        f"download it again (`vllmchat voice {name}`)"
                     ) from exc
             _transcribe(conn, cancel, model, request)
         except Exception as exc:  # every failure goes back as one line
