@@ -14,16 +14,22 @@ from vllmchat.core.voice.speaker import Speaker
 SENTENCE = "The train to Berlin leaves at noon."
 
 
-def test_transcribe_prints_the_words_of_a_file(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def _spoken_file(folder: Path) -> Path:
+    """SENTENCE spoken by the voice, in a WAV file."""
     speech = Speaker().speak(SENTENCE)
-    path = tmp_path / "train.wav"
+    path = folder / "train.wav"
     with wave.open(str(path), "wb") as out:
         out.setnchannels(1)
         out.setsampwidth(2)
         out.setframerate(speech.sample_rate)
         out.writeframes(speech.pcm)
+    return path
+
+
+def test_transcribe_prints_the_words_of_a_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _spoken_file(tmp_path)
     assert main(["transcribe", str(path), "--language", "en"]) == 0
     printed = capsys.readouterr()
     recognisers = [p for p in multiprocessing.active_children() if p.name == "vllmchat-transcriber"]
@@ -48,13 +54,7 @@ def test_a_speech_model_not_downloaded_is_one_line_saying_how_to_get_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("VLLMCHAT_CACHE_DIR", str(tmp_path / "cache"))
-    speech = Speaker().speak(SENTENCE)
-    path = tmp_path / "train.wav"
-    with wave.open(str(path), "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(speech.sample_rate)
-        out.writeframes(speech.pcm)
+    path = _spoken_file(tmp_path)
     assert main(["transcribe", str(path), "--model", "whisper-small"]) == 1
     printed = capsys.readouterr()
     assert printed.out == ""
@@ -76,13 +76,7 @@ def test_a_damaged_or_unknown_speech_model_is_one_line_saying_what_to_do(
         (damaged / file.name).write_bytes(file.read_bytes())
     with (damaged / "model.bin").open("r+b") as model:  # cut short, as a broken download
         model.truncate(model.seek(0, 2) // 2)
-    path = tmp_path / "train.wav"
-    speech = Speaker().speak(SENTENCE)
-    with wave.open(str(path), "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(speech.sample_rate)
-        out.writeframes(speech.pcm)
+    path = _spoken_file(tmp_path)
     assert main(["transcribe", str(path), "--model", "whisper-small"]) == 1
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 1 and "the speech model whisper-small cannot be loaded" in lines[0]

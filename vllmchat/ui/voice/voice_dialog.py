@@ -151,7 +151,7 @@ class VoiceDialog(QDialog):
         self.hands_free.setChecked(bool(o["voice_hands_free"]))
         for box in (self.send_at_once, self.speak_replies, self.hands_free):
             form.addRow("", box)
-        group = QGroupBox("Download the speech model or more voices")
+        group = QGroupBox("Download speech models or more voices")
         inside = QVBoxLayout(group)
         self.models = ModelDownloads(downloads)
         self.models.model_ready.connect(self._model_ready)
