@@ -73,7 +73,8 @@ def voice_models() -> Finding:
         "voice_models",
         "Voice models",
         Status.OK,
-        f"speech models {', '.join(recognisers)} and a voice in {folder}",
+        f"speech model{'s' if len(recognisers) > 1 else ''} {', '.join(recognisers)} "
+        f"and a voice in {folder}",
         data={"missing": [], "path": folder, "recognisers": recognisers},
     )
 
