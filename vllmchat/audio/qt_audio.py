@@ -10,6 +10,7 @@ from __future__ import annotations
 from vllmchat.audio.errors import AudioUnavailable
 
 try:
+    from PySide6.QtCore import QCoreApplication
     from PySide6.QtMultimedia import (
         QAudioDevice,
         QAudioFormat,
@@ -25,4 +26,19 @@ try:
 except ImportError:  # Qt 6.6
     from PySide6.QtMultimedia import QAudio as QtAudio  # type: ignore[assignment]
 
-__all__ = ["QAudioDevice", "QAudioFormat", "QAudioSink", "QAudioSource", "QMediaDevices", "QtAudio"]
+
+def deliver_audio() -> None:
+    """Let Qt hand the recorder and the player their audio, where no window runs Qt's
+    event loop (the terminal, the benchmarks)."""
+    QCoreApplication.processEvents()
+
+
+__all__ = [
+    "QAudioDevice",
+    "QAudioFormat",
+    "QAudioSink",
+    "QAudioSource",
+    "QMediaDevices",
+    "QtAudio",
+    "deliver_audio",
+]

@@ -199,14 +199,14 @@ def sink_stop_figure(speaker: Speaker) -> dict[str, Any]:
         return {"sink_stop_s": None, "sink_stop_note": f"no audio player here ({exc})"}
     if not output_devices():
         return {"sink_stop_s": None, "sink_stop_note": "no audio output device on this machine"}
-    from PySide6.QtCore import QCoreApplication
+    from vllmchat.audio.qt_audio import deliver_audio
 
     player = Player()
     speech = speaker.speak("The sea was calm and the sky was clear all day long.")
     player.play(speech.pcm, speech.sample_rate)
     until = time.perf_counter() + 0.5
     while time.perf_counter() < until:
-        QCoreApplication.processEvents()
+        deliver_audio()
         time.sleep(0.01)
     player.stop()
     return {"sink_stop_s": round(player.last_stop_s, 4), "sink_stop_note": "default output"}

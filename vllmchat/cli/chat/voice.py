@@ -87,8 +87,7 @@ class TerminalVoice:
     # -- a turn heard -------------------------------------------------------------------------
     def hear(self) -> str | None:
         """What the user said or typed; None at the end of input."""
-        from PySide6.QtCore import QCoreApplication
-
+        from vllmchat.audio.qt_audio import deliver_audio
         from vllmchat.audio.recorder import Recorder
 
         settings = self.app.settings
@@ -106,7 +105,7 @@ class TerminalVoice:
         shown = ""
         try:
             while True:
-                QCoreApplication.processEvents()
+                deliver_audio()
                 if failures:
                     session.finish()
                     return self._mic_gone(failures[0], session)
@@ -161,7 +160,7 @@ class TerminalVoice:
     def spoken(self, events: Iterator[Any], show: Callable[[Iterator[Any]], None]) -> None:
         """Show a turn's events while its reply is spoken (its text fed to a speaking
         session as it streams, its audio played as it is made); Enter stops the speech."""
-        from PySide6.QtCore import QCoreApplication
+        from vllmchat.audio.qt_audio import deliver_audio
 
         session = self.app.voice.speak_stream()
         pieces: queue.Queue[Any] = queue.Queue()
@@ -189,7 +188,7 @@ class TerminalVoice:
         player = self._speakers()
         ended = False
         while not (done.is_set() and ended and pieces.empty() and not _playing(player)):
-            QCoreApplication.processEvents()
+            deliver_audio()
             time.sleep(TICK_S)
             while not pieces.empty():
                 event = pieces.get()
