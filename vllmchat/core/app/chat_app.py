@@ -1,24 +1,19 @@
 """``ChatApp``: what both front ends do, without Qt and without a terminal.
 
-It owns the engine, the chat session of the open conversation, the cache of
-saved KV states and the settings. Every operation that takes time is a
-generator of typed events, so the terminal prints them and the window turns
-each into a signal; ``stop()`` may be called from any thread.
-
-The settings change only here, by intents (``load``, ``set_placement``,
-``configure``, ``open_model``, ``use_server``, ``apply_tune``, ``restart``),
-announced as ``SettingsChanged`` and written once the model has loaded with them;
-a placement that ends the engine is taken back (``PlacementFellBack``). The
-user's stored conversations are read and changed through ``conversations``; a new
-chat waits for its first message (``new_chat``). Its attachment, reading and tuning
-intents are components it holds (``attaching``, ``reading``, ``tuning``).
+It owns the engine's life and the settings. Every operation that takes time is a
+generator of typed events, so the terminal prints them and the window turns each into
+a signal; ``stop()`` may be called from any thread. The settings change only here, by
+intents (``load``, ``set_placement``, ``configure``, ``open_model``, ``use_server``,
+``apply_tune``, ``restart``), announced as ``SettingsChanged`` and written once the
+model has loaded with them; a placement that ends the engine is taken back
+(``PlacementFellBack``). Its components: ``open_session`` (the open conversation, a new
+chat pending), ``turns``, ``conversations``, ``attaching``, ``reading``, ``tuning``.
 """
 
 from __future__ import annotations
 
 import logging
-import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
@@ -27,7 +22,7 @@ from vllmchat.core.app.conversations.attachment_intents import AttachmentIntents
 from vllmchat.core.app.conversations.edits import ConversationEdits
 from vllmchat.core.app.conversations.reading import Reading
 from vllmchat.core.app.conversations.service import Conversations
-from vllmchat.core.app.engine_queue import WINDOW, EngineQueue
+from vllmchat.core.app.engine_queue import EngineQueue
 from vllmchat.core.app.engines import EngineSpec, open_engine, open_local
 from vllmchat.core.app.events import (
     AppEvent,
@@ -42,8 +37,6 @@ from vllmchat.core.app.events import (
     PlacementFellBack,
     PlacementNeedsConfirmation,
     PlacementProposed,
-    StorageWarning,
-    TurnStarted,
 )
 from vllmchat.core.app.open_session import OpenSession
 from vllmchat.core.app.placement.placing import (
@@ -60,15 +53,15 @@ from vllmchat.core.app.snapshot import AppSnapshot
 from vllmchat.core.app.tools.choice import ToolOffer, ToolPicks
 from vllmchat.core.app.tools.service import ToolsService
 from vllmchat.core.app.tools.turns import ToolChoice
+from vllmchat.core.app.turn_running import TurnRunner
 from vllmchat.core.app.voice.service import VoiceService
 from vllmchat.core.app_settings import AppSettings
-from vllmchat.core.conversations.events import SessionEvent
 from vllmchat.core.conversations.memory.fact_list import FactList
 from vllmchat.core.conversations.store.attachment_list import AttachmentList
-from vllmchat.core.conversations.store.store import ConversationStore, StoreError
+from vllmchat.core.conversations.store.store import ConversationStore
 from vllmchat.core.conversations.turns.kv_cache import KVStateCache
 from vllmchat.core.conversations.turns.session import ChatSession
-from vllmchat.core.engine.events import DoneEvent, EngineError, ErrorEvent, ErrorKind
+from vllmchat.core.engine.events import EngineError, ErrorKind
 from vllmchat.core.engine.protocol import Engine, core_lender
 from vllmchat.core.models.description import ModelDescription
 from vllmchat.core.models.hardware import HardwareInfo
@@ -108,7 +101,6 @@ class ChatApp:
         self._ran = False  # a model loaded with the current settings
         self._untried: Placement | None = None  # the placement before one no turn ran at
         self._death_reported = False
-        self._storage_reported: str | None = None  # the disk problem last told
         self.open_session = OpenSession(
             store,
             kv,
@@ -117,6 +109,14 @@ class ChatApp:
             facts=self.facts,
             attachments=self.attachments,
             edits=self.edits,
+        )
+        self.turns = TurnRunner(
+            self.open_session,
+            kv,
+            self.engine_queue,
+            engine=lambda: self.engine,
+            died=self._died,
+            ran=self._ran_a_turn,
         )
         self.tool_picks = ToolPicks(store)  # each conversation's tools: front ends change them
         self.tools = ToolsService()  # MCP servers, approvals, calls: front ends subscribe
@@ -344,89 +344,32 @@ class ChatApp:
         """Delete a conversation with its saved KV state; the open one is let go of."""
         return self.conversations.delete(conversation_id)
 
-    # -- turns ----------------------------------------------------------------------------
+    # -- turns (``TurnRunner``) -----------------------------------------------------------
     def send(self, text: str) -> Iterator[AppEvent]:
-        """A user message and its reply; a pending new chat is stored first (where it
-        cannot be, the turn is not started and the chat stays pending)."""
-        for event in self.open_session.stored_pending():
-            yield event
-            if isinstance(event, EditRefused):
-                yield ErrorEvent(
-                    ErrorKind.STORAGE,
-                    f"The message was not sent: {event.message}",
-                    precise_fix="",
-                )
-                return
-        yield from self._turn(lambda s: s.send(text))
+        """A user message and its reply (a pending new chat is stored first)."""
+        return self.turns.send(text)
 
     def regenerate(self) -> Iterator[AppEvent]:
-        return self._turn(lambda s: s.regenerate())
+        return self.turns.run(lambda s: s.regenerate())
 
     def edit(self, message_id: int, text: str) -> Iterator[AppEvent]:
-        return self._turn(lambda s: s.edit(message_id, text))
+        return self.turns.run(lambda s: s.edit(message_id, text))
 
     def summarize(self) -> Iterator[AppEvent]:
-        return self._turn(lambda s: s.summarize())
-
-    def _turn(self, start: Callable[[ChatSession], Iterator[SessionEvent]]) -> Iterator[AppEvent]:
-        session = self.session
-        if session is None:
-            yield ErrorEvent(ErrorKind.BAD_REQUEST, "No conversation is open.")
-            return
-        key = f"conversation-{session.conversation_id}"
-        with self.engine_queue.hold(WINDOW, key, "a chat turn"):
-            yield from self._held_turn(session, start)
-
-    def _held_turn(
-        self, session: ChatSession, start: Callable[[ChatSession], Iterator[SessionEvent]]
-    ) -> Iterator[AppEvent]:
-        yield TurnStarted(session.conversation_id)
-        completed, ended = False, None
-        try:
-            for event in start(session):
-                yield event
-                if isinstance(event, ErrorEvent):  # the engine process logged its traceback
-                    _log.warning("The turn failed: %s (%s)", event.message, event.kind.value)
-                if isinstance(event, ErrorEvent) and event.kind in ABORTS:
-                    ended = event  # handled once the turn's stream (and its lock) is done
-                completed = completed or isinstance(event, DoneEvent)
-            if ended is not None:
-                yield from self._died(ended.kind, ended.message)
-        except EngineError as exc:
-            _log.warning("The turn failed: %s", exc, exc_info=exc)
-            yield ErrorEvent(exc.kind, exc.message)
-            if exc.kind in ABORTS:
-                yield from self._died(exc.kind, exc.message)
-            return
-        except (sqlite3.Error, StoreError, OSError) as exc:
-            _log.error("The conversation could not be stored: %s", exc, exc_info=exc)
-            yield ErrorEvent(ErrorKind.STORAGE, f"The conversation could not be stored: {exc}.")
-            return
-        except Exception as exc:  # every turn ends with an event the front end shows
-            _log.error("The turn failed", exc_info=exc)
-            yield ErrorEvent(ErrorKind.INTERNAL, f"The turn failed: {exc!r}")
-            return
-        if completed:
-            self._untried = None  # a turn ran at this placement
-            self.checkpoint()
-            if self.kv.failure is not None and self.kv.failure != self._storage_reported:
-                yield StorageWarning(self.kv.failure)
-            self._storage_reported = self.kv.failure
+        return self.turns.run(lambda s: s.summarize())
 
     def stop(self) -> None:
         """Stop the reply or summary in progress (any thread; within one token)."""
-        if self.session is not None:
-            self.session.stop()
-        else:
-            self.engine.stop()
+        self.turns.stop()
 
     def checkpoint(self) -> int:
         """Save the conversation's KV state in the background, so a crash loses little."""
-        if self.session is None or not self.engine.alive:
-            return 0
-        return self.kv.save(self.engine, self.session.conversation_id, background=True)
+        return self.turns.checkpoint()
 
     # -- the engine's life ----------------------------------------------------------------
+    def _ran_a_turn(self) -> None:
+        self._untried = None  # the placement loaded is one a turn ran at
+
     def _died(self, kind: ErrorKind, reason: str) -> Iterator[AppEvent]:
         """A turn ended the engine (or ran out of memory): at a placement no turn ran at
         yet, back to the last one that did; else the death is reported (once)."""
