@@ -145,7 +145,7 @@ class ChatApp:
         return self._voice
 
     def _lent_cores(self) -> AbstractContextManager[object]:
-        """The engine's cores for a moment, where it lends them (``core_turns``)."""
+        """A core of the engine's for a moment, where it lends one (``core_turns``)."""
         lender = core_lender(self.engine)
         return lender.lend_cores() if lender is not None else nullcontext()
 

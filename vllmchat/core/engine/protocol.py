@@ -35,7 +35,7 @@ class Capabilities:
     prompt_cache: bool = False  # a prompt prefilled ahead (max_tokens 0) is reused next turn
     vision: bool = False  # the model loaded takes images (it has a projector)
     kv_stash: bool = False  # KV states are kept in its RAM by name and made live again (API)
-    lends_cores: bool = False  # its decode gives this machine's cores away between tokens
+    lends_cores: bool = False  # its decode lends one of this machine's cores between tokens
 
 
 LOCAL = Capabilities(
@@ -135,10 +135,10 @@ def measured(engine: Engine) -> MeasuredEngine | None:
 
 
 class CoreLender(Protocol):
-    """An engine whose decode gives the CPU cores away for a moment (``core_turns``)."""
+    """An engine whose decode lends a CPU core for a moment (``core_turns``)."""
 
     def lend_cores(self) -> AbstractContextManager[bool]:
-        """The cores for the work within (True: the decode gave way for it)."""
+        """A core for the work within (True: the decode lent it)."""
         ...
 
 

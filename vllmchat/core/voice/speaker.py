@@ -103,10 +103,10 @@ class Speaker:
         config.speed = min(max(speed, MIN_SPEED), MAX_SPEED)
         config.phoneme_codepoints = [[ord(ch) for ch in ph] for _, ph in clauses]
         made: list[bytes] = []
-        turn = ExitStack()  # the cores borrowed for the clause being made
+        turn = ExitStack()  # the core borrowed for the clause being made
 
         def clause_made(samples: Any, _progress: float) -> int:
-            turn.close()  # the cores go back while the clause is handed on and paced
+            turn.close()  # the core goes back while the clause is handed on and paced
             pcm = _pcm16(samples)
             if on_clause is not None:
                 on_clause(

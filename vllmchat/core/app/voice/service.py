@@ -67,7 +67,7 @@ class VoiceService:
         threads: int = 2,
         cores: Callable[[], AbstractContextManager[object]] = nullcontext,
     ) -> None:
-        """``cores``: the engine's cores, lent to each clause made while a reply decodes
+        """``cores``: a core of the engine's, lent to each clause made while a reply decodes
         (``lend_cores`` of the engine that decodes the replies spoken)."""
         self._settings = settings
         self._recogniser = Recogniser(threads=threads, model=lambda: settings().voice_recogniser)

@@ -100,8 +100,8 @@ class EngineClient:
         self.process.start()
 
     def lend_cores(self) -> contextlib.AbstractContextManager[bool]:
-        """The CPU cores for the work within, taken from the reply decoding at its next
-        token where llama.cpp keeps every core busy (True); else at once (False)."""
+        """A CPU core for the work within, lent by the reply decoding at its next token
+        where llama.cpp keeps every core busy (True); else at once (False)."""
         return self.process.turns.borrowed()
 
     def close(self) -> None:

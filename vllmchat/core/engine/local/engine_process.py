@@ -52,7 +52,7 @@ class EngineProcess:
         self._conn: Any = None
         self._send_lock = threading.Lock()
         self.last_error: EngineError | None = None
-        self.turns = CoreTurns(self._ctx)  # the cores the process lends between tokens
+        self.turns = CoreTurns(self._ctx)  # a core the process lends between tokens
 
     @property
     def pid(self) -> int | None:
