@@ -1,12 +1,13 @@
 """Ollama's API (``/api/chat``, ``/api/generate``, ``/api/tags``, ``/api/version``),
-streamed as newline-delimited JSON like Ollama. Nothing here pulls, creates or
-deletes models: those endpoints do not exist."""
+streamed as newline-delimited JSON like Ollama, its errors as ``{"error": "..."}``.
+Nothing here pulls, creates or deletes models: those endpoints do not exist."""
 
 from __future__ import annotations
 
 import datetime
+import functools
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -106,6 +107,22 @@ def _final(started: StartedTurn, done: ApiDone) -> dict[str, Any]:
     }
 
 
+Handler = Callable[["OllamaRoutes", Request], Awaitable[Response]]
+
+
+def _ollama_errors(handler: Handler) -> Handler:
+    """A refusal in Ollama's shape: ``{"error": "..."}`` with its status."""
+
+    @functools.wraps(handler)
+    async def answer(self: OllamaRoutes, request: Request) -> Response:
+        try:
+            return await handler(self, request)
+        except ApiError as exc:
+            return JSONResponse({"error": exc.message}, status_code=exc.status, headers=exc.headers)
+
+    return answer
+
+
 class OllamaRoutes:
     def __init__(self, service: ApiService) -> None:
         self.service = service
@@ -133,6 +150,7 @@ class OllamaRoutes:
             }
         )
 
+    @_ollama_errors
     async def chat(self, request: Request) -> Response:
         body = require_object(await json_body(request))
         openai = {"messages": _messages(body.get("messages")), **_common(body)}
@@ -168,6 +186,7 @@ class OllamaRoutes:
 
         return await self._answer(started, body, line)
 
+    @_ollama_errors
     async def generate(self, request: Request) -> Response:
         body = require_object(await json_body(request))
         prompt = body.get("prompt")

@@ -9,17 +9,21 @@ import time
 import uuid
 from typing import Any
 
+import anyio
 from starlette.requests import Request
 
 from vllmchat.core.app.serving.api_turn import ApiChat, ApiEvent, ApiFailed
 from vllmchat.core.app.serving.models_on_offer import OfferedModel, find_model
 from vllmchat.core.app.serving.service import ApiService, ModelFacts, RequestLogged
 from vllmchat.server.errors import ApiError, of_kind
+from vllmchat.server.json_depth import MAX_DEPTH, nests_deeper
 from vllmchat.server.turn_stream import TurnStream
 
 
 async def json_body(request: Request) -> Any:
-    """The request's JSON; a wrong content type or malformed JSON is a 400."""
+    """The request's JSON; a wrong content type, malformed JSON or a body nesting more
+    than ``MAX_DEPTH`` arrays and objects is a 400 (read off the loop: a large body
+    does not hold up the other requests)."""
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if kind != "application/json":
         raise ApiError(
@@ -28,7 +32,18 @@ async def json_body(request: Request) -> Any:
             code="unsupported_media_type" if kind else "invalid_request",
         )
     raw = await request.body()
+    return await anyio.to_thread.run_sync(parse_json, raw)
+
+
+def parse_json(raw: bytes) -> Any:
+    """``raw`` parsed, its depth measured first (``json`` recurses once per level)."""
     try:
+        if nests_deeper(raw, MAX_DEPTH):
+            raise ApiError(
+                400,
+                f"The body nests arrays and objects more than {MAX_DEPTH} levels deep.",
+                code="json_too_deep",
+            )
         return json.loads(raw)
     except UnicodeDecodeError as exc:
         raise ApiError(400, "The body is not UTF-8 text.", code="invalid_json") from exc

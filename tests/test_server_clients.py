@@ -1,0 +1,99 @@
+"""Hostile JSON on a real server on loopback with the demo model in a real engine: a
+body nested too deep to parse is refused in each family's shape, before the parse and
+with nothing in the log; the server serves on after it."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+
+import openai
+import pytest
+
+from tests.api_server import Served, post, serving
+
+ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+@pytest.fixture(scope="module")
+def served(demo_model, engine_pool) -> Iterator[Served]:
+    with serving(demo_model) as s:
+        engine_pool.keep(s.pid)
+        yield s
+
+
+@pytest.fixture
+def logged(served: Served) -> Iterator[list[logging.LogRecord]]:
+    """What the server's loggers write meanwhile (uvicorn's keep to their own handlers,
+    which its start set: these are added after it)."""
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = records.append  # type: ignore[method-assign]
+    loggers = [logging.getLogger(n) for n in ("", "uvicorn", "uvicorn.error", "starlette")]
+    for logger in loggers:
+        logger.addHandler(handler)
+    yield records
+    for logger in loggers:
+        logger.removeHandler(handler)
+
+
+def _still_serving(served: Served) -> None:
+    client = openai.OpenAI(base_url=served.url + "/v1", api_key="x", max_retries=0)
+    reply = client.chat.completions.create(model="", messages=ASK, max_tokens=2)
+    assert reply.choices[0].message.content is not None
+
+
+DEEP = b"[" * 100_000 + b"]" * 100_000
+JSON = {"Content-Type": "application/json"}
+
+
+@pytest.mark.parametrize(
+    ("path", "error_of"),
+    [
+        ("/v1/chat/completions", lambda body: body["error"]),
+        ("/v1/responses", lambda body: body["error"]),
+        ("/v1/messages", lambda body: body["type"] == "error" and body["error"]),
+        ("/api/chat", lambda body: {"message": body["error"], "code": "json_too_deep"}),
+    ],
+)
+def test_a_body_nested_too_deep_is_a_400_in_its_familys_shape(
+    served, logged, path, error_of
+) -> None:
+    status, _, text = post(served.url + path, DEEP, JSON)
+    error = error_of(json.loads(text))
+    assert status == 400 and error["code"] == "json_too_deep", text
+    assert "128 levels" in error["message"]
+    assert not [r for r in logged if r.exc_info or "RecursionError" in r.getMessage()]
+    _still_serving(served)
+
+
+def test_a_body_within_the_depth_limit_is_read(served) -> None:
+    ask = {"model": "", "max_tokens": 2}
+    deep = json.dumps({**ask, "messages": [{"role": "user", "content": "hi"}]})
+    nested = '{"x": ' * 126 + "1" + "}" * 126
+    body = deep[:-1] + ', "metadata": ' + nested + "}"
+    status, _, text = post(served.url + "/v1/chat/completions", body.encode(), JSON)
+    assert status == 200, text
+    brackets_in_text = json.dumps({**ask, "messages": [{"role": "user", "content": "[" * 500}]})
+    status, _, text = post(served.url + "/v1/chat/completions", brackets_in_text.encode(), JSON)
+    assert status == 200, text
+
+
+@pytest.mark.parametrize(
+    ("body", "deeper"),
+    [
+        (b"[" * 129 + b"]" * 129, True),
+        (b"[" * 128 + b"]" * 128, False),
+        (b"[" * 100_000, True),  # never closed: json would recurse all the same
+        (b'["' + b"[" * 500 + b'"]', False),  # in a string
+        (b'["\\"' + b"[" * 500 + b'"]', False),  # after an escaped quote, still in it
+        (b'["\\\\", ' + b"[" * 200 + b"]" * 200 + b"]", True),  # an escaped backslash ends
+        (json.dumps([[[["x"]]]] * 1000).encode(), False),  # wide, not deep
+        (json.dumps(json.loads(b"[" * 129 + b"]" * 129)).encode("utf-16"), True),
+    ],
+)
+def test_the_depth_is_measured_outside_strings(body, deeper) -> None:
+    from vllmchat.server.json_depth import nests_deeper
+
+    assert nests_deeper(body, 128) is deeper
