@@ -1,6 +1,7 @@
-"""Hostile JSON on a real server on loopback with the demo model in a real engine: a
-body nested too deep to parse is refused in each family's shape, before the parse and
-with nothing in the log; the server serves on after it."""
+"""The local API through the real ``anthropic`` client (and the ``openai`` SDK), on a
+real server on loopback with the demo model in a real engine: Anthropic's token
+count, and a body nested too deep to parse, refused in each family's shape; the
+server serves on after each."""
 
 from __future__ import annotations
 
@@ -8,11 +9,22 @@ import json
 import logging
 from collections.abc import Iterator
 
+import anthropic
 import openai
 import pytest
 
 from tests.api_server import Served, post, serving
 
+MODEL = "SmolLM2-135M-Instruct.Q4_1"
+WEATHER = {
+    "name": "get_weather",
+    "description": "The weather in a city",
+    "input_schema": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    },
+}
 ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
 
 
@@ -21,6 +33,11 @@ def served(demo_model, engine_pool) -> Iterator[Served]:
     with serving(demo_model) as s:
         engine_pool.keep(s.pid)
         yield s
+
+
+@pytest.fixture
+def claude(served: Served) -> anthropic.Anthropic:
+    return anthropic.Anthropic(base_url=served.url, api_key="unused", max_retries=0)
 
 
 @pytest.fixture
@@ -44,6 +61,28 @@ def _still_serving(served: Served) -> None:
     assert reply.choices[0].message.content is not None
 
 
+def test_count_tokens_is_what_the_messages_turn_reads(claude, served) -> None:
+    request = {"model": MODEL, "system": "Be brief.", "messages": ASK, "tools": [WEATHER]}
+    counted = claude.messages.count_tokens(**request)
+    answered = claude.messages.create(max_tokens=4, **request)
+    usage = answered.usage
+    assert counted.input_tokens == usage.input_tokens + usage.cache_read_input_tokens
+    plain = claude.messages.count_tokens(model=MODEL, messages=ASK)
+    bare = claude.messages.count_tokens(model=MODEL, messages=[{"role": "user", "content": "Hi"}])
+    # The system prompt and the tool's schema are counted; a longer question takes more.
+    assert bare.input_tokens < plain.input_tokens < counted.input_tokens
+    assert plain.input_tokens == claude.messages.count_tokens(model="", messages=ASK).input_tokens
+    _still_serving(served)
+
+
+def test_count_tokens_refusals_are_the_sdks_typed_errors(claude, served) -> None:
+    with pytest.raises(anthropic.NotFoundError, match="does not exist"):
+        claude.messages.count_tokens(model="claude-sonnet-4-5", messages=ASK)
+    with pytest.raises(anthropic.BadRequestError, match="messages"):
+        claude.messages.count_tokens(model=MODEL, messages=[])
+    assert claude.messages.count_tokens(model=MODEL, messages=ASK).input_tokens > 0
+
+
 DEEP = b"[" * 100_000 + b"]" * 100_000
 JSON = {"Content-Type": "application/json"}
 
@@ -54,6 +93,7 @@ JSON = {"Content-Type": "application/json"}
         ("/v1/chat/completions", lambda body: body["error"]),
         ("/v1/responses", lambda body: body["error"]),
         ("/v1/messages", lambda body: body["type"] == "error" and body["error"]),
+        ("/v1/messages/count_tokens", lambda body: body["type"] == "error" and body["error"]),
         ("/api/chat", lambda body: {"message": body["error"], "code": "json_too_deep"}),
     ],
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -14,8 +15,8 @@ from vllmchat.core.app.serving.api_turn import ApiDone, ApiFailed, ApiText
 from vllmchat.core.app.serving.service import ApiService
 from vllmchat.server.chat_input import require_object
 from vllmchat.server.errors import ApiError, bad_request, of_kind
-from vllmchat.server.requests_in import json_body, new_id
-from vllmchat.server.shapes import as_functions, start_turn
+from vllmchat.server.requests_in import in_queue, json_body, log_request, new_id
+from vllmchat.server.shapes import as_functions, read_request, start_turn
 
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
 
@@ -28,9 +29,10 @@ def _blocks(content: Any, where: str) -> list[dict[str, Any]]:
     return content
 
 
-def to_openai(body: dict[str, Any]) -> dict[str, Any]:
-    """An Anthropic request in OpenAI's shape."""
-    if not isinstance(body.get("max_tokens"), int):
+def to_openai(body: dict[str, Any], *, reply: bool = True) -> dict[str, Any]:
+    """An Anthropic request in OpenAI's shape (``reply``: it asks for an answer, so it
+    must say how long one may be; a count of its tokens need not)."""
+    if reply and not isinstance(body.get("max_tokens"), int):
         raise bad_request("'max_tokens' is required (a positive integer).", "max_tokens")
     messages: list[dict[str, Any]] = []
     system = body.get("system")
@@ -85,7 +87,9 @@ def to_openai(body: dict[str, Any]) -> dict[str, Any]:
             if calls:
                 entry["tool_calls"] = calls
             messages.append(entry)
-    out: dict[str, Any] = {"messages": messages, "max_tokens": body["max_tokens"]}
+    out: dict[str, Any] = {"messages": messages}
+    if "max_tokens" in body:
+        out["max_tokens"] = body["max_tokens"]
     for name in ("temperature", "top_p", "top_k"):
         if name in body:
             out[name] = body[name]
@@ -246,3 +250,18 @@ class AnthropicRoutes:
                     yield event("error", {"error": error.body()["error"]})
 
         return EventSourceResponse(events(), ping=15, sep="\n")
+
+    async def count_tokens(self, request: Request) -> Response:
+        """``{"input_tokens": N}``: the tokens of a Messages request's system, messages
+        and tools, counted by the model's tokenizer on the prompt its turn would read."""
+        started = time.monotonic()
+        try:
+            body = require_object(await json_body(request))
+            model, _, chat = read_request(
+                self.service, request, to_openai(body, reply=False), body.get("model"), "count"
+            )
+            count = await in_queue(self.service.count_tokens, chat, model)
+        except ApiError as exc:
+            return _error(exc)
+        log_request(self.service, request, 200, started, chat, note=f"{count} tokens")
+        return JSONResponse({"input_tokens": count})

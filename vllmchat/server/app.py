@@ -70,6 +70,7 @@ def build_app(service: ApiService, policy: DoorPolicy) -> Door:
         Route("/v1/audio/translations", audio.logged(audio.translations), methods=["POST"]),
         Route("/v1/audio/speech", audio.logged(audio.speech), methods=["POST"]),
         Route("/v1/messages", anthropic.messages, methods=["POST"]),
+        Route("/v1/messages/count_tokens", anthropic.count_tokens, methods=["POST"]),
         Route("/v1/responses", responses.create, methods=["POST"]),
         Route("/api/chat", ollama.chat, methods=["POST"]),
         Route("/api/generate", ollama.generate, methods=["POST"]),

@@ -6,6 +6,7 @@ from typing import Any
 
 from starlette.responses import JSONResponse
 
+from vllmchat.core.app.engine_queue import GaveUp, QueueFull
 from vllmchat.core.engine.events import ErrorKind
 
 STATUS_OF_KIND: dict[ErrorKind, tuple[int, str, str]] = {
@@ -64,3 +65,16 @@ def of_kind(kind: ErrorKind, message: str) -> ApiError:
 
 def bad_request(message: str, param: str | None = None, code: str = "invalid_request") -> ApiError:
     return ApiError(400, message, code=code, param=param)
+
+
+def not_served(exc: QueueFull | GaveUp) -> ApiError:
+    """A request the engine's queue did not serve: too many wait, or it waited too long."""
+    if isinstance(exc, QueueFull):
+        return ApiError(
+            429,
+            str(exc),
+            type="rate_limit_error",
+            code="queue_full",
+            headers={"Retry-After": str(exc.retry_after_s)},
+        )
+    return ApiError(504, "The request waited too long for the model.", code="timeout")

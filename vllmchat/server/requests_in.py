@@ -7,15 +7,18 @@ import asyncio
 import json
 import time
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import anyio
 from starlette.requests import Request
 
+from vllmchat.core.app.engine_queue import GaveUp, QueueFull
 from vllmchat.core.app.serving.api_turn import ApiChat, ApiEvent, ApiFailed
 from vllmchat.core.app.serving.models_on_offer import OfferedModel, find_model
 from vllmchat.core.app.serving.service import ApiService, ModelFacts, RequestLogged
-from vllmchat.server.errors import ApiError, of_kind
+from vllmchat.core.engine.events import EngineError
+from vllmchat.server.errors import ApiError, not_served, of_kind
 from vllmchat.server.json_depth import MAX_DEPTH, nests_deeper
 from vllmchat.server.turn_stream import TurnStream
 
@@ -49,6 +52,20 @@ def parse_json(raw: bytes) -> Any:
         raise ApiError(400, "The body is not UTF-8 text.", code="invalid_json") from exc
     except ValueError as exc:
         raise ApiError(400, f"The body is not valid JSON: {exc}.", code="invalid_json") from exc
+
+
+T = TypeVar("T")
+
+
+async def in_queue(work: Callable[..., T], *args: Any) -> T:
+    """``work(*args)`` on a thread (where it waits its turn in the engine's queue); the
+    queue's refusals and the engine's failures become the errors they are answered with."""
+    try:
+        return await anyio.to_thread.run_sync(work, *args)
+    except (QueueFull, GaveUp) as exc:
+        raise not_served(exc) from exc
+    except EngineError as exc:
+        raise of_kind(exc.kind, exc.message) from exc
 
 
 def chosen_model(service: ApiService, name: Any) -> OfferedModel | None:

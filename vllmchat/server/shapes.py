@@ -12,7 +12,7 @@ from starlette.requests import Request
 
 from vllmchat.core.app.serving.api_turn import ApiChat, ApiDone, ApiEvent, ApiFailed
 from vllmchat.core.app.serving.models_on_offer import OfferedModel
-from vllmchat.core.app.serving.service import ApiService
+from vllmchat.core.app.serving.service import ApiService, ModelFacts
 from vllmchat.server.chat_input import read_chat
 from vllmchat.server.errors import ApiError, of_kind
 from vllmchat.server.requests_in import chosen_model, first_event, log_request
@@ -74,15 +74,15 @@ class StartedTurn:
         log_request(self.service, self.request, status, self.started, self.chat, done, note)
 
 
-async def start_turn(
+def read_request(
     service: ApiService,
     request: Request,
     openai_body: Mapping[str, Any],
     model_name: Any,
     label: str,
-) -> StartedTurn:
-    """Read ``openai_body`` (a request translated to OpenAI's shape) and start its turn."""
-    started = time.monotonic()
+) -> tuple[OfferedModel | None, ModelFacts, ApiChat]:
+    """The model ``openai_body`` (a request translated to OpenAI's shape) names, its
+    facts, and the request read against them."""
     model: OfferedModel | None = chosen_model(service, model_name)
     facts = service.facts(model)
     chat = read_chat(
@@ -93,6 +93,19 @@ async def start_turn(
         tool_format=facts.tool_format,
         label=label,
     )
+    return model, facts, chat
+
+
+async def start_turn(
+    service: ApiService,
+    request: Request,
+    openai_body: Mapping[str, Any],
+    model_name: Any,
+    label: str,
+) -> StartedTurn:
+    """Read ``openai_body`` (a request translated to OpenAI's shape) and start its turn."""
+    started = time.monotonic()
+    model, facts, chat = read_request(service, request, openai_body, model_name, label)
     turn = TurnStream(service, chat, model)
     first = await first_event(turn, request)
     return StartedTurn(

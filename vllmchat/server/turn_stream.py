@@ -20,7 +20,7 @@ from vllmchat.core.app.serving.api_turn import ApiChat, ApiEvent, ApiFailed
 from vllmchat.core.app.serving.models_on_offer import OfferedModel
 from vllmchat.core.app.serving.service import ApiService
 from vllmchat.core.engine.events import ErrorKind
-from vllmchat.server.errors import ApiError
+from vllmchat.server.errors import ApiError, not_served
 
 _log = logging.getLogger(__name__)
 _END = object()
@@ -58,18 +58,8 @@ class TurnStream:
                     if close is not None:
                         close()
                     break
-        except QueueFull as exc:
-            self._put(
-                ApiError(
-                    429,
-                    str(exc),
-                    type="rate_limit_error",
-                    code="queue_full",
-                    headers={"Retry-After": str(exc.retry_after_s)},
-                )
-            )
-        except GaveUp:
-            self._put(ApiError(504, "The request waited too long for the model.", code="timeout"))
+        except (QueueFull, GaveUp) as exc:
+            self._put(not_served(exc))
         except Exception as exc:  # every request ends in an answer
             _log.error("An API turn failed", exc_info=exc)
             self._put(ApiFailed(ErrorKind.INTERNAL, f"The turn failed: {exc!r}"))

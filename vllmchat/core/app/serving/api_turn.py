@@ -136,6 +136,14 @@ def render_prompt(engine: ServesRequests, request: ApiChat) -> list[int]:
     return ids
 
 
+def prompt_length(engine: Engine, request: ApiChat) -> int:
+    """Tokens of ``request``'s prompt (an engine that renders no ids of its own, a
+    remote one, estimates them)."""
+    if isinstance(engine, ServesRequests):
+        return len(render_prompt(engine, request))
+    return len(engine.render([dict(m) for m in request.messages]))
+
+
 def run_api_turn(
     engine: Engine,
     request: ApiChat,

@@ -19,7 +19,13 @@ from typing import TypeVar
 from vllmchat.core.app.chat_app import ChatApp
 from vllmchat.core.app.engine_queue import API, WINDOW, EngineQueue, Holder, Switched
 from vllmchat.core.app.events import Loaded, LoadFailed
-from vllmchat.core.app.serving.api_turn import ApiChat, ApiEvent, ApiFailed, run_api_turn
+from vllmchat.core.app.serving.api_turn import (
+    ApiChat,
+    ApiEvent,
+    ApiFailed,
+    prompt_length,
+    run_api_turn,
+)
 from vllmchat.core.app.serving.client_states import ClientStates, StatesChanged, binding_folder
 from vllmchat.core.app.serving.models_on_offer import OfferedModel, offered_models
 from vllmchat.core.app.voice.events import SpeakFailed, SpokenPiece
@@ -202,6 +208,19 @@ class ApiService:
                 stash=states.stash if states is not None else None,
             )
             self._last_used = time.monotonic()
+
+    def count_tokens(self, request: ApiChat, model: OfferedModel | None) -> int:
+        """Tokens of ``request``'s prompt on ``model`` (None: the one loaded), as its turn
+        would prefill them, in the queue's turn (the model loaded first where need be).
+        ``EngineError`` when it cannot be loaded or rendered; ``QueueFull`` and ``GaveUp``
+        from the queue."""
+        timeout = float(self.app.settings.api_timeout_s)
+        client = request.client or "anonymous"
+        with self.queue.hold(API, client, request.label, timeout_s=timeout):
+            failed = self._ensure_model(model)
+            if failed is not None:
+                raise EngineError(failed.kind, failed.message, fix="")
+            return prompt_length(self.app.engine, request)
 
     def stop(self, holder: Holder) -> None:
         """Stop ``holder``'s turn now (its client left), if it still runs."""
