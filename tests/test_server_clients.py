@@ -1,15 +1,17 @@
-"""The local API through the real ``anthropic`` client (and the ``openai`` SDK), on a
-real server on loopback with the demo model in a real engine: Anthropic's token
-count, and a body nested too deep to parse, refused in each family's shape; the
-server serves on after each."""
+"""The local API through the real ``anthropic`` and ``ollama`` clients (and the
+``openai`` SDK), on a real server on loopback with the demo model in a real engine:
+Anthropic's token count, Ollama's ``show`` and ``ps``, and a body nested too deep to
+parse, refused in each family's shape; the server serves on after each."""
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Iterator
 
 import anthropic
+import ollama
 import openai
 import pytest
 
@@ -38,6 +40,11 @@ def served(demo_model, engine_pool) -> Iterator[Served]:
 @pytest.fixture
 def claude(served: Served) -> anthropic.Anthropic:
     return anthropic.Anthropic(base_url=served.url, api_key="unused", max_retries=0)
+
+
+@pytest.fixture
+def llama(served: Served) -> ollama.Client:
+    return ollama.Client(host=served.url)
 
 
 @pytest.fixture
@@ -83,6 +90,42 @@ def test_count_tokens_refusals_are_the_sdks_typed_errors(claude, served) -> None
     assert claude.messages.count_tokens(model=MODEL, messages=ASK).input_tokens > 0
 
 
+def test_ollama_show_tells_context_template_and_capabilities(llama, served) -> None:
+    shown = llama.show(MODEL)
+    assert shown.modelinfo is not None and shown.details is not None
+    assert shown.modelinfo["llama.context_length"] == 8192
+    assert shown.modelinfo["general.architecture"] == "llama"
+    assert shown.modelinfo["general.parameter_count"] > 100_000_000
+    assert "<|im_start|>" in (shown.template or "")
+    assert shown.capabilities is not None and "completion" in shown.capabilities
+    assert shown.details.format == "gguf" and shown.details.family == "llama"
+    assert shown.details.quantization_level == "Q4_1"
+    assert shown.details.parameter_size == "135M"
+    assert re.search(r"^num_ctx\s+4096$", shown.parameters or "", re.MULTILINE)
+    assert f"FROM {served.started.app.settings.load.model_path}" in (shown.modelfile or "")
+    assert shown.modified_at is not None
+    assert llama.show(MODEL + ".gguf").modelinfo == shown.modelinfo  # by its file's name too
+    with pytest.raises(ollama.ResponseError) as caught:
+        llama.show("llama3.2:latest")
+    assert caught.value.status_code == 404 and "does not exist" in caught.value.error
+    _still_serving(served)
+
+
+def test_ollama_ps_lists_the_loaded_model(llama, served) -> None:
+    models = llama.ps().models
+    assert [m.model for m in models] == [MODEL] and models[0].name == MODEL
+    loaded = models[0]
+    assert loaded.context_length == 4096
+    assert loaded.size is not None and loaded.size > 50_000_000
+    assert loaded.size_vram is not None and 0 <= loaded.size_vram <= loaded.size
+    assert loaded.expires_at is not None and loaded.expires_at.year > 2100  # kept loaded
+    assert re.fullmatch(r"[0-9a-f]{64}", loaded.digest or "")
+    assert loaded.details is not None and loaded.details.family == "llama"
+    tags = llama.list().models
+    assert tags[0].model == MODEL
+    _still_serving(served)
+
+
 DEEP = b"[" * 100_000 + b"]" * 100_000
 JSON = {"Content-Type": "application/json"}
 
@@ -95,6 +138,7 @@ JSON = {"Content-Type": "application/json"}
         ("/v1/messages", lambda body: body["type"] == "error" and body["error"]),
         ("/v1/messages/count_tokens", lambda body: body["type"] == "error" and body["error"]),
         ("/api/chat", lambda body: {"message": body["error"], "code": "json_too_deep"}),
+        ("/api/show", lambda body: {"message": body["error"], "code": "json_too_deep"}),
     ],
 )
 def test_a_body_nested_too_deep_is_a_400_in_its_familys_shape(

@@ -75,6 +75,8 @@ def build_app(service: ApiService, policy: DoorPolicy) -> Door:
         Route("/api/chat", ollama.chat, methods=["POST"]),
         Route("/api/generate", ollama.generate, methods=["POST"]),
         Route("/api/tags", ollama.tags, methods=["GET"]),
+        Route("/api/show", ollama.show, methods=["POST"]),
+        Route("/api/ps", ollama.ps, methods=["GET"]),
         Route("/api/version", ollama.version, methods=["GET"]),
     ]
     app = Starlette(

@@ -1,6 +1,7 @@
-"""Ollama's API (``/api/chat``, ``/api/generate``, ``/api/tags``, ``/api/version``),
-streamed as newline-delimited JSON like Ollama, its errors as ``{"error": "..."}``.
-Nothing here pulls, creates or deletes models: those endpoints do not exist."""
+"""Ollama's API (``/api/chat``, ``/api/generate``, ``/api/tags``, ``/api/show``,
+``/api/ps``, ``/api/version``), streamed as newline-delimited JSON like Ollama, its
+errors as ``{"error": "..."}``. Nothing here pulls, creates or deletes models: those
+endpoints do not exist."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from vllmchat.core.app.serving.api_turn import ApiDone, ApiFailed, ApiText
 from vllmchat.core.app.serving.service import ApiService
 from vllmchat.server.chat_input import require_object
 from vllmchat.server.errors import ApiError, bad_request, of_kind
-from vllmchat.server.requests_in import json_body
+from vllmchat.server.ollama_models import running, show
+from vllmchat.server.requests_in import chosen_model, json_body
 from vllmchat.server.shapes import StartedTurn, start_turn
 
 OPTION_NAMES = {
@@ -126,6 +128,23 @@ def _ollama_errors(handler: Handler) -> Handler:
 class OllamaRoutes:
     def __init__(self, service: ApiService) -> None:
         self.service = service
+
+    @_ollama_errors
+    async def show(self, request: Request) -> Response:
+        """A model's details, template, parameters, header values and capabilities."""
+        body = require_object(await json_body(request))
+        name = body.get("model", body.get("name"))
+        model = chosen_model(self.service, name)
+        card = await anyio.to_thread.run_sync(self.service.card, model)
+        if card is None:
+            raise ApiError(404, "No model is loaded and none is named.", code="model_not_found")
+        n_ctx = self.service.facts(model).n_ctx
+        return JSONResponse(show(card, self.service.app.settings.sampler, n_ctx))
+
+    @_ollama_errors
+    async def ps(self, request: Request) -> Response:
+        """The model loaded: its memory, its context, when it is let go."""
+        return JSONResponse(running(await anyio.to_thread.run_sync(self.service.running)))
 
     async def version(self, request: Request) -> Response:
         return JSONResponse({"version": __version__})

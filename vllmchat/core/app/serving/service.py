@@ -27,6 +27,7 @@ from vllmchat.core.app.serving.api_turn import (
     run_api_turn,
 )
 from vllmchat.core.app.serving.client_states import ClientStates, StatesChanged, binding_folder
+from vllmchat.core.app.serving.model_card import LoadedModel, ModelCard, loaded_model, model_card
 from vllmchat.core.app.serving.models_on_offer import OfferedModel, offered_models
 from vllmchat.core.app.voice.events import SpeakFailed, SpokenPiece
 from vllmchat.core.app.voice.service import VoiceService
@@ -141,6 +142,28 @@ class ApiService:
         except (OSError, ValueError):
             template = ""
         return ModelFacts(model.id, n_ctx, tool_format(template) if template else "", model.vision)
+
+    def card(self, model: OfferedModel | None) -> ModelCard | None:
+        """What ``model`` is (None: the one loaded, or chosen to load; None if neither)."""
+        info = self.app.engine.info
+        if model is None:
+            path = info.path if info is not None else self.app.settings.load.model_path
+            found = [m for m in self.models() if path and same_file(m.path, path)]
+            if not found:
+                return None
+            model = found[0]
+        loaded = info if info is not None and same_file(info.path, model.path) else None
+        return model_card(model, loaded)
+
+    def running(self) -> list[LoadedModel]:
+        """The model the engine holds (none, or one), with its memory and when it goes."""
+        info = self.app.engine.info
+        card = self.card(None) if info is not None else None
+        if info is None or card is None:
+            return []
+        minutes = self.app.settings.api_idle_unload_min
+        left = minutes * 60 - (time.monotonic() - self._last_used)
+        return [loaded_model(card, info, time.time() + max(left, 0) if minutes > 0 else None)]
 
     def states(self) -> StatesChanged | None:
         return self._states.snapshot() if self._states is not None else None
