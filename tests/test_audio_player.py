@@ -14,11 +14,15 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QBuffer, QIODevice, QObject, Signal
 
-from vllmchat.audio.devices import NO_INPUT, NO_OUTPUT, AudioDeviceInfo, pick
-from vllmchat.audio.errors import NoAudioDevice
-from vllmchat.audio.pcm import PcmFormat
-from vllmchat.audio.player import Player
-from vllmchat.audio.qt_audio import QtAudio
+from tests.audio_or_skip import require_qt_audio
+
+require_qt_audio()
+
+from vllmchat.audio.devices import NO_INPUT, NO_OUTPUT, AudioDeviceInfo, pick  # noqa: E402
+from vllmchat.audio.errors import NoAudioDevice  # noqa: E402
+from vllmchat.audio.pcm import PcmFormat  # noqa: E402
+from vllmchat.audio.player import Player  # noqa: E402
+from vllmchat.audio.qt_audio import QtAudio  # noqa: E402
 
 SINK_FORMAT = PcmFormat(48000, 2, "<i2")
 BUFFER_BYTES = 9600  # 50 ms at 48 kHz stereo

@@ -33,15 +33,7 @@ def device_findings() -> list[Finding]:
         try:
             from vllmchat.audio import devices
         except AudioUnavailable as exc:
-            return [
-                Finding(
-                    "audio",
-                    "Audio devices",
-                    Status.INFO,
-                    f"Qt Multimedia is not installed, so no microphone or speakers: {exc}",
-                    str(exc),
-                )
-            ]
+            return [_unavailable(exc)]
         inputs, outputs = devices.input_devices(), devices.output_devices()
         opened = _open_default_input() if inputs else None
     data: dict[str, Any] = {
@@ -50,6 +42,16 @@ def device_findings() -> list[Finding]:
         "qt_messages": messages,
     }
     return [_microphone(inputs, opened, data), _speakers(outputs, data)]
+
+
+def _unavailable(error: AudioUnavailable) -> Finding:
+    """Qt Multimedia cannot be imported: the extra missing, or a system library."""
+    if error.missing_library:
+        data = {"missing_library": error.missing_library}
+        detail = f"{error}, so no microphone or speakers"
+        return Finding("audio", "Audio devices", Status.WARN, detail, str(error), data)
+    detail = f"Qt Multimedia is not installed, so no microphone or speakers: {error}"
+    return Finding("audio", "Audio devices", Status.INFO, detail, str(error))
 
 
 def _microphone(inputs: list[Any], failure: str | None, data: dict[str, Any]) -> Finding:

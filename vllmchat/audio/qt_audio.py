@@ -1,7 +1,8 @@
 """Qt Multimedia's audio classes, from one place: ``AudioUnavailable`` where it is missing.
 
 PySide6-Essentials alone has no Qt Multimedia; PySide6-Addons (the ``voice`` extra)
-brings it. The states and errors are ``QtAudio``'s since Qt 6.7 (``QAudio``'s before,
+brings it, and it loads system libraries (PulseAudio's, ALSA's) the error names. The
+states and errors are ``QtAudio``'s since Qt 6.7 (``QAudio``'s before,
 and the old names no longer compare equal to what the sink and source return).
 """
 
@@ -19,7 +20,7 @@ try:
         QMediaDevices,
     )
 except ImportError as exc:
-    raise AudioUnavailable() from exc
+    raise AudioUnavailable.from_import_error(exc) from exc
 
 try:
     from PySide6.QtMultimedia import QtAudio

@@ -92,9 +92,14 @@ def _as_root_with_apt() -> bool:
     return hasattr(os, "getuid") and os.getuid() == 0 and shutil.which("apt-get") is not None
 
 
+_APT_UPDATED: list[bool] = []  # apt's lists are read once a run
+
+
 def _apt_install(packages: list[str]) -> None:
     say(f"installing with apt: {' '.join(packages)}")
-    run(["apt-get", "update", "-qq"], "apt-get update")
+    if not _APT_UPDATED:
+        run(["apt-get", "update", "-qq"], "apt-get update")
+        _APT_UPDATED.append(True)
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     run(["apt-get", "install", "-y", "-qq", *packages], "apt-get install", env=env, quiet=True)
 
@@ -134,23 +139,42 @@ def setup(profile: str, root: Path = ROOT) -> int:
 
 
 def _system_libraries(steps: Setup, profile: str) -> None:
-    """Qt's xcb platform plugin (the window) and desktop-file-utils (the tests)."""
+    """The system libraries every Qt file the app loads needs (read with ``ldd``: the
+    window's xcb plugin, image formats, Qt Multimedia), and desktop-file-utils (the
+    tests). Installed with apt as root; else the one command is said."""
     check = [steps.vpy, "-m", "vllmchat.core.machine.qt_check"]
-    found = subprocess.run(
-        [*check, "--apt-packages"], capture_output=True, text=True, cwd=steps.root, check=False
-    )
-    missing = found.stdout.split()
-    if profile == "dev" and not shutil.which("desktop-file-validate"):
-        missing.append("desktop-file-utils")
-    if not missing:
-        return
-    if _as_root_with_apt():
-        _apt_install(missing)
-        subprocess.run([*check, "--quiet"], cwd=steps.root, check=False)
-    elif shutil.which("apt-get"):
-        say(f"the window needs system libraries: sudo apt-get install {' '.join(missing)}")
-    else:
-        subprocess.run(check, cwd=steps.root, check=False)
+    tried: set[str] = set()
+    for _round in range(3):  # a library installed can reveal what it loads in turn
+        found = subprocess.run(
+            [*check, "--apt-packages"], capture_output=True, text=True, cwd=steps.root, check=False
+        )
+        missing = [p for p in found.stdout.split() if p not in tried]
+        if profile == "dev" and not shutil.which("desktop-file-validate"):
+            missing.append("desktop-file-utils")
+        if not missing:
+            break
+        if not _as_root_with_apt():
+            if shutil.which("apt-get"):
+                say(f"Qt needs system libraries: sudo apt-get install {' '.join(missing)}")
+            else:
+                subprocess.run(check, cwd=steps.root, check=False)
+            return
+        _apt_install_each(missing)
+        tried.update(missing)
+    subprocess.run(check, cwd=steps.root, check=False)  # says what is still missing
+
+
+def _apt_install_each(packages: list[str]) -> None:
+    """Install ``packages``; where apt refuses the lot, each on its own, so that one
+    name apt does not know costs only itself (the check then says what is left)."""
+    try:
+        _apt_install(packages)
+    except SetupError:
+        for package in packages:
+            try:
+                _apt_install([package])
+            except SetupError:
+                say(f"apt could not install {package}")
 
 
 def _venv_tool(name: str) -> str:

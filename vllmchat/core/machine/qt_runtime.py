@@ -9,53 +9,14 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import re
 import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-# Debian/Ubuntu packages of the libraries Qt 6's xcb platform plugin loads
-# (read off ``dpkg -S`` for every library ``ldd`` lists for the plugin).
-DEBIAN_PACKAGES = {
-    "libX11-xcb.so.1": "libx11-xcb1",
-    "libX11.so.6": "libx11-6",
-    "libxcb.so.1": "libxcb1",
-    "libxcb-cursor.so.0": "libxcb-cursor0",
-    "libxcb-glx.so.0": "libxcb-glx0",
-    "libxcb-icccm.so.4": "libxcb-icccm4",
-    "libxcb-image.so.0": "libxcb-image0",
-    "libxcb-keysyms.so.1": "libxcb-keysyms1",
-    "libxcb-randr.so.0": "libxcb-randr0",
-    "libxcb-render-util.so.0": "libxcb-render-util0",
-    "libxcb-render.so.0": "libxcb-render0",
-    "libxcb-shape.so.0": "libxcb-shape0",
-    "libxcb-shm.so.0": "libxcb-shm0",
-    "libxcb-sync.so.1": "libxcb-sync1",
-    "libxcb-util.so.1": "libxcb-util1",
-    "libxcb-xfixes.so.0": "libxcb-xfixes0",
-    "libxcb-xinput.so.0": "libxcb-xinput0",
-    "libxcb-xkb.so.1": "libxcb-xkb1",
-    "libxkbcommon-x11.so.0": "libxkbcommon-x11-0",
-    "libxkbcommon.so.0": "libxkbcommon0",
-    "libEGL.so.1": "libegl1",
-    "libGL.so.1": "libgl1",
-    "libOpenGL.so.0": "libopengl0",
-    "libGLX.so.0": "libglx0",
-    "libfontconfig.so.1": "libfontconfig1",
-    "libfreetype.so.6": "libfreetype6",
-    "libdbus-1.so.3": "libdbus-1-3",
-    "libglib-2.0.so.0": "libglib2.0-0",
-    "libgthread-2.0.so.0": "libglib2.0-0",
-    "libICE.so.6": "libice6",
-    "libSM.so.6": "libsm6",
-    "libwayland-client.so.0": "libwayland-client0",
-    "libwayland-cursor.so.0": "libwayland-cursor0",
-    "libwayland-egl.so.1": "libwayland-egl1",
-}
-# Everything the xcb plugin needs on a bare Debian/Ubuntu desktop.
-XCB_APT_PACKAGES = tuple(sorted({p for p in DEBIAN_PACKAGES.values() if "wayland" not in p}))
+from vllmchat.core.machine.shared_libraries import MissingLibraries, missing_libraries
+
 _PLUGIN_FILES = {"xcb": "libqxcb.so", "wayland": "libqwayland-generic.so"}
 
 
@@ -73,8 +34,12 @@ class PluginCheck:
         return self.plugin is not None and not self.missing and not self.error
 
     @property
+    def libraries(self) -> MissingLibraries:
+        return MissingLibraries(self.missing)
+
+    @property
     def apt_packages(self) -> tuple[str, ...]:
-        return tuple(sorted({DEBIAN_PACKAGES[m] for m in self.missing if m in DEBIAN_PACKAGES}))
+        return self.libraries.apt_packages
 
     def advice(self) -> str:
         """What is wrong and the one thing to do about it."""
@@ -87,10 +52,9 @@ class PluginCheck:
         text = (
             f"Qt's {self.platform} platform plugin cannot load: missing {', '.join(self.missing)}."
         )
-        qt_own = [m for m in self.missing if m.startswith("libQt6")]
-        if self.apt_packages:
-            text += f" Install them: sudo apt-get install {' '.join(self.apt_packages)}"
-        if qt_own:
+        if self.libraries.system:
+            text += f" Install them: {self.libraries.install_command()}"
+        if self.libraries.qt_own:
             text += " Qt's own libraries are missing: reinstall PySide6 (scripts/setup.sh)."
         return text
 
@@ -103,11 +67,6 @@ def plugin_dir() -> Path | None:
     if spec is None or not spec.submodule_search_locations:
         return None
     return Path(next(iter(spec.submodule_search_locations))) / "Qt" / "plugins" / "platforms"
-
-
-def missing_libraries(ldd_output: str) -> tuple[str, ...]:
-    """Library names ``ldd`` could not find."""
-    return tuple(dict.fromkeys(re.findall(r"^\s*(\S+)\s*=>\s*not found", ldd_output, re.M)))
 
 
 def check_plugin(platform: str = "xcb", folder: Path | None = None) -> PluginCheck:

@@ -54,7 +54,7 @@ def qt_recorder(
     try:
         from vllmchat.audio.recorder import Recorder
     except ImportError as exc:
-        raise AudioUnavailable() from exc
+        raise AudioUnavailable.from_import_error(exc) from exc
     return Recorder(device_id, on_pcm=on_pcm, on_failed=on_failed)
 
 

@@ -39,7 +39,7 @@ def qt_player(device_id: str) -> Playing:
     try:
         from vllmchat.audio.player import Player
     except ImportError as exc:
-        raise AudioUnavailable() from exc
+        raise AudioUnavailable.from_import_error(exc) from exc
     return Player(device_id)
 
 
