@@ -243,3 +243,14 @@ def manager() -> Iterator:
     with ToolServerManager(config) as m:
         assert m.start("demo").result(60).state == "ready"
         yield m
+
+
+@pytest.fixture(scope="module")
+def served(demo_model: Path, engine_pool: EnginePool) -> Iterator[object]:
+    """``vllmchat serve`` on the demo model for one test module (``tests/api_server.py``);
+    a module that needs another server defines its own ``served``."""
+    from tests.api_server import serving
+
+    with serving(demo_model) as server:
+        engine_pool.keep(server.pid)
+        yield server

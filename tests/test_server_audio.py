@@ -10,13 +10,12 @@ import json
 import re
 import socket
 import wave
-from collections.abc import Iterator
 from urllib.parse import urlparse
 
 import openai
 import pytest
 
-from tests.api_server import Served, post, serving
+from tests.api_server import Served, post
 from vllmchat.core.app.serving.service import RequestLogged
 from vllmchat.core.voice.speaker import Speaker
 
@@ -37,13 +36,6 @@ def _wav(pcm: bytes, rate: int) -> bytes:
         out.setframerate(rate)
         out.writeframes(pcm)
     return buffer.getvalue()
-
-
-@pytest.fixture(scope="module")
-def served(demo_model, engine_pool) -> Iterator[Served]:
-    with serving(demo_model) as s:
-        engine_pool.keep(s.pid)
-        yield s
 
 
 @pytest.fixture

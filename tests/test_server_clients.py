@@ -15,7 +15,7 @@ import ollama
 import openai
 import pytest
 
-from tests.api_server import Served, post, serving
+from tests.api_server import Served, post
 
 MODEL = "SmolLM2-135M-Instruct.Q4_1"
 WEATHER = {
@@ -28,13 +28,6 @@ WEATHER = {
     },
 }
 ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
-
-
-@pytest.fixture(scope="module")
-def served(demo_model, engine_pool) -> Iterator[Served]:
-    with serving(demo_model) as s:
-        engine_pool.keep(s.pid)
-        yield s
 
 
 @pytest.fixture

@@ -5,21 +5,13 @@ from __future__ import annotations
 
 import json
 import urllib.request
-from collections.abc import Iterator
 
 import openai
 import pytest
 
-from tests.api_server import Served, post, post_json, serving
+from tests.api_server import post, post_json, serving
 
 USER = [{"role": "user", "content": "Name a color."}]
-
-
-@pytest.fixture(scope="module")
-def served(demo_model, engine_pool) -> Iterator[Served]:
-    with serving(demo_model) as s:
-        engine_pool.keep(s.pid)
-        yield s
 
 
 def _get(url: str) -> object:
