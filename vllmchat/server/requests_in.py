@@ -22,11 +22,13 @@ from vllmchat.server.errors import ApiError, not_served, of_kind
 from vllmchat.server.json_depth import MAX_DEPTH, nests_deeper
 from vllmchat.server.turn_stream import TurnStream
 
+INLINE_BYTES = 64 * 1024  # a body this small is read on the loop (its thread costs more)
+
 
 async def json_body(request: Request) -> Any:
     """The request's JSON; a wrong content type, malformed JSON or a body nesting more
-    than ``MAX_DEPTH`` arrays and objects is a 400 (read off the loop: a large body
-    does not hold up the other requests)."""
+    than ``MAX_DEPTH`` arrays and objects is a 400 (a large body is read off the loop,
+    so that it does not hold up the other requests)."""
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if kind != "application/json":
         raise ApiError(
@@ -35,6 +37,8 @@ async def json_body(request: Request) -> Any:
             code="unsupported_media_type" if kind else "invalid_request",
         )
     raw = await request.body()
+    if len(raw) <= INLINE_BYTES:
+        return parse_json(raw)
     return await anyio.to_thread.run_sync(parse_json, raw)
 
 
