@@ -20,7 +20,7 @@ from PySide6.QtCore import (
     qInstallMessageHandler,
 )
 
-from vllmchat.audio.errors import AudioUnavailable
+from vllmchat.audio.errors import AudioUnavailable, missing_library_fix
 from vllmchat.core.doctor.findings import Finding, Status
 
 OPEN_WAIT_S = 0.5  # how long the default microphone is given to open, and fail
@@ -49,7 +49,8 @@ def _unavailable(error: AudioUnavailable) -> Finding:
     if error.missing_library:
         data = {"missing_library": error.missing_library}
         detail = f"{error}, so no microphone or speakers"
-        return Finding("audio", "Audio devices", Status.WARN, detail, str(error), data)
+        fix = missing_library_fix(error.missing_library)
+        return Finding("audio", "Audio devices", Status.WARN, detail, fix, data)
     detail = f"Qt Multimedia is not installed, so no microphone or speakers: {error}"
     return Finding("audio", "Audio devices", Status.INFO, detail, str(error))
 

@@ -8,14 +8,21 @@ from vllmchat.core.machine.shared_libraries import MissingLibraries, is_qt_own, 
 INSTALL_VOICE = "pip install 'vllmchat[voice]'"
 
 
+def missing_library_fix(library: str) -> str:
+    """The one command that brings ``library`` back (Qt's own: PySide6 again)."""
+    if is_qt_own(library):
+        return "reinstall PySide6: scripts/setup.sh"
+    return MissingLibraries((library,)).install_command()
+
+
 def missing_library_message(library: str) -> str:
     """ "Qt Multimedia cannot load libpulse.so.0 (install libpulse0: sudo apt-get ...)"."""
+    fix = missing_library_fix(library)
     if is_qt_own(library):
-        return f"Qt Multimedia cannot load {library} (reinstall PySide6: scripts/setup.sh)"
-    missing = MissingLibraries((library,))
-    command = missing.install_command()
-    package = missing.apt_packages[0] if command.startswith("sudo apt-get") else "it"
-    return f"Qt Multimedia cannot load {library} (install {package}: {command})"
+        return f"Qt Multimedia cannot load {library} ({fix})"
+    debian = fix.startswith("sudo apt-get")
+    package = MissingLibraries((library,)).apt_packages[0] if debian else "it"
+    return f"Qt Multimedia cannot load {library} (install {package}: {fix})"
 
 
 class AudioUnavailable(ImportError):
