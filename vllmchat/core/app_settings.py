@@ -89,6 +89,7 @@ class AppSettings:
     api_cache_ram_mib: int = 2048  # the clients' KV states kept in RAM (least used spill)
     api_cache_disk_mib: int = 8192  # and on disk, in the data folder (oldest go first)
     api_queue_limit: int = 16  # requests waiting for the model; more are answered 429
+    api_parallel: int = 4  # API clients answered at once, batched (each a sequence of n_ctx)
     api_timeout_s: int = 600  # a request's longest wait and run
     api_idle_unload_min: int = 0  # unload the model after this long unused (0: never)
     # The voice. What is heard: its language ("" : detected), whether the transcript is

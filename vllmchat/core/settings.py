@@ -72,7 +72,22 @@ class LoadSettings:
         default=False, metadata={"help": "full-size sliding-window cache (Gemma 3 and others)"}
     )
 
+    api_slots: int = field(
+        default=0,
+        metadata={
+            "help": "API clients answered at once, each in its own sequence of n_ctx tokens "
+            "beside the window's (the KV cache's memory grows by as many times)"
+        },
+    )
+
+    @property
+    def n_seq(self) -> int:
+        """Sequences the context holds: the window's, then one per API slot."""
+        return 1 + self.api_slots
+
     def __post_init__(self) -> None:
+        if self.api_slots < 0 or self.api_slots > 63:
+            raise ValueError(f"api_slots must be from 0 to 63, got {self.api_slots}")
         if self.n_ctx < 16:
             raise ValueError(f"n_ctx must be at least 16, got {self.n_ctx}")
         if self.n_threads < 1 or self.n_threads_batch < 0:

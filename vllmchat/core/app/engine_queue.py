@@ -1,10 +1,13 @@
-"""One queue in front of the engine: the window's turns and the API's requests take
-turns, first come first served, and anyone can see who runs and who waits.
+"""One queue in front of the engine: who runs on it, who waits, first come first
+served, and anyone can see both.
 
-A turn holds the engine from ``hold`` until its ``with`` block ends. The queue is
-bounded: a request that finds ``limit`` others waiting is refused at once with
-``QueueFull`` (the API answers 429), and a waiter that gives up (its client left, or
-its wait timed out) leaves its place.
+``hold`` takes the engine alone (a load, a measurement) until its ``with`` block
+ends. ``share`` runs beside others: the window's turn in its own sequence at once,
+an API turn in one of ``slots`` sequences (batched by the engine), else it waits.
+An ``hold`` waits for the shares to end, and later shares wait behind it. The queue
+is bounded: an API request that finds ``limit`` others waiting is refused at once
+with ``QueueFull`` (the API answers 429), and a waiter that gives up (its client
+left, or its wait timed out) leaves its place.
 """
 
 from __future__ import annotations
@@ -32,14 +35,17 @@ class Holder:
     client: str
     label: str
     since: float  # time.monotonic() when it joined
+    shared: bool = False  # runs beside other shares (a turn in its own sequence)
 
 
 @dataclass(frozen=True)
 class QueueChanged:
-    """Who holds the engine now, and who waits, in order."""
+    """Who holds the engine now (alone, or the first of the shares), who waits, in
+    order, and every turn running beside others."""
 
     running: Holder | None
     waiting: tuple[Holder, ...]
+    sharing: tuple[Holder, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -74,13 +80,67 @@ class EngineQueue:
         self._cond = threading.Condition()
         self._waiting: deque[Holder] = deque()
         self._running: Holder | None = None
+        self._sharing: list[Holder] = []  # turns running beside each other
+        self._slots: dict[int, int] = {}  # a waiting share's ticket -> the API slots then
         self._last: Holder | None = None  # who held the engine last
         self._tickets = itertools.count(1)
         self._turn_s = 5.0  # a running average of a turn's length (for Retry-After)
 
     def snapshot(self) -> QueueChanged:
         with self._cond:
-            return QueueChanged(self._running, tuple(self._waiting))
+            return self._snapshot()
+
+    def _snapshot(self) -> QueueChanged:
+        running = self._running or (self._sharing[0] if self._sharing else None)
+        return QueueChanged(running, tuple(self._waiting), tuple(self._sharing))
+
+    @contextmanager
+    def share(
+        self,
+        source: str,
+        client: str,
+        label: str = "",
+        *,
+        slots: int = 1,
+        timeout_s: float | None = None,
+        gave_up: Callable[[], bool] = lambda: False,
+    ) -> Iterator[Holder]:
+        """Run beside the other shares for the block: the window's turn at once, an
+        API turn while fewer than ``slots`` API turns run (else it waits its turn).
+        ``QueueFull`` and ``GaveUp`` as ``hold``."""
+        holder = self._join(source, client, label, shared=True)
+        with self._cond:
+            self._slots[holder.ticket] = max(1, slots)
+        try:
+            self._wait_for_turn(holder, timeout_s, gave_up)
+        except GaveUp:
+            self._leave(holder)
+            raise
+        finally:
+            with self._cond:
+                self._slots.pop(holder.ticket, None)
+        started = time.monotonic()
+        try:
+            yield holder
+        finally:
+            self._finish(holder, time.monotonic() - started)
+
+    def _may_start(self, holder: Holder) -> bool:
+        """Whether ``holder`` (waiting) may start now: nothing alone runs, no one alone
+        waits ahead; an API share also waits for a slot and for the shares ahead."""
+        if self._running is not None:
+            return False
+        ahead = list(itertools.takewhile(lambda h: h is not holder, self._waiting))
+        if not holder.shared:
+            return not ahead and not self._sharing
+        if any(not h.shared for h in ahead):
+            return False
+        if holder.source == WINDOW:
+            return True
+        if any(h.source != WINDOW for h in ahead):
+            return False
+        api = sum(1 for h in self._sharing if h.source != WINDOW)
+        return api < self._slots.get(holder.ticket, 1)
 
     @contextmanager
     def hold(
@@ -104,19 +164,20 @@ class EngineQueue:
             self._leave(holder)
             raise
         started = time.monotonic()
-        self.switches.tell(Switched(self._last, holder))
         try:
             yield holder
         finally:
             self._finish(holder, time.monotonic() - started)
 
-    def _join(self, source: str, client: str, label: str) -> Holder:
+    def _join(self, source: str, client: str, label: str, *, shared: bool = False) -> Holder:
         with self._cond:
-            if source != WINDOW and len(self._waiting) >= self.limit:
-                raise QueueFull(len(self._waiting), self.retry_after_s())
-            holder = Holder(next(self._tickets), source, client, label, time.monotonic())
+            waiting = sum(1 for h in self._waiting if h.source != WINDOW)
+            if source != WINDOW and waiting >= self.limit:
+                raise QueueFull(waiting, self.retry_after_s())
+            ticket = next(self._tickets)
+            holder = Holder(ticket, source, client, label, time.monotonic(), shared)
             self._waiting.append(holder)
-            snapshot = QueueChanged(self._running, tuple(self._waiting))
+            snapshot = self._snapshot()
         self.changes.tell(snapshot)
         return holder
 
@@ -125,30 +186,39 @@ class EngineQueue:
     ) -> None:
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         with self._cond:
-            while self._running is not None or self._waiting[0] is not holder:
+            while not self._may_start(holder):
                 if gave_up() or (deadline is not None and time.monotonic() >= deadline):
                     raise GaveUp()
                 self._cond.wait(0.05)
-            self._waiting.popleft()
-            self._running = holder
-            snapshot = QueueChanged(holder, tuple(self._waiting))
+            self._waiting.remove(holder)
+            if holder.shared:
+                self._sharing.append(holder)
+            else:
+                self._running = holder
+            before, self._last = self._last, holder
+            snapshot = self._snapshot()
+            self._cond.notify_all()
         self.changes.tell(snapshot)
+        if not holder.shared:
+            self.switches.tell(Switched(before, holder))
 
     def _leave(self, holder: Holder) -> None:
         with self._cond:
             if holder in self._waiting:
                 self._waiting.remove(holder)
             self._cond.notify_all()
-            snapshot = QueueChanged(self._running, tuple(self._waiting))
+            snapshot = self._snapshot()
         self.changes.tell(snapshot)
 
     def _finish(self, holder: Holder, seconds: float) -> None:
         with self._cond:
-            self._running = None
-            self._last = holder
+            if holder.shared:
+                self._sharing.remove(holder)
+            else:
+                self._running = None
             self._turn_s = 0.8 * self._turn_s + 0.2 * seconds
             self._cond.notify_all()
-            snapshot = QueueChanged(None, tuple(self._waiting))
+            snapshot = self._snapshot()
         self.changes.tell(snapshot)
 
     def retry_after_s(self) -> int:

@@ -68,7 +68,7 @@ class TurnRunner:
             yield ErrorEvent(ErrorKind.BAD_REQUEST, "No conversation is open.")
             return
         key = f"conversation-{session.conversation_id}"
-        with self._queue.hold(WINDOW, key, "a chat turn"):
+        with self._queue.share(WINDOW, key, "a chat turn"):
             yield from self._held(session, start)
 
     def _held(self, session: ChatSession, start: Start) -> Iterator[AppEvent]:

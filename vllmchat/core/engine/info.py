@@ -43,6 +43,7 @@ class ModelInfo:
     # How the template offers tools and its model calls them ("hermes", "mistral",
     # "llama3", "gpt-oss"; "server": the server's own); "" when it has no tool format.
     tool_format: str = ""
+    api_slots: int = 0  # sequences for API clients beside the window's, n_ctx tokens each
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,15 @@ them. An engine with ``Capabilities.kv_stash`` serves these (the local engine).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
+from vllmchat.core.engine.chat_options import ChatOptions
+from vllmchat.core.engine.events import Event
 from vllmchat.core.engine.info import StateTransfer
-from vllmchat.core.engine.requests import ImportState, Request
+from vllmchat.core.engine.requests import ImportState, Kept, KeptState, Request
+from vllmchat.core.settings import SamplingSettings
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,32 @@ class LiveTokens(Request[list[int]]):
     """The token ids the live KV cache holds."""
 
 
+class SlotPlan(NamedTuple):
+    """Where an API client's turn starts and what it keeps (``SlotChat``'s fields)."""
+
+    from_key: str = ""
+    keep_as: str = ""
+    state_file: str = ""
+
+
+@runtime_checkable
+class RunsSlots(Protocol):
+    """An engine that runs API turns in slots of their own (``EngineClient``)."""
+
+    def chat(
+        self,
+        messages: Sequence[Mapping[str, str]],
+        sampling: SamplingSettings | None = None,
+        options: ChatOptions = ...,
+        *,
+        slot: SlotPlan | None = None,
+        ticket: int = 0,
+    ) -> Iterator[Event]: ...
+
+    def stop_slot(self, ticket: int) -> None:
+        """Stop the slot turn started with ``ticket`` (any thread)."""
+
+
 @runtime_checkable
 class ServesRequests(Protocol):
     """An engine that answers typed requests (``EngineClient``)."""
@@ -83,6 +112,11 @@ class KvStash:
 
     def forget(self, keys: Sequence[str]) -> None:
         self.engine.call(Forget(tuple(keys)))
+
+    def kept(self, key: str) -> KeptState | None:
+        """The tokens and size of the state the engine keeps as ``key`` (after a turn)."""
+        state: KeptState | None = self.engine.call(Kept(key))
+        return state
 
     def live_tokens(self) -> list[int]:
         ids: list[int] = self.engine.call(LiveTokens())

@@ -249,3 +249,32 @@ class TurnEvent:
 
     rid: int
     event: Any
+
+
+@dataclass(frozen=True)
+class SlotChat(Chat):
+    """An API client's turn in a sequence of its own, batched with the others running.
+
+    The engine starts from the state kept as ``from_key`` (in a sequence, in its RAM,
+    else read from ``state_file``), prefills what the prompt adds, and keeps what the
+    turn leaves as ``keep_as`` (in RAM: ``Spill`` writes it to a file).
+    """
+
+    from_key: str = ""
+    keep_as: str = ""
+    state_file: str = ""
+
+
+@dataclass(frozen=True)
+class KeptState:
+    """A state the engine keeps in RAM: its tokens and its bytes' count."""
+
+    tokens: tuple[int, ...]
+    size: int
+
+
+@dataclass(frozen=True)
+class Kept(Request[KeptState | None]):
+    """The tokens and size of the state kept as ``key`` (None: none is)."""
+
+    key: str

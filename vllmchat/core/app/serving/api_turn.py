@@ -18,7 +18,7 @@ from vllmchat.core.app.serving.api_tools import NO_TOOLS, OfferedTools, openai_c
 from vllmchat.core.app.serving.client_states import ClientStates
 from vllmchat.core.engine.chat_options import PLAIN, ChatOptions
 from vllmchat.core.engine.events import DoneEvent, ErrorEvent, ErrorKind, TokenEvent
-from vllmchat.core.engine.kv_stash import KvStash, ServesRequests
+from vllmchat.core.engine.kv_stash import KvStash, RunsSlots, ServesRequests, SlotPlan
 from vllmchat.core.engine.protocol import Engine
 from vllmchat.core.engine.requests import Render
 from vllmchat.core.settings import SamplingSettings
@@ -150,10 +150,14 @@ def run_api_turn(
     *,
     states: ClientStates | None = None,
     stash: KvStash | None = None,
+    ticket: int = 0,
 ) -> Iterator[ApiEvent]:
-    """Answer ``request`` (the caller holds the engine's queue)."""
+    """Answer ``request`` (the caller holds its share of the engine's queue); with
+    ``states``, in an API slot of its own, from its client's kept state (``ticket``:
+    what ``stop_slot`` names it by)."""
     key = request.client or ""
     prompt_len = 0
+    plan: SlotPlan | None = None
     t0 = time.perf_counter()
     if states is not None and stash is not None:
         try:
@@ -170,11 +174,16 @@ def run_api_turn(
                 f"The prompt is {len(prompt):,} tokens; the model's context holds {n_ctx:,}.",
             )
             return
-        placed = states.place(prompt, request.client)
-        key, prompt_len = placed.key, len(prompt)
+        planned = states.plan(prompt, request.client)
+        key, prompt_len = planned.key, len(prompt)
+        plan = SlotPlan(planned.from_key, key, planned.state_file)
     place_s = time.perf_counter() - t0
     held = _Held(request.stop, calls_possible=request.tools.active)
-    stream = engine.chat(list(request.messages), request.sampling, request.options)
+    messages, sampling, options = list(request.messages), request.sampling, request.options
+    if plan is not None and isinstance(engine, RunsSlots):
+        stream = engine.chat(messages, sampling, options, slot=plan, ticket=ticket)
+    else:
+        stream = engine.chat(messages, sampling, options)
     done: DoneEvent | None = None
     try:
         for event in stream:

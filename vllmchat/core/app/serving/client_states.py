@@ -1,13 +1,14 @@
 """Each API client's KV state, kept so that a returning client's prompt is read from
-its first new token, even after another client ran, and after a restart.
+its first new token, even after other clients ran, and after a restart.
 
-A state is the KV cache as a turn left it, with its token ids. States live in the
-engine process's RAM under a budget; past it, the least recently used spill to the
-app's data folder, under a size cap (the oldest files go first). An index of them is
-kept beside the files, so they outlive the app. A request takes the state of the
-client it names; otherwise (or when that one shares less of its prompt) the state
-whose tokens are the longest exact prefix of its prompt. Only tokens that match
-exactly are ever reused: the engine cuts a state back to the shared prefix.
+A state is a sequence's cells as a turn left them, with its token ids: the engine
+keeps it in its RAM (and in the slot, while no other turn needs it) under a budget;
+past it, the least recently used spill to the app's data folder, under a size cap
+(the oldest files go first). An index of them is kept beside the files, so they
+outlive the app. A request starts from the state of the client it names; otherwise
+(or when that one shares less of its prompt) the state whose tokens are the longest
+exact prefix of its prompt. Only tokens that match exactly are ever reused: the
+engine cuts a state back to the shared prefix.
 """
 
 from __future__ import annotations
@@ -48,12 +49,15 @@ class ClientState:
 
 
 @dataclass(frozen=True)
-class Placed:
-    """What the engine's context holds for a prompt after ``place``."""
+class Planned:
+    """Where a prompt's turn starts: the kept state ``from_key`` (RAM, DISK at
+    ``state_file``, or "none"), sharing ``shared`` tokens of it."""
 
     key: str  # the state the turn's result is kept under
-    shared: int  # tokens of the prompt the context holds (its exact prefix)
-    source: str  # "live", RAM, DISK or "none"
+    shared: int  # tokens of the prompt the state holds (its exact prefix)
+    source: str  # RAM, DISK or "none"
+    from_key: str = ""
+    state_file: str = ""
 
 
 @dataclass(frozen=True)
@@ -104,8 +108,6 @@ class ClientStates:
         self.changes: Listeners[StatesChanged] = Listeners("client states")
         self.failure: str | None = None  # why the last spill did not reach the disk
         self._states: dict[str, ClientState] = {}
-        self._live: str | None = None  # whose state the engine's context holds
-        self._window: str | None = None  # the window's conversation, live and not kept
         self._guard = threading.RLock()  # queries come from other threads (the window)
         self._read_index()
 
@@ -123,87 +125,55 @@ class ClientStates:
         return self._states.get(key)
 
     # -- a turn --------------------------------------------------------------------------
-    def place(self, prompt: Sequence[int], client: str | None) -> Placed:
-        """Make the context hold the longest exact prefix of ``prompt`` on offer."""
+    def plan(self, prompt: Sequence[int], client: str | None) -> Planned:
+        """Which kept state ``prompt``'s turn starts from: the one sharing most of it
+        (the client's own first, then the most recent), and the key its result is
+        kept under."""
         with self._guard:
-            return self._place(prompt, client)
+            best, shared = "", 0
+            choices = sorted(self._states.values(), key=lambda s: (s.key != client, -s.used))
+            for state in choices:
+                n = min(shared_prefix(state.tokens, prompt), len(prompt) - 1)
+                if n > shared:
+                    best, shared = state.key, n
+            if shared < MIN_REUSE:
+                best, shared = "", 0
+            chosen = self._states.get(best)
+            key = client or self._anonymous_key(chosen, shared)
+            on_disk = chosen is not None and chosen.where == DISK
+            return Planned(
+                key,
+                max(shared, 0),
+                chosen.where if chosen is not None else "none",
+                best,
+                str(self._file(best)) if on_disk else "",
+            )
 
-    def _place(self, prompt: Sequence[int], client: str | None) -> Placed:
-        live = self.stash.live_tokens()
-        best, shared = "live", min(shared_prefix(live, prompt), len(prompt) - 1)
-        choices = sorted(self._states.values(), key=lambda s: (s.key != client, -s.used))
-        for state in choices:
-            n = min(shared_prefix(state.tokens, prompt), len(prompt) - 1)
-            if n > shared + (MIN_REUSE if best == "live" else 0):
-                best, shared = state.key, n
-        source = "live" if best == "live" else self._make_live(best)
-        if source == "none":
-            shared = min(shared_prefix(self.stash.live_tokens(), prompt), len(prompt) - 1)
-        key = client or self._anonymous_key(best, shared)
-        return Placed(key, max(shared, 0), source)
-
-    def _make_live(self, key: str) -> str:
-        state = self._states[key]
-        try:
-            if state.where == RAM:
-                self.stash.unstash(key)
-            else:
-                self._import(state)
-        except EngineError as exc:  # gone with a reload, or a damaged file: read anew
-            _log.info("A client's KV state could not be restored: %s", exc)
-            self._drop(key)
-            return "none"
-        self._live = key
-        return state.where
-
-    def _import(self, state: ClientState) -> None:
-        self.stash.import_file(str(self._file(state.key)))
-        self.stash.stash(state.key)  # back in RAM: the file stays until it is replaced
-        self._states[state.key] = replace(state, where=RAM, used=self.clock())
-
-    def _anonymous_key(self, chosen: str, shared: int) -> str:
+    def _anonymous_key(self, state: ClientState | None, shared: int) -> str:
         """A continuation keeps its state's key; anything else starts its own."""
-        state = self._states.get(chosen) if chosen != "live" else self._states.get(self._live or "")
         if state is not None and not state.named and shared >= state.prompt_tokens:
             return state.key
         return "client-" + uuid.uuid4().hex[:12]
 
     def keep(self, key: str, prompt_tokens: int, *, named: bool) -> None:
-        """Stash the context as the turn left it, under ``key``; keep within budgets."""
+        """Record the state the engine kept as ``key`` after a turn; keep within budgets."""
         with self._guard:
             self._keep(key, prompt_tokens, named=named)
         self.changes.tell(self.snapshot())
 
     def _keep(self, key: str, prompt_tokens: int, *, named: bool) -> None:
         try:
-            kept = self.stash.stash(key)
+            kept = self.stash.kept(key)
         except EngineError as exc:
             _log.info("A client's KV state could not be kept: %s", exc)
             return
-        tokens = tuple(self.stash.live_tokens())
+        if kept is None:  # the turn failed, or the engine let it go
+            return
+        tokens = kept.tokens
         self._states[key] = ClientState(
-            key, tokens, min(prompt_tokens, len(tokens)), kept.bytes, RAM, self.clock(), named
+            key, tokens, min(prompt_tokens, len(tokens)), kept.size, RAM, self.clock(), named
         )
-        self._live = key
         self._within_budgets()
-
-    # -- the window's conversation ----------------------------------------------------
-    def set_aside(self, key: str) -> None:
-        """An API client runs after the window: the window's context (its conversation
-        ``key``), changed by its turns, is kept first."""
-        if self._window == key:
-            with self._guard:
-                self._keep(key, 0, named=True)
-                self._window = None
-            self.changes.tell(self.snapshot())
-
-    def hand_back(self, key: str) -> None:
-        """The window's conversation ``key`` runs next: its context comes back where an
-        API client's took its place."""
-        with self._guard:
-            if self._live != key and key in self._states:
-                self._make_live(key)
-            self._live = self._window = key
 
     # -- budgets and files ---------------------------------------------------------------
     def _within_budgets(self) -> None:
@@ -243,8 +213,6 @@ class ClientStates:
         if state is not None and state.where == RAM:
             self.stash.forget([key])
         self._file(key).unlink(missing_ok=True)
-        if self._live == key:
-            self._live = None
 
     def _file(self, key: str) -> Path:
         return self.folder / f"{key}.kv"

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from vllmchat.core.app.chat_app import ChatApp
-from vllmchat.core.app.engine_queue import API, WINDOW, EngineQueue, Holder, Switched
+from vllmchat.core.app.engine_queue import API, EngineQueue, Holder
 from vllmchat.core.app.events import Loaded, LoadFailed
 from vllmchat.core.app.serving.api_turn import (
     ApiChat,
@@ -33,7 +33,7 @@ from vllmchat.core.app.voice.events import SpeakFailed, SpokenPiece
 from vllmchat.core.app.voice.service import VoiceService
 from vllmchat.core.engine.embedding import can_embed, embed
 from vllmchat.core.engine.events import EngineError, ErrorKind
-from vllmchat.core.engine.kv_stash import stash_of
+from vllmchat.core.engine.kv_stash import RunsSlots, stash_of
 from vllmchat.core.gguf_header import read_header
 from vllmchat.core.listeners import Listeners
 from vllmchat.core.paths import data_dir
@@ -112,7 +112,6 @@ class ApiService:
         self._states: ClientStates | None = None
         self._states_for: str = ""  # the folder the current states belong to
         self._last_used = time.monotonic()
-        self._unsubscribe = self.queue.switches.subscribe(self._on_switch)
         # One recogniser and one voice: audio requests take turns on each (not the engine's queue).
         self._hearing = threading.Lock()
         self._speaking = threading.Lock()
@@ -187,20 +186,6 @@ class ApiService:
             self._states_for = str(folder)
         return self._states
 
-    def _on_switch(self, switched: Switched) -> None:
-        """The window's conversation and the API's clients take turns on one context."""
-        states = self._client_states()
-        if states is None:
-            return
-        try:
-            before, now = switched.before, switched.holder
-            if now.source == WINDOW:
-                states.hand_back(now.client)
-            elif before is not None and before.source == WINDOW:
-                states.set_aside(before.client)
-        except EngineError as exc:
-            _log.info("A KV state could not be moved between the window and the API: %s", exc)
-
     # -- turns ---------------------------------------------------------------------------
     def chat(
         self,
@@ -215,11 +200,20 @@ class ApiService:
         queue) reach the caller."""
         timeout = float(self.app.settings.api_timeout_s)
         client = request.client or "anonymous"
-        with self.queue.hold(
-            API, client, request.label, timeout_s=timeout, gave_up=gave_up
+        if self._needs_load(model):  # the engine alone for the load, then the turn's share
+            with self.queue.hold(
+                API, client, "loading the model", timeout_s=timeout, gave_up=gave_up
+            ):
+                failed = self._ensure_model(model)
+            if failed is not None:
+                yield failed
+                return
+        slots = max(1, self.app.settings.api_parallel)
+        with self.queue.share(
+            API, client, request.label, slots=slots, timeout_s=timeout, gave_up=gave_up
         ) as holder:
             started(holder)
-            failed = self._ensure_model(model)
+            failed = self._ensure_model(model) if self._needs_load(model) else None
             if failed is not None:
                 yield failed
                 return
@@ -229,8 +223,22 @@ class ApiService:
                 request,
                 states=states,
                 stash=states.stash if states is not None else None,
+                ticket=holder.ticket,
             )
             self._last_used = time.monotonic()
+
+    def _needs_load(self, model: OfferedModel | None) -> bool:
+        """Whether ``model`` (None: the one chosen) must be loaded first, or loaded anew
+        with the API's slots."""
+        info = self.app.engine.info
+        if info is None:
+            return True
+        if model is not None and not same_file(info.path, model.path):
+            return True
+        return stash_of(self.app.engine) is not None and info.api_slots != self._slots_wanted()
+
+    def _slots_wanted(self) -> int:
+        return max(1, self.app.settings.api_parallel)
 
     def count_tokens(self, request: ApiChat, model: OfferedModel | None) -> int:
         """Tokens of ``request``'s prompt on ``model`` (None: the one loaded), as its turn
@@ -246,22 +254,27 @@ class ApiService:
             return prompt_length(self.app.engine, request)
 
     def stop(self, holder: Holder) -> None:
-        """Stop ``holder``'s turn now (its client left), if it still runs."""
-        if self.queue.snapshot().running == holder:
-            self.app.engine.stop()
+        """Stop ``holder``'s turn now (its client left), if it still runs: in its slot,
+        at the engine's next step."""
+        engine = self.app.engine
+        if isinstance(engine, RunsSlots) and stash_of(engine) is not None:
+            engine.stop_slot(holder.ticket)
+        elif self.queue.snapshot().running == holder:
+            engine.stop()
 
     def _ensure_model(self, model: OfferedModel | None) -> ApiFailed | None:
+        """Load ``model`` (None: the one chosen) where it is not loaded, or loaded
+        without the API's slots (the window's conversation carried across)."""
         engine = self.app.engine
-        if model is None or (
-            engine.info is not None
-            and Path(engine.info.path).resolve() == Path(model.path).resolve()
-        ):
-            if engine.info is not None:
-                return None
-            if model is None and not self.app.settings.load.model_path:
-                return ApiFailed(ErrorKind.NO_MODEL, "No model is loaded and none is chosen.")
+        same = model is None or (
+            engine.info is not None and same_file(engine.info.path, model.path)
+        )
+        if not self._needs_load(model):
+            return None
+        if model is None and not self.app.settings.load.model_path:
+            return ApiFailed(ErrorKind.NO_MODEL, "No model is loaded and none is chosen.")
         settings = self.app.settings
-        if model is not None:
+        if model is not None and not same:
             settings = settings.for_model(model.path)
             if self.app.hardware is not None:
                 tuned = self.tune_cache.get(
@@ -269,8 +282,11 @@ class ApiService:
                 )
                 if tuned is not None and tuned.pick is not None:
                     settings = settings.with_placement(tuned.pick.placement)
+        if stash_of(engine) is not None:
+            settings = settings.with_changes(api_slots=self._slots_wanted())
         name = Path(settings.load.model_path).stem
-        for event in self.app.load(settings, remember=False):
+        live = same and engine.info is not None
+        for event in self.app.load(settings, live=live, remember=False):
             if isinstance(event, LoadFailed):
                 self.models_changed.tell(ModelSwitched(name, event.message))
                 return ApiFailed(event.kind, f"{name} could not be loaded: {event.message}")
@@ -355,4 +371,3 @@ class ApiService:
                 self.close_states()
         except Exception as exc:  # the states in RAM are lost: say so in the log
             _log.warning("The clients' KV states were not saved: %s", exc)
-        self._unsubscribe()

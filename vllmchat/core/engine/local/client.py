@@ -38,12 +38,16 @@ from vllmchat.core.engine.info import (
     StateTransfer,
     TextScore,
 )
+from vllmchat.core.engine.kv_stash import SlotPlan
 from vllmchat.core.engine.local.engine_process import EngineProcess
+from vllmchat.core.engine.local.mailboxes import Mailboxes
 from vllmchat.core.engine.protocol import LOCAL, Capabilities
 from vllmchat.core.models.hardware import HardwareInfo
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 
 VISION = replace(LOCAL, vision=True)
+
+
 ReplyT = TypeVar("ReplyT")
 
 
@@ -61,9 +65,12 @@ class EngineClient:
         the system has one); ``handler_modules``: modules the engine process imports
         for the operations they register (``@handles``)."""
         self.process = EngineProcess(memory_limit, handler_modules)
+        # Answers sorted by request id: several callers wait at once.
+        self._boxes = Mailboxes(lambda: self.process.recv())
         self._ids = itertools.count(1)
-        self._request_lock = threading.Lock()
-        self._current: int | None = None
+        self._request_lock = threading.Lock()  # a restart waits for no caller's answer
+        self._current: int | None = None  # the window's turn (or measurement) in progress
+        self._slot_turns: dict[int, int] = {}  # an API turn's ticket -> its request id
         self._held: rq.LoadedModel | None = None  # the model loaded, and its settings
 
     @property
@@ -137,28 +144,29 @@ class EngineClient:
             raise TypeError(f"{type(request).__name__} streams events: use chat()")
         if request.starts:
             self.start()
-        with self._request_lock:  # calls from several threads queue here
-            self.process.require_alive()
-            if request.changes_model:
-                self._held = None  # the engine lets its model go first
-            reply: ReplyT = self._answer(request)
-            self._held = request.held(self._held, reply)
-            return reply
+        self.process.require_alive()
+        if request.changes_model:
+            self._held = None  # the engine lets its model go first
+        reply: ReplyT = self._answer(request)
+        self._held = request.held(self._held, reply)
+        return reply
 
     def _answer(self, request: rq.Request[Any]) -> Any:
         rid = next(self._ids)
         if request.stoppable:
             self._current = rid
+        self._boxes.open(rid)
         try:
             self.process.send(rq.Call(rid, request))
             while True:
-                message = self.process.recv()
-                if isinstance(message, rq.Failure) and message.rid in (rid, rq.UNREAD):
+                message = self._boxes.next(rid)
+                if isinstance(message, rq.Failure):
                     raise message.error
-                if isinstance(message, rq.Reply) and message.rid == rid:
+                if isinstance(message, rq.Reply):
                     return message.value
         finally:
-            if request.stoppable:
+            self._boxes.close(rid)
+            if request.stoppable and self._current == rid:
                 self._current = None
 
     # -- requests ---------------------------------------------------------------
@@ -247,13 +255,18 @@ class EngineClient:
         messages: Sequence[Mapping[str, str]],
         sampling: SamplingSettings | None = None,
         options: ChatOptions = PLAIN,
+        *,
+        slot: SlotPlan | None = None,
+        ticket: int = 0,
     ) -> Iterator[Event]:
         """Stream the reply to the last message as events; ends with Done or Error.
 
         ``options.images``: one per ``MEDIA_MARKER`` in the messages, in order (bytes or
         paths). ``options.tools``: OpenAI's tools list (JSON), rendered by a template
         with a tool format; ``json_schema`` or ``grammar`` (GBNF): the reply is
-        constrained to fit it (llama.cpp's grammar).
+        constrained to fit it (llama.cpp's grammar). ``slot``: an API client's turn in
+        a sequence of its own, batched with the others (``SlotChat``); without, the
+        window's turn (one at a time, stopped by ``stop``).
         """
         sampling = sampling or SamplingSettings()
         payload = [
@@ -267,32 +280,46 @@ class EngineClient:
                 "projector (mmproj).",
             )
             return
-        request = rq.Chat(payload, sampling, replace(options, images=_portable(options.images)))
-        with self._request_lock:
-            yield from self._chat_locked(request)
+        options = replace(options, images=_portable(options.images))
+        if slot is not None:
+            yield from self._stream(rq.SlotChat(payload, sampling, options, *slot), ticket)
+        else:
+            yield from self._stream(rq.Chat(payload, sampling, options), None)
 
-    def _chat_locked(self, request: rq.Chat) -> Iterator[Event]:
+    def stop_slot(self, ticket: int) -> None:
+        """Stop the slot turn started with ``ticket`` (any thread); it leaves its slot
+        at the engine's next step."""
+        rid = self._slot_turns.get(ticket)
+        if rid is not None and self.alive:
+            with contextlib.suppress(EngineError):
+                self.process.send(rq.Stop(rid))
+
+    def _stream(self, request: rq.Chat, ticket: int | None) -> Iterator[Event]:
+        """A turn's events; ``ticket`` None: the window's turn (``stop`` ends it)."""
+        window = ticket is None
         rid = next(self._ids)
+        if ticket:
+            self._slot_turns[ticket] = rid
         parts: list[str] = []
         t0 = time.perf_counter()
         t_first = t_last = 0.0
         finished = False
         try:
             self.process.require_alive()
-            self._current = rid
+            if window:
+                self._current = rid
+            self._boxes.open(rid)
             self.process.send(rq.Call(rid, request))
             while True:
-                message = self.process.recv()
+                message = self._boxes.next(rid)
                 if type(message) is tuple:  # tokens, the hot path
-                    if message[1] != rid:
-                        continue
                     if message[0] == "tok":
                         events: tuple[Event, ...] = (TokenEvent(message[2], message[3]),)
                     else:  # "toks": tokens sent together while this reader lagged
                         events = tuple(TokenEvent(text, token) for text, token in message[2])
-                elif isinstance(message, rq.TurnEvent) and message.rid == rid:
+                elif isinstance(message, rq.TurnEvent):
                     events = (message.event,)
-                elif isinstance(message, rq.Failure) and message.rid == rq.UNREAD:
+                elif isinstance(message, rq.Failure):
                     raise message.error
                 else:
                     continue
@@ -318,23 +345,25 @@ class EngineClient:
             finished = True
             yield ErrorEvent(exc.kind, exc.message, partial_text="".join(parts))
         finally:
-            self._current = None
+            if self._current == rid:
+                self._current = None
+            if ticket:
+                self._slot_turns.pop(ticket, None)
             if not finished:
                 self._drain(rid)
+            self._boxes.close(rid)
 
     def _drain(self, rid: int) -> None:
         """The caller abandoned a stream: stop the turn and read to its end."""
         try:
             self.process.send(rq.Stop(rid))
             while True:
-                message = self.process.recv()
-                if (
-                    isinstance(message, rq.TurnEvent)
-                    and message.rid == rid
-                    and isinstance(message.event, DoneEvent | ErrorEvent)
+                message = self._boxes.next(rid)
+                if isinstance(message, rq.TurnEvent) and isinstance(
+                    message.event, DoneEvent | ErrorEvent
                 ):
                     return
-        except EngineError:
+        except (EngineError, RuntimeError):
             return
 
 

@@ -154,6 +154,7 @@ def decode_reply(
     if max_new > 0:
         queue.append((sample_next(llm, reply.sampler), False))
     while queue:
+        rt.step_beside()  # the API slots' step: the next token is sampled already
         if should_stop():
             reason = "stopped"
             reply.keep(reply.base + len(ids))

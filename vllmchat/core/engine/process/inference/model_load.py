@@ -11,7 +11,10 @@ from vllmchat.core.engine.events import EngineError, ErrorKind
 from vllmchat.core.engine.exactness import Exactness, KernelSetup, exactness
 from vllmchat.core.engine.failures import classify_load_failure
 from vllmchat.core.engine.process.llama import llama_adapter, llama_log
-from vllmchat.core.engine.process.llama.llama_adapter import loader_overrides
+from vllmchat.core.engine.process.llama.llama_adapter import (
+    context_sequences,
+    loader_overrides,
+)
 from vllmchat.core.engine.process.llama.overrides import OverrideList, cpu_overrides
 from vllmchat.core.machine import nvml
 from vllmchat.core.models.description import describe
@@ -43,7 +46,10 @@ def open_llama(
     stage (the model or its context) read from llama.cpp's log since ``mark``."""
     stage = "model"
     try:
-        with loader_overrides(overrides.address if overrides else None):
+        with (
+            loader_overrides(overrides.address if overrides else None),
+            context_sequences(settings.n_seq),
+        ):
             return _new_llama(settings)
     except MemoryError as exc:
         raise EngineError(
@@ -67,7 +73,7 @@ def _new_llama(settings: LoadSettings) -> llama_cpp.Llama:
         model_path=settings.model_path,
         n_gpu_layers=settings.placement.n_gpu_layers,
         tensor_split=split or None,
-        n_ctx=settings.n_ctx,
+        n_ctx=settings.n_ctx * settings.n_seq,  # each sequence holds n_ctx
         n_threads=settings.n_threads,
         n_threads_batch=settings.threads_batch,
         n_batch=settings.n_batch,

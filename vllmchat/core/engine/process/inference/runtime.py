@@ -28,9 +28,12 @@ from vllmchat.core.engine.process.inference.speculative import Speculator
 from vllmchat.core.engine.process.inference.vision import Vision
 from vllmchat.core.engine.process.llama import llama_log
 from vllmchat.core.engine.process.llama.llama_adapter import (
+    WINDOW_SEQ,
     decode_all_logits,
     drop_kv_after,
+    evaluate,
 )
+from vllmchat.core.engine.process.llama.seq_state import load_seq_state, seq_state
 from vllmchat.core.models.advisor import display_name
 from vllmchat.core.settings import LoadSettings
 from vllmchat.core.thinking import HARMONY_MARKERS, THINK_OPEN, style_of
@@ -75,6 +78,14 @@ class LlamaRuntime:
         self.reasoning = style_of(self.template)
         self.passthrough = self._harmony_markers() if self.reasoning == "harmony" else frozenset()
         self.info = self._describe(header, source, mark)
+        self.beside: Callable[[], None] | None = None  # other sequences' step (API slots)
+        # One KV cache, no sliding-window or recurrent part: a sequence's saved state
+        # moves between contexts of other numbers of sequences (``seq_state``).
+        model = self.llm.model
+        self.plain_kv = self.info.n_swa <= 0 and not (
+            llama_cpp.llama_model_is_recurrent(model) or llama_cpp.llama_model_is_hybrid(model)
+        )
+        self._abort_check: Callable[[], bool] | None = None
 
     def _buffers(self, mark: int) -> dict[str, float]:
         """llama.cpp's buffers (MiB by ``kind:device``), the projector's apart."""
@@ -90,7 +101,8 @@ class LlamaRuntime:
             architecture=header.architecture,
             n_layer=llama_cpp.llama_model_n_layer(model),
             n_ctx_train=llama_cpp.llama_model_n_ctx_train(model),
-            n_ctx=min(self.llm.n_ctx(), len(self.llm.input_ids)),
+            n_ctx=self.n_ctx,
+            api_slots=settings.api_slots,
             n_vocab=self.llm.n_vocab(),
             n_params=int(llama_cpp.llama_model_n_params(model)),
             size_bytes=int(llama_cpp.llama_model_size(model)),
@@ -265,8 +277,10 @@ class LlamaRuntime:
     # -- KV cache ---------------------------------------------------------
     @property
     def n_ctx(self) -> int:
-        # llama.cpp may pad the context; llama-cpp-python's token buffer is n_ctx long.
-        return min(self.llm.n_ctx(), len(self.llm.input_ids))
+        # A sequence's share of the context (llama.cpp may pad it); llama-cpp-python's
+        # token buffer is the whole context long.
+        per_seq = int(llama_cpp.llama_n_ctx_seq(self.llm.ctx))
+        return min(per_seq, len(self.llm.input_ids))
 
     @property
     def kv_tokens(self) -> list[int]:
@@ -282,7 +296,7 @@ class LlamaRuntime:
         if n_keep > 0 and self._window_intact(mem, n_keep) and drop_kv_after(llm, n_keep):
             llm.n_tokens = n_keep
             return n_keep
-        llama_cpp.llama_memory_clear(mem, True)
+        llama_cpp.llama_memory_seq_rm(mem, WINDOW_SEQ, -1, -1)  # the window's cells only
         llm.n_tokens = 0
         return 0
 
@@ -301,7 +315,7 @@ class LlamaRuntime:
     def decode(self, tokens: Sequence[int]) -> None:
         """Evaluate tokens; raises ``EngineError`` with the reason when llama.cpp fails."""
         try:
-            self.llm.eval(tokens)
+            evaluate(self.llm, tokens)
         except RuntimeError as exc:
             self.truncate(self.llm.n_tokens)  # drop ubatches of an aborted batch
             raise decode_error(str(exc), self.llm.n_tokens, self.n_ctx) from exc
@@ -315,29 +329,15 @@ class LlamaRuntime:
             raise decode_error(str(exc), self.llm.n_tokens, self.n_ctx) from exc
 
     def save_state(self) -> tuple[bytearray, list[int]]:
-        """llama.cpp's state bytes and the token ids they hold (no logits copy); the
-        bytes are written once, straight into the buffer returned."""
-        ctx = self.llm.ctx
-        size = llama_cpp.llama_state_get_size(ctx)
-        data = bytearray(size)
-        buf = (ctypes.c_uint8 * size).from_buffer(data)
-        written = llama_cpp.llama_state_get_data(ctx, buf, size)
-        del buf  # the buffer is exported until then
-        if written < size:
-            del data[written:]
-        return data, self.kv_tokens
+        """The window sequence's state bytes and the token ids they hold (other
+        sequences' cells are not in it)."""
+        return seq_state(self.llm.ctx, WINDOW_SEQ), self.kv_tokens
 
     def restore_state(self, data: bytes | bytearray, tokens: Sequence[int]) -> bool:
         """Load saved state bytes; False (and an empty cache) when they do not fit."""
         if len(tokens) >= self.n_ctx:
             return False
-        src: Any
-        if isinstance(data, bytearray):
-            src = (ctypes.c_uint8 * len(data)).from_buffer(data)  # no copy
-        else:
-            src = ctypes.cast(ctypes.c_char_p(data), ctypes.POINTER(ctypes.c_uint8))  # no copy
-        read = llama_cpp.llama_state_set_data(self.llm.ctx, src, len(data))
-        if read == 0:
+        if not load_seq_state(self.llm.ctx, WINDOW_SEQ, data, plain=self.plain_kv):
             self.truncate(0)
             return False
         self.llm.input_ids[: len(tokens)] = tokens
@@ -362,8 +362,22 @@ class LlamaRuntime:
         llama_cpp.llama_set_n_threads(self.llm.ctx, threads, self.settings.threads_batch)
         return True
 
+    def step_beside(self) -> None:
+        """Let the other sequences (API slots) take one batched step: called by a window
+        turn where the context's logits are not needed until its next decode."""
+        beside = self.beside
+        if beside is None:
+            return
+        check = self._abort_check
+        self.set_abort(None)  # a stop of the window's turn is not theirs
+        try:
+            beside()
+        finally:
+            self.set_abort(check)
+
     def set_abort(self, check: Callable[[], bool] | None) -> None:
         """Install (or clear) llama.cpp's abort callback, used to stop a long prefill."""
+        self._abort_check = check
         if check is None:
             llama_cpp.llama_set_abort_callback(self.llm.ctx, _NO_ABORT, None)
             self._abort_cb = None

@@ -69,6 +69,7 @@ def _prefill(
     rt.set_abort(should_stop)
     try:
         for lo, hi, span in _pieces(prompt, start, images.spans, step):
+            rt.step_beside()  # the API slots' step: no logits are needed before this decode
             if should_stop():
                 return False
             try:
@@ -90,7 +91,7 @@ def _prefill(
     return True
 
 
-def _rendered(
+def rendered_prompt(
     rt: LlamaRuntime,
     messages: Sequence[Mapping[str, str]],
     sampling: SamplingSettings,
@@ -135,7 +136,7 @@ def run_turn(
     """
     try:
         t0 = time.perf_counter()
-        rendered = _rendered(rt, messages, sampling, options)
+        rendered = rendered_prompt(rt, messages, sampling, options)
         if isinstance(rendered, ErrorEvent):
             emit(rendered)
             return

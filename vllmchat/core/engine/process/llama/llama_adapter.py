@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import importlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,10 +86,26 @@ def sample_at(llm: llama_cpp.Llama, sampler: Any, index: int) -> int:
     return token
 
 
+WINDOW_SEQ = 0  # the sequence of ``Llama``'s own tokens (the window's conversation)
+
+
+def evaluate(llm: llama_cpp.Llama, tokens: Sequence[int]) -> None:
+    """``Llama.eval`` on the window's sequence only: its cells after ``n_tokens`` are
+    dropped, not every sequence's (``Llama.eval`` drops them in all)."""
+    llm._ctx.kv_cache_seq_rm(WINDOW_SEQ, llm.n_tokens, -1)
+    for i in range(0, len(tokens), llm.n_batch):
+        batch = list(tokens[i : i + llm.n_batch])
+        n_past = llm.n_tokens
+        llm._batch.set_batch(batch=batch, n_past=n_past, logits_all=False)
+        llm._ctx.decode(llm._batch)
+        llm.input_ids[n_past : n_past + len(batch)] = batch
+        llm.n_tokens += len(batch)
+
+
 def decode_all_logits(llm: llama_cpp.Llama, tokens: list[int]) -> None:
     """Evaluate ``tokens`` (one batch, at most ``n_batch``) keeping the logits of every
     one of them, not of the whole context (``Llama.eval`` keeps the last only)."""
-    llm._ctx.kv_cache_seq_rm(-1, llm.n_tokens, -1)
+    llm._ctx.kv_cache_seq_rm(WINDOW_SEQ, llm.n_tokens, -1)
     n_past = llm.n_tokens
     llm._batch.set_batch(batch=tokens, n_past=n_past, logits_all=True)
     llm._ctx.decode(llm._batch)
@@ -98,8 +114,32 @@ def decode_all_logits(llm: llama_cpp.Llama, tokens: list[int]) -> None:
 
 
 def drop_kv_after(llm: llama_cpp.Llama, n_keep: int) -> bool:
-    """Remove the KV cells of every position from ``n_keep`` on (False: refused)."""
-    return bool(llm._ctx.kv_cache_seq_rm(-1, n_keep, -1))
+    """Remove the window sequence's KV cells from ``n_keep`` on (False: refused)."""
+    return bool(llm._ctx.kv_cache_seq_rm(WINDOW_SEQ, n_keep, -1))
+
+
+@contextlib.contextmanager
+def context_sequences(n_seq: int) -> Iterator[None]:
+    """While a ``llama_cpp.Llama`` is built, its context holds ``n_seq`` sequences, each
+    in its own part of the KV cache (llama-cpp-python sets neither for a chat model)."""
+    if n_seq <= 1:
+        yield
+        return
+    original = llama_api.llama_context_default_params
+
+    def patched() -> Any:
+        params = original()
+        params.n_seq_max = n_seq
+        params.kv_unified = False
+        return params
+
+    llama_api.llama_context_default_params = patched
+    llama_cpp.llama_context_default_params = patched
+    try:
+        yield
+    finally:
+        llama_api.llama_context_default_params = original
+        llama_cpp.llama_context_default_params = original
 
 
 @contextlib.contextmanager
@@ -308,7 +348,7 @@ def decode_image(
     returns llama_decode's status and the next position."""
     import llama_cpp.mtmd_cpp as mtmd
 
-    llm._ctx.kv_cache_seq_rm(-1, n_past, -1)
+    llm._ctx.kv_cache_seq_rm(WINDOW_SEQ, n_past, -1)
     embd = mtmd.mtmd_get_output_embd(ctx)
     new_n_past = llama_api.llama_pos(0)
     status = mtmd.mtmd_helper_decode_image_chunk(

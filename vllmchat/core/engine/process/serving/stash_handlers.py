@@ -7,6 +7,7 @@ from vllmchat.core.engine.info import StateTransfer
 from vllmchat.core.engine.kv_stash import Forget, LiveTokens, Spill, Stash, Unstash
 from vllmchat.core.engine.process.llama.state_file import KVState, write_state
 from vllmchat.core.engine.process.serving.registry import Context, handles
+from vllmchat.core.engine.requests import Kept, KeptState
 
 
 def _stashed(ctx: Context, key: str) -> KVState:
@@ -58,3 +59,9 @@ def forget(ctx: Context, r: Forget) -> None:
 @handles(LiveTokens)
 def live_tokens(ctx: Context, r: LiveTokens) -> list[int]:
     return ctx.require_runtime().kv_tokens
+
+
+@handles(Kept)
+def kept(ctx: Context, r: Kept) -> KeptState | None:
+    state = ctx.stashes.get(r.key)
+    return KeptState(tuple(state.tokens), len(state.data)) if state is not None else None

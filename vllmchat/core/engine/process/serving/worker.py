@@ -27,6 +27,7 @@ from vllmchat.core.engine.core_turns import CoreTurns
 from vllmchat.core.engine.events import EngineError, ErrorEvent, ErrorKind, TokenEvent
 from vllmchat.core.engine.model_check import model_fingerprint
 from vllmchat.core.engine.process.inference.runtime import LlamaRuntime
+from vllmchat.core.engine.process.inference.slots import SlotLoop
 from vllmchat.core.engine.process.llama import llama_log
 from vllmchat.core.engine.process.llama.state_file import KVState
 from vllmchat.core.engine.process.serving.registry import handler_for
@@ -46,7 +47,9 @@ class Worker:
         self.core_lent = False  # the decode runs on one thread fewer meanwhile
         self.start_free = start_free  # NVIDIA devices' free bytes before llama.cpp loaded
         self.runtime: LlamaRuntime | None = None
-        self.requests: queue.Queue[rq.Call | rq.Exit] = queue.Queue()
+        self.requests: queue.Queue[rq.Call | rq.Exit | None] = queue.Queue()  # None: wake
+        self.slot_inbox: queue.SimpleQueue[rq.Call] = queue.SimpleQueue()  # API slot turns
+        self._slots: SlotLoop | None = None
         self.stopped: set[int] = set()
         self.current = 0  # the id of the call being answered (ids start at 1)
         # With cores to spare, messages are pickled and written by a sender thread,
@@ -107,6 +110,9 @@ class Worker:
                 continue
             if isinstance(message, rq.Stop):
                 self.stopped.add(message.rid)
+            elif isinstance(message, rq.Call) and isinstance(message.request, rq.SlotChat):
+                self.slot_inbox.put(message)  # taken between steps, even within a turn
+                self.requests.put(None)
             else:
                 self.requests.put(message)
 
@@ -115,16 +121,64 @@ class Worker:
         sender = threading.Thread(target=self.send_loop, daemon=True, name="engine-sender")
         sender.start()
         while True:
-            call = self.requests.get()
+            loop = self.take_slot_turns()
+            if loop is not None and loop.busy:
+                try:
+                    call = self.requests.get_nowait()
+                except queue.Empty:
+                    loop.step()  # the API slots' step; any call waits at most one
+                    continue
+            else:
+                call = self.requests.get()
+            if call is None:
+                continue
             if isinstance(call, rq.Exit):
                 break
+            if loop is not None and _empties_slots(call.request):
+                loop.abandon("The model was reloaded or unloaded: send the request again.")
             self.answer(call)
+        if self._slots is not None:
+            self._slots.abandon("The engine is shutting down.")
         self.outbox.put(None)
         sender.join(5)
         if self.writer is not None:
             self.writer.join()  # a checkpoint is never left half-written
         if self.runtime is not None:
             self.runtime.close()
+
+    # -- the API slots ------------------------------------------------------------------
+    def slot_loop(self) -> SlotLoop | None:
+        """The slots of the model loaded (made anew for each load)."""
+        rt = self.runtime
+        if rt is None:
+            return None
+        if self._slots is None or self._slots.rt is not rt:
+            if self._slots is not None:
+                self._slots.close()
+            self._slots = SlotLoop(rt, self.stashes, self.binding(rt), self.send, self.stopped)
+            rt.beside = self._step_beside
+        return self._slots
+
+    def take_slot_turns(self) -> SlotLoop | None:
+        """Admit the API turns that came in; without a model they fail at once."""
+        loop = self.slot_loop()
+        while True:
+            try:
+                call = self.slot_inbox.get_nowait()
+            except queue.Empty:
+                return loop
+            if loop is None:
+                error = ErrorEvent(ErrorKind.NO_MODEL, "No model is loaded.")
+                self.send(rq.TurnEvent(call.rid, error))
+            else:
+                assert isinstance(call.request, rq.SlotChat)
+                loop.admit(call.rid, call.request)
+
+    def _step_beside(self) -> None:
+        """Within a window turn: one step of the API slots, if any turn runs there."""
+        loop = self.take_slot_turns()
+        if loop is not None and loop.busy:
+            loop.step()
 
     def answer(self, call: rq.Call) -> None:
         """Run the request's handler; its value is the reply, its error the failure."""
@@ -217,6 +271,10 @@ class Worker:
         if self.writer is not None:
             self.writer.join()
         self.stashes.clear()
+        if self._slots is not None:
+            self._slots.abandon("The model was unloaded: send the request again.")
+            self._slots.close()
+            self._slots = None
         if self.runtime is not None:
             self.runtime.close()
             self.runtime = None
@@ -255,6 +313,11 @@ def worker_main(
         importlib.import_module(name)
     llama_log.install()
     Worker(conn, start_free, turns).serve()
+
+
+def _empties_slots(request: rq.Request[Any]) -> bool:
+    """Whether answering ``request`` ends the API slots' turns (their model or cells go)."""
+    return request.changes_model or isinstance(request, rq.Reload | rq.Measure)
 
 
 def _go_on() -> None:

@@ -1,0 +1,76 @@
+"""What a slot's sequence holds before a turn: the state it starts from (already in
+the slot, from the engine's RAM, or read from a state file), cut back to the prompt's
+exact prefix; and the state a turn leaves, kept by key."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vllmchat.core.engine.events import EngineError
+from vllmchat.core.engine.process.inference.runtime import LlamaRuntime
+from vllmchat.core.engine.process.inference.slot_state import Slot
+from vllmchat.core.engine.process.inference.speculative import common_prefix
+from vllmchat.core.engine.process.llama.seq_state import (
+    clear_seq,
+    drop_after,
+    load_seq_state,
+    seq_pos_min,
+    seq_state,
+)
+from vllmchat.core.engine.process.llama.state_file import KVState, read_state
+
+SLOT, RAM, DISK, NONE = "slot", "ram", "disk", "none"
+
+
+class SlotFiller:
+    """Fills slots from kept states and keeps what their turns leave."""
+
+    def __init__(self, rt: LlamaRuntime, stashes: dict[str, KVState], binding: dict[str, Any]):
+        self.rt, self.stashes, self.binding = rt, stashes, binding
+
+    def fill(self, slot: Slot, from_key: str, state_file: str) -> str:
+        """Make ``slot`` hold the state ``from_key``; where it came from (NONE: the
+        slot keeps what it held, which the prompt may share)."""
+        if not from_key or slot.key == from_key:
+            return SLOT if from_key else NONE
+        state = self.stashes.get(from_key)
+        source = RAM
+        if state is None and state_file:
+            try:
+                state = read_state(state_file, expect=self.binding)
+                source = DISK
+            except EngineError:
+                state = None
+        if state is None or len(state.tokens) >= self.rt.n_ctx:
+            return NONE
+        ctx = self.rt.llm.ctx
+        if not load_seq_state(ctx, slot.seq, state.data, plain=self.rt.plain_kv):
+            slot.tokens, slot.key = [], ""
+            return NONE
+        slot.tokens, slot.key = list(state.tokens), from_key
+        return source
+
+    def keep_prefix(self, slot: Slot, prompt: list[int]) -> int:
+        """Cut the slot back to the prompt's exact prefix (one token short of the whole
+        prompt, whose logits the turn needs); the tokens kept."""
+        ctx = self.rt.llm.ctx
+        shared = min(common_prefix(slot.tokens, prompt), len(prompt) - 1)
+        if shared < len(slot.tokens):
+            n_swa = self.rt.info.n_swa
+            window_gone = (
+                n_swa > 0
+                and not self.rt.settings.swa_full
+                and seq_pos_min(ctx, slot.seq) > max(0, shared - n_swa)
+            )
+            if shared <= 0 or window_gone or not drop_after(ctx, slot.seq, shared):
+                clear_seq(ctx, slot.seq)
+                shared = 0
+            del slot.tokens[shared:]
+        return shared
+
+    def keep(self, slot: Slot, key: str) -> None:
+        """Keep the slot's state in RAM as ``key`` (its cells stay in the slot too)."""
+        slot.key = key
+        if key:
+            data = seq_state(self.rt.llm.ctx, slot.seq)
+            self.stashes[key] = KVState(self.binding, list(slot.tokens), data)

@@ -1,0 +1,267 @@
+"""The API clients' sequences beside the window's (llama-server's slots): every step
+decodes one token of each running turn and a prefill chunk of those starting, in one
+batch; a finished or stopped turn leaves at the next step, its state kept by key.
+
+A slot is a sequence of the context (1 to ``api_slots``; 0 is the window's, run by
+``turn.py``). A turn starts from the state named ``from_key``: free where its slot
+still holds it, else restored into a free slot from the engine's RAM or a state file.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from vllmchat.core.engine import requests as rq
+from vllmchat.core.engine.events import (
+    DoneEvent,
+    EngineError,
+    ErrorEvent,
+    ErrorKind,
+    StatsEvent,
+    TurnStats,
+)
+from vllmchat.core.engine.process.inference.runtime import LlamaRuntime
+from vllmchat.core.engine.process.inference.slot_fill import SlotFiller
+from vllmchat.core.engine.process.inference.slot_state import Slot, SlotTurn
+from vllmchat.core.engine.process.inference.speculative import common_prefix
+from vllmchat.core.engine.process.inference.turn import rendered_prompt
+from vllmchat.core.engine.process.llama.llama_adapter import sample_at, sampler_for
+from vllmchat.core.engine.process.llama.seq_state import SeqBatch, clear_seq
+from vllmchat.core.engine.process.llama.state_file import KVState
+
+Send = Callable[[Any], None]
+
+
+class SlotLoop:
+    """The API slots of one loaded model; ``step`` runs one batched decode."""
+
+    def __init__(
+        self,
+        rt: LlamaRuntime,
+        stashes: dict[str, KVState],
+        binding: dict[str, Any],
+        send: Send,
+        stopped: set[int],
+    ) -> None:
+        self.rt, self.send, self.stopped = rt, send, stopped
+        self.slots = [Slot(seq) for seq in range(1, rt.settings.n_seq)]
+        self.filler = SlotFiller(rt, stashes, binding)
+        self.waiting: deque[tuple[int, rq.SlotChat]] = deque()
+        self.batch = SeqBatch(max(rt.settings.n_batch, len(self.slots) + 1))
+        self.steps = 0
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.waiting) or any(s.turn is not None for s in self.slots)
+
+    # -- turns in and out -----------------------------------------------------------
+    def admit(self, rid: int, request: rq.SlotChat) -> None:
+        """Take a turn; it starts at once where a slot is free, else when one frees."""
+        if not self.slots:
+            self._fail(rid, ErrorKind.BAD_REQUEST, "The model was loaded without API slots.")
+            return
+        self.waiting.append((rid, request))
+        self._start_waiting()
+
+    def _start_waiting(self) -> None:
+        while self.waiting:
+            free = [s for s in self.slots if s.turn is None]
+            if not free:
+                return
+            rid, request = self.waiting.popleft()
+            if rid in self.stopped:
+                self.stopped.discard(rid)
+                self.send(rq.TurnEvent(rid, DoneEvent("", "stopped", TurnStats())))
+                continue
+            self._start(rid, request, free)
+
+    def _start(self, rid: int, r: rq.SlotChat, free: list[Slot]) -> None:
+        rt, t0 = self.rt, time.perf_counter()
+        if r.options.images:
+            self._fail(
+                rid,
+                ErrorKind.BAD_REQUEST,
+                "Images are read in the window's sequence only; an API slot takes text.",
+            )
+            return
+        rendered = rendered_prompt(rt, [dict(m) for m in r.messages], r.sampling, r.options)
+        if isinstance(rendered, ErrorEvent):
+            self.stopped.discard(rid)
+            self.send(rq.TurnEvent(rid, rendered))
+            return
+        prompt = rendered[0]
+        slot = self._choose(free, r.from_key, prompt)
+        source = self.filler.fill(slot, r.from_key, r.state_file)
+        shared = self.filler.keep_prefix(slot, prompt)
+        try:
+            sampler = sampler_for(rt.llm, r.sampling, r.options.json_schema, r.options.grammar)
+        except (ValueError, RuntimeError) as exc:
+            self._fail(rid, ErrorKind.BAD_REQUEST, f"The grammar could not be read: {exc}")
+            return
+        base = dict(
+            prompt_tokens=len(prompt),
+            tokens_reused=shared,
+            tokens_prefilled=len(prompt) - shared,
+            tokens_new=len(prompt) - shared,
+            n_ctx=rt.n_ctx,
+            note=f"state: {source}",
+        )
+        room = rt.n_ctx - len(prompt)
+        max_new = max(0, min(r.sampling.max_tokens, room))
+        limit = "max_tokens" if max_new == r.sampling.max_tokens else "context_full"
+        slot.turn = SlotTurn(
+            rid, r.keep_as, prompt, shared, sampler, max_new, r.sampling.ignore_eos, limit, base, t0
+        )
+        slot.key = r.keep_as
+
+    def _choose(self, free: list[Slot], from_key: str, prompt: list[int]) -> Slot:
+        """The free slot holding ``from_key``; else the one sharing most of the prompt
+        (16 tokens or more), an empty one, the least recently used."""
+        for slot in free:
+            if from_key and slot.key == from_key:
+                return slot
+        if not from_key:
+            best = max(free, key=lambda s: common_prefix(s.tokens, prompt))
+            if common_prefix(best.tokens, prompt) >= 16:
+                return best
+        empty = [s for s in free if not s.tokens]
+        return empty[0] if empty else min(free, key=lambda s: s.used)
+
+    def abandon(self, message: str, kind: ErrorKind = ErrorKind.ENGINE_DIED) -> None:
+        """End every turn with ``message`` (the model goes or its context is emptied)."""
+        for slot in self.slots:
+            if slot.turn is not None:
+                turn, slot.turn = slot.turn, None
+                self._fail(turn.rid, kind, message, "".join(turn.parts))
+            slot.tokens, slot.key = [], ""
+        while self.waiting:
+            rid, _ = self.waiting.popleft()
+            self._fail(rid, kind, message)
+
+    def _fail(self, rid: int, kind: ErrorKind, message: str, partial: str = "") -> None:
+        self.stopped.discard(rid)
+        self.send(rq.TurnEvent(rid, ErrorEvent(kind, message, partial_text=partial)))
+
+    # -- one step ---------------------------------------------------------------------
+    def step(self) -> None:
+        """One batched decode: a token of each turn decoding, then prefill chunks."""
+        self._start_waiting()
+        for slot in self.slots:
+            if slot.turn is not None and slot.turn.rid in self.stopped:
+                self._finish(slot, "stopped")
+        running = [s for s in self.slots if s.turn is not None]
+        if not running:
+            return
+        rows = self._fill_batch(running)
+        status = self.batch.decode(self.rt.llm.ctx)
+        self.steps += 1
+        if status != 0:
+            self._failed_step(running, status)
+            return
+        now = time.perf_counter()
+        for slot in running:
+            turn = slot.turn
+            assert turn is not None
+            if turn.pending is not None:
+                slot.tokens.append(turn.pending)
+                turn.pending = None
+            elif turn.at < len(turn.prompt):
+                hi = min(len(turn.prompt), turn.at + rows.get(-slot.seq, 0))
+                slot.tokens.extend(turn.prompt[turn.at : hi])
+                turn.at = hi
+                if hi < len(turn.prompt):
+                    continue
+                turn.t_prefilled = now
+            row = rows.get(slot.seq)
+            if row is None:
+                continue
+            if turn.max_new <= 0:
+                self._finish(slot, turn.limit)
+                continue
+            self._take(slot, sample_at(self.rt.llm, turn.sampler, row))
+        self._start_waiting()
+
+    def _fill_batch(self, running: list[Slot]) -> dict[int, int]:
+        """Rows of the batch: ``seq`` -> its logits row; ``-seq`` -> prefill tokens added."""
+        batch, rows = self.batch, {}
+        batch.clear()
+        for slot in running:
+            turn = slot.turn
+            if turn is not None and turn.pending is not None:
+                rows[slot.seq] = batch.add(turn.pending, len(slot.tokens), slot.seq, logits=True)
+        for slot in running:
+            turn = slot.turn
+            room = batch.n_max - batch.size
+            if turn is None or turn.pending is not None or turn.at >= len(turn.prompt) or room <= 0:
+                continue
+            hi = min(len(turn.prompt), turn.at + room)
+            last = len(turn.prompt) - 1
+            for pos in range(turn.at, hi):
+                row = batch.add(turn.prompt[pos], pos, slot.seq, logits=pos == last)
+            rows[-slot.seq] = hi - turn.at
+            if hi == len(turn.prompt):
+                rows[slot.seq] = row
+        return rows
+
+    def _take(self, slot: Slot, token: int) -> None:
+        """A sampled token: the end of the reply, or streamed (in the KV cache next step)."""
+        turn, rt = slot.turn, self.rt
+        assert turn is not None
+        turn.t_last = time.perf_counter()
+        turn.t_first = turn.t_first or turn.t_last
+        if not turn.ignore_eos and rt.is_stop(token):
+            self._finish(slot, "eos")
+            return
+        turn.ids.append(token)
+        text = turn.decoder.decode(rt.piece(token))
+        turn.parts.append(text)
+        self.send(("tok", turn.rid, text, token))
+        if len(turn.ids) >= turn.max_new:
+            self._finish(slot, turn.limit)
+            return
+        turn.pending = token
+
+    def _finish(self, slot: Slot, reason: str) -> None:
+        """End the slot's turn: its last events, its state kept under its key."""
+        turn, slot.turn = slot.turn, None
+        assert turn is not None
+        tail = turn.decoder.decode(b"", final=True)
+        if tail:
+            turn.parts.append(tail)
+            self.send(("tok", turn.rid, tail, -1))
+        text = "".join(turn.parts)
+        self.rt.remember_reply(text, turn.ids)
+        decode_from = turn.t_first or turn.t_last
+        stats = TurnStats(
+            **turn.base,
+            prefill_s=(turn.t_prefilled or time.perf_counter()) - turn.t0,
+            ttft_s=(turn.t_first - turn.t0) if turn.t_first else 0.0,
+            decode_tokens=len(turn.ids),
+            decode_s=turn.t_last - decode_from if turn.ids else 0.0,
+            stop_reason=reason,
+            kv_tokens=len(slot.tokens),
+        )
+        self.filler.keep(slot, turn.keep_as)
+        slot.used = time.monotonic()
+        self.stopped.discard(turn.rid)
+        self.send(rq.TurnEvent(turn.rid, StatsEvent(stats)))
+        self.send(rq.TurnEvent(turn.rid, DoneEvent(text, reason, stats, tuple(turn.ids))))
+
+    def _failed_step(self, running: list[Slot], status: int) -> None:
+        """llama.cpp refused the batch: its turns end with the reason, their cells go."""
+        error = EngineError(
+            ErrorKind.INTERNAL if status < 0 else ErrorKind.CONTEXT_FULL,
+            f"llama.cpp could not decode the batch of {len(running)} turns (status {status}).",
+        )
+        for slot in running:
+            turn, slot.turn = slot.turn, None
+            assert turn is not None
+            clear_seq(self.rt.llm.ctx, slot.seq)
+            slot.tokens, slot.key = [], ""
+            self._fail(turn.rid, error.kind, error.message, "".join(turn.parts))
+
+    def close(self) -> None:
+        self.batch.close()
