@@ -78,6 +78,11 @@ def register(sub: Any) -> None:
         help="voice: the speech model, e.g. whisper-small (default: whisper-base)",
     )
     p.add_argument(
+        "--parallel",
+        action="store_true",
+        help="serve: 1, 4 and 8 clients at once (API slots) against llama-server -np 8",
+    )
+    p.add_argument(
         "--alternating-only",
         action="store_true",
         help="serve: only the three clients taking turns (ours and llama-server's)",
@@ -197,17 +202,27 @@ def run(args: argparse.Namespace) -> int:
 
         result = tools_bench.run(model=args.model, quick=args.quick)
     elif args.name == "serve":
-        from vllmchat.bench.serving import serve_bench
+        from vllmchat.bench.serving import parallel_bench, serve_bench
 
-        result = serve_bench.run(
-            model=args.model,
-            quick=args.quick,
-            n_ctx=args.n_ctx or 8192,
-            threads=args.threads,
-            n_gpu_layers=args.n_gpu_layers,
-            flash_attn=args.flash_attn,
-            alternating_only=args.alternating_only,
-        )
+        if args.parallel:
+            result = parallel_bench.run(
+                model=args.model,
+                n_ctx=args.n_ctx or 2048,
+                threads=args.threads,
+                max_tokens=16 if args.quick else 64,
+                n_gpu_layers=args.n_gpu_layers,
+                flash_attn=args.flash_attn,
+            )
+        else:
+            result = serve_bench.run(
+                model=args.model,
+                quick=args.quick,
+                n_ctx=args.n_ctx or 8192,
+                threads=args.threads,
+                n_gpu_layers=args.n_gpu_layers,
+                flash_attn=args.flash_attn,
+                alternating_only=args.alternating_only,
+            )
     elif args.name == "voice":
         from vllmchat.bench.voice import voice_bench
 

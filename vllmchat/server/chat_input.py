@@ -192,6 +192,11 @@ def read_sampling(body: Mapping[str, Any], base: SamplingSettings, n_ctx: int) -
         if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
             raise bad_request(f"'{limit_name}' must be a positive integer.", limit_name)
         changes["max_tokens"] = min(limit, max(n_ctx, 1))
+    ignore_eos = body.get("ignore_eos")  # llama-server's: the reply runs to max_tokens
+    if ignore_eos is not None:
+        if not isinstance(ignore_eos, bool):
+            raise bad_request("'ignore_eos' must be true or false.", "ignore_eos")
+        changes["ignore_eos"] = ignore_eos
     kwargs = body.get("chat_template_kwargs")
     if isinstance(kwargs, dict) and isinstance(kwargs.get("enable_thinking"), bool):
         changes["thinking"] = kwargs["enable_thinking"]

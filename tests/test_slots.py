@@ -1,0 +1,214 @@
+"""API slots: turns of several clients in sequences of their own, batched in one
+decode per step, beside the window's turn; real llama.cpp on the demo model."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from vllmchat.core.engine import requests as rq
+from vllmchat.core.engine.events import DoneEvent, ErrorEvent, ErrorKind, TokenEvent
+from vllmchat.core.engine.kv_stash import SlotPlan
+from vllmchat.core.settings import LoadSettings, SamplingSettings
+
+GREEDY = SamplingSettings(temperature=0.0, max_tokens=24, ignore_eos=True, speculation="off")
+TOPICS = ["rivers", "owls", "bread", "tides", "copper", "trains", "glaciers", "lamps"]
+
+
+def _ask(k: int, reply: str = "") -> list[dict[str, str]]:
+    """Client ``k``'s question; after ``reply``, its follow-up."""
+    out = [{"role": "user", "content": f"Client {k}: tell me about {TOPICS[k % 8]}."}]
+    if reply:
+        out += [{"role": "assistant", "content": reply}, {"role": "user", "content": "More?"}]
+    return out
+
+
+def _turn(client, k: int, plan: SlotPlan, sampling=GREEDY, ticket: int = 0, **kw):
+    """(token ids, the last event) of one slot turn."""
+    ids, last = [], None
+    for event in client.chat(_ask(k, **kw), sampling, slot=plan, ticket=ticket):
+        if isinstance(event, TokenEvent) and event.token_id >= 0:
+            ids.append(event.token_id)
+        elif isinstance(event, DoneEvent | ErrorEvent):
+            last = event
+    return ids, last
+
+
+def _at_once(client, plans: list[SlotPlan], sampling=GREEDY) -> list[tuple[list[int], object]]:
+    out: list = [None] * len(plans)
+
+    def run(i: int) -> None:
+        out[i] = _turn(client, i, plans[i], sampling)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(plans))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    return out
+
+
+@pytest.fixture
+def slotted(make_client, demo_model: Path):
+    """The demo model with 8 API slots of 512 tokens each."""
+    client = make_client()
+    info = client.load(LoadSettings(model_path=str(demo_model), n_ctx=512, api_slots=8))
+    assert info.api_slots == 8 and info.n_ctx == 512
+    return client
+
+
+def test_a_greedy_reply_is_the_same_alone_and_beside_seven_others(slotted) -> None:
+    alone, done = _turn(slotted, 0, SlotPlan("", "alone"))
+    assert isinstance(done, DoneEvent) and len(alone) == GREEDY.max_tokens
+    together = _at_once(slotted, [SlotPlan("", f"c{i}") for i in range(8)])
+    assert all(isinstance(last, DoneEvent) for _, last in together)
+    assert together[0][0] == alone
+    assert len({tuple(ids) for ids, _ in together}) == 8  # each its own reply
+
+
+def test_a_returning_client_reads_only_what_is_new(slotted) -> None:
+    _, first = _turn(slotted, 1, SlotPlan("", "back"))
+    _, again = _turn(slotted, 1, SlotPlan("back", "back"), reply=first.text)
+    assert isinstance(first, DoneEvent) and isinstance(again, DoneEvent)
+    assert again.stats.tokens_reused >= first.stats.prompt_tokens - 1
+    assert "state: slot" in again.stats.note
+    kept = slotted.call(rq.Kept("back"))
+    assert kept is not None and kept.size > 0 and len(kept.tokens) == again.stats.kv_tokens
+
+
+def test_a_client_whose_slot_was_taken_comes_back_from_ram(slotted) -> None:
+    _, first = _turn(slotted, 2, SlotPlan("", "early"))
+    _at_once(slotted, [SlotPlan("", f"other-{i}") for i in range(8)])  # every slot taken
+    _, back = _turn(slotted, 2, SlotPlan("early", "early"), reply=first.text)
+    assert isinstance(back, DoneEvent)
+    assert "state: ram" in back.stats.note and back.stats.tokens_reused > 10
+
+
+def test_a_stopped_turn_leaves_its_slot_within_a_step(slotted) -> None:
+    long = SamplingSettings(temperature=0.0, max_tokens=400, ignore_eos=True, speculation="off")
+    seen: list = []
+    stream = slotted.chat(_ask(3), long, slot=SlotPlan("", "leaver"), ticket=7)
+    for event in stream:
+        seen.append(event)
+        if sum(isinstance(e, TokenEvent) for e in seen) == 3:
+            slotted.stop_slot(7)
+        if isinstance(event, DoneEvent | ErrorEvent):
+            break
+    assert isinstance(seen[-1], DoneEvent) and seen[-1].stop_reason == "stopped"
+    assert seen[-1].stats.decode_tokens < 10
+    _, next_one = _turn(slotted, 4, SlotPlan("", "next"))
+    assert isinstance(next_one, DoneEvent)
+
+
+def test_a_client_that_leaves_mid_stream_frees_its_slot(slotted) -> None:
+    long = SamplingSettings(temperature=0.0, max_tokens=400, ignore_eos=True, speculation="off")
+    stream = slotted.chat(_ask(5), long, slot=SlotPlan("", "gone"))
+    for event in stream:
+        if isinstance(event, TokenEvent):
+            break
+    stream.close()  # what a dropped connection does: the engine is told to stop
+    _, after = _turn(slotted, 6, SlotPlan("", "after"))
+    assert isinstance(after, DoneEvent) and after.stats.decode_tokens == GREEDY.max_tokens
+
+
+def test_a_prompt_longer_than_a_slot_is_refused_and_the_others_go_on(slotted) -> None:
+    huge = [{"role": "user", "content": "word " * 700}]
+    events = list(slotted.chat(huge, GREEDY, slot=SlotPlan("", "huge")))
+    assert isinstance(events[-1], ErrorEvent)
+    assert events[-1].kind is ErrorKind.PROMPT_TOO_LONG and "512" in events[-1].message
+    _, fine = _turn(slotted, 0, SlotPlan("", "fine"))
+    assert isinstance(fine, DoneEvent)
+
+
+def test_images_are_refused_in_a_slot_with_the_reason(slotted) -> None:
+    from vllmchat.core.engine.chat_options import ChatOptions
+
+    events = list(
+        slotted.chat(_ask(0), GREEDY, ChatOptions(images=(b"\x89PNG",)), slot=SlotPlan("", "eyes"))
+    )
+    assert isinstance(events[-1], ErrorEvent)  # without a projector, or in a slot: refused
+    assert events[-1].kind in (ErrorKind.NO_VISION, ErrorKind.BAD_REQUEST)
+
+
+def test_a_grammar_holds_per_sequence(slotted) -> None:
+    from vllmchat.core.engine.chat_options import ChatOptions
+
+    schema = '{"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}'
+    sampling = SamplingSettings(temperature=0.0, max_tokens=40, speculation="off")
+    texts: dict[int, str] = {}
+
+    def run(i: int) -> None:
+        options = ChatOptions(json_schema=schema) if i == 0 else ChatOptions()
+        events = list(slotted.chat(_ask(i), sampling, options, slot=SlotPlan("", f"g{i}")))
+        texts[i] = events[-1].text if isinstance(events[-1], DoneEvent) else "failed"
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    import json
+
+    assert isinstance(json.loads(texts[0])["n"], int)
+    assert not texts[1].lstrip().startswith("{")
+
+
+def test_the_window_turn_runs_while_clients_stream(slotted) -> None:
+    results: list = []
+    worker = threading.Thread(
+        target=lambda: results.extend(_at_once(slotted, [SlotPlan("", f"w{i}") for i in range(4)]))
+    )
+    worker.start()
+    window = list(slotted.chat([{"role": "user", "content": "Hello there!"}], GREEDY))
+    worker.join(300)
+    assert isinstance(window[-1], DoneEvent) and window[-1].stats.decode_tokens == 24
+    assert all(isinstance(last, DoneEvent) for _, last in results) and len(results) == 4
+    again = list(slotted.chat([{"role": "user", "content": "Hello there!"}], GREEDY))
+    assert again[-1].stats.tokens_reused > 5  # the window's own sequence was left alone
+
+
+def test_every_client_hears_of_a_killed_engine_and_the_next_requests_work(slotted) -> None:
+    long = SamplingSettings(temperature=0.0, max_tokens=400, ignore_eos=True, speculation="off")
+    started = threading.Event()
+    out: list = [None] * 8
+
+    def run(i: int) -> None:
+        for event in slotted.chat(_ask(i), long, slot=SlotPlan("", f"k{i}")):
+            started.set()
+            out[i] = event
+        assert out[i] is not None
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    assert started.wait(120)
+    slotted.kill()
+    for t in threads:
+        t.join(60)
+    assert all(isinstance(e, ErrorEvent) and e.kind is ErrorKind.ENGINE_DIED for e in out)
+    slotted.restart()
+    _, after = _turn(slotted, 0, SlotPlan("", "after-kill"))
+    assert isinstance(after, DoneEvent)
+
+
+def test_a_reload_ends_the_streaming_clients_with_a_reason(slotted, demo_model) -> None:
+    long = SamplingSettings(temperature=0.0, max_tokens=400, ignore_eos=True, speculation="off")
+    started = threading.Event()
+    out: list = []
+
+    def run() -> None:
+        for event in slotted.chat(_ask(1), long, slot=SlotPlan("", "reloaded")):
+            started.set()
+            if isinstance(event, DoneEvent | ErrorEvent):
+                out.append(event)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    assert started.wait(120)
+    slotted.reload(LoadSettings(model_path=str(demo_model), n_ctx=512, api_slots=2))
+    thread.join(60)
+    assert isinstance(out[-1], ErrorEvent) and "reloaded" in out[-1].message
+    _, after = _turn(slotted, 2, SlotPlan("", "after-reload"))
+    assert isinstance(after, DoneEvent)
