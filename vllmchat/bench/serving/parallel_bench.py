@@ -140,12 +140,14 @@ def _window_ttft(url: str, service: ApiService, max_tokens: int) -> dict[str, fl
         done = [e for e in app.send(text) if isinstance(e, DoneEvent)]
         return done[-1]
 
-    question = "Name three facts about {} in one short line each, please. " * 12
-    alone = turn(question.format("maps"))
+    def question(topic: str) -> str:
+        return f"Name three facts about {topic} in one short line each, please. " * 12
+
+    alone = turn(question("maps"))
     streaming = threading.Thread(target=_round, args=(url, 4, max_tokens * 4), daemon=True)
     streaming.start()
     time.sleep(1.0)  # the four are decoding
-    beside = turn(question.format("tea"))
+    beside = turn(question("tea"))
     streaming.join()
     return {
         "window_ttft_alone_ms": round(alone.stats.ttft_s * 1000, 1),
