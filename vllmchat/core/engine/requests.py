@@ -265,6 +265,10 @@ class SlotChat(Chat):
     state_file: str = ""
 
 
+SLOT_LOOP_REQUESTS: tuple[type[Request], ...] = (SlotChat,)
+"""Requests the engine's slot loop takes between steps, not a handler."""
+
+
 @dataclass(frozen=True)
 class KeptState:
     """A state the engine keeps in RAM: its tokens and its bytes' count."""
