@@ -265,7 +265,7 @@ class SlotChat(Chat):
     state_file: str = ""
 
 
-SLOT_LOOP_REQUESTS: tuple[type[Request], ...] = (SlotChat,)
+SLOT_LOOP_REQUESTS: tuple[type[Request[Any]], ...] = (SlotChat,)
 """Requests the engine's slot loop takes between steps, not a handler."""
 
 

@@ -110,7 +110,9 @@ class Worker:
                 continue
             if isinstance(message, rq.Stop):
                 self.stopped.add(message.rid)
-            elif isinstance(message, rq.Call) and isinstance(message.request, rq.SLOT_LOOP_REQUESTS):
+            elif isinstance(message, rq.Call) and isinstance(
+                message.request, rq.SLOT_LOOP_REQUESTS
+            ):
                 self.slot_inbox.put(message)  # taken between steps, even within a turn
                 self.requests.put(None)
             else:
