@@ -82,7 +82,7 @@ def test_an_image_left_out_by_keep_last_is_not_sent(tmp_path, demo_model, projec
         first, _ = _turn(app, "Look.")
         assert first.stats.images_encoded == 1
         dropped = 0
-        for n in range(6):
+        for n in range(4):
             done, events = _turn(app, f"Part {n}: " + "tea and apples " * 50)
             plan = next(e for e in events if isinstance(e, PromptPlanEvent))
             dropped = max(dropped, plan.dropped_messages)

@@ -46,6 +46,14 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--n-ctx", type=int, default=None, help="the context length (default: the settings')"
     )
+    p.add_argument(
+        "--parallel",
+        type=int,
+        default=None,
+        metavar="N",
+        help="clients answered at once, batched, each in a sequence of n_ctx tokens "
+        "(llama-server's -np; default: the settings', 4)",
+    )
     p.set_defaults(func=run)
 
 
@@ -70,6 +78,10 @@ def _settings(args: argparse.Namespace) -> Any:
         settings = settings.for_model(str(demo_model_path()))
     if args.n_ctx:
         settings = settings.with_changes(n_ctx=args.n_ctx)
+    if args.parallel is not None:
+        if not 1 <= args.parallel <= 63:
+            raise SystemExit(f"--parallel must be from 1 to 63, got {args.parallel}")
+        settings = settings.with_changes(api_parallel=args.parallel)
     return settings
 
 

@@ -7,7 +7,10 @@ same context per slot, threads, GPU layers and flash attention), in one run.
   ``ratio_4_over_1`` for both, and ours ÷ theirs at 4 and 8 clients.
 - ``ttft_returning_8_ms``: a returning client's time to the first token while the
   other seven return too, ours and theirs, and the ratio.
-- ``greedy_identical_alone_vs_8``: client 0's reply alone and beside 7 others.
+- ``greedy_identical_alone_vs_8``: client 0's reply alone and beside 7 others, both from
+  its kept state; ``greedy_identical_fresh_vs_returning``: its first reply (the prompt
+  prefilled in one chunk) against the returning one (only the last prompt token evaluated
+  again, alone), which llama.cpp's kernels need not make identical.
 - ``window_ttft_ratio``: the window's turn's time to the first token with 4 clients
   streaming ÷ alone (the window's turn steps between theirs).
 - ``single_client_decode_vs_window_path``: one API client's decode tok/s in its slot
@@ -118,9 +121,13 @@ def _levels(url: str, max_tokens: int) -> dict[str, Any]:
         texts[n] = [d["text"] for d in done]
         if n == 1:
             out["single_decode_tok_s"] = round(done[0]["decode_tok_s"], 2)
+    # Client 0 returns alone with the same messages: its state is reused as it was at 4
+    # and 8 clients, so alone and beside 7 start from the same state.
+    alone = _stream(url, 0, max_tokens, "")["text"]
+    out["identical"] = alone == texts[8][0]
+    out["identical_fresh_vs_returning"] = texts[1][0] == alone
     back = _round(url, 8, 8, [t[:200] for t in texts[8]])
     out["ttft_returning_8_ms"] = round(statistics.mean(d["ttft"] for d in back) * 1000, 1)
-    out["identical"] = texts[1][0] == texts[8][0]
     return out
 
 
@@ -137,7 +144,11 @@ def _window_ttft(url: str, service: ApiService, max_tokens: int) -> dict[str, fl
     app = service.app
 
     def turn(text: str) -> DoneEvent:
-        done = [e for e in app.send(text) if isinstance(e, DoneEvent)]
+        app.new_chat()  # each turn a new conversation: the same prefill alone and beside
+        events = list(app.send(text))
+        done = [e for e in events if isinstance(e, DoneEvent)]
+        if not done:
+            raise RuntimeError(f"the window's turn did not finish: {events[-3:]!r}")
         return done[-1]
 
     def question(topic: str) -> str:
@@ -209,6 +220,8 @@ def run(
     )
     out["greedy_identical_alone_vs_8"] = mine["identical"]
     out["llama_server_greedy_identical_alone_vs_8"] = theirs["identical"]
+    out["greedy_identical_fresh_vs_returning"] = mine["identical_fresh_vs_returning"]
+    out["llama_server_greedy_identical_fresh_vs_returning"] = theirs["identical_fresh_vs_returning"]
     out["single_client_decode_tok_s"] = mine["single_decode_tok_s"]
     out["single_client_decode_vs_window_path"] = round(
         mine["single_decode_tok_s"] / max(out["window_decode_tok_s"], 1e-6), 3
