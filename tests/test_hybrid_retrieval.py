@@ -67,8 +67,9 @@ def _archive(tmp_path, paragraphs: int = 120):
 def test_a_large_document_is_answered_from_fused_passages(tmp_path, demo_model) -> None:
     app, _, _ = _open(tmp_path, demo_model, n_ctx=2048, embedding_model=str(demo_model))
     try:
-        archive = _archive(tmp_path, paragraphs=60)  # still over the context, half the chunks
-        added = [e for e in app.attaching.attach(archive) if isinstance(e, AttachmentAdded)]
+        added = [
+            e for e in app.attaching.attach(_archive(tmp_path)) if isinstance(e, AttachmentAdded)
+        ]
         assert added and added[0].mode == "retrieval"
         att = added[0].attachment_id
         key = model_key(str(demo_model))
