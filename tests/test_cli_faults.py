@@ -146,3 +146,10 @@ def test_a_chat_is_stored_at_its_first_message(demo_model, tmp_path):
     assert missing.returncode == 2
     assert f"There is no conversation {stored.id + 1}" in missing.stderr
     assert len(_conversations(data)) == 1
+
+
+@pytest.mark.parametrize("slots", ["0", "64"])
+def test_serve_refuses_a_slot_count_out_of_range_before_loading(slots, capsys):
+    args = build_parser().parse_args(["serve", "--parallel", slots])
+    assert args.func(args) == 2
+    assert f"--parallel must be from 1 to 63, got {slots}" in capsys.readouterr().err

@@ -61,6 +61,7 @@ def _settings(args: argparse.Namespace) -> Any:
     from vllmchat.core.app.serving.models_on_offer import find_model, offered_models
     from vllmchat.core.app_settings import load_app_settings
     from vllmchat.core.demo_model import demo_model_path
+    from vllmchat.core.settings import MAX_API_SLOTS
 
     settings = load_app_settings()
     if args.model:
@@ -79,8 +80,8 @@ def _settings(args: argparse.Namespace) -> Any:
     if args.n_ctx:
         settings = settings.with_changes(n_ctx=args.n_ctx)
     if args.parallel is not None:
-        if not 1 <= args.parallel <= 63:
-            raise SystemExit(f"--parallel must be from 1 to 63, got {args.parallel}")
+        if not 1 <= args.parallel <= MAX_API_SLOTS:
+            raise ValueError(f"--parallel must be from 1 to {MAX_API_SLOTS}, got {args.parallel}")
         settings = settings.with_changes(api_parallel=args.parallel)
     return settings
 

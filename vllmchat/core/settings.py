@@ -18,6 +18,9 @@ KV_TYPES: tuple[str, ...] = ("f16", "q8_0", "q4_0")
 # whichever is larger (measured: at about 86 MiB free, llama.cpp aborted in the first
 # decode). The default of ``AppSettings.gpu_margin_mib``.
 GPU_MARGIN_MIB = 256
+# API sequences beside the window's, each a whole n_ctx of KV cache (llama.cpp takes 256
+# sequences a context; 64 in all keeps the largest cache a user can ask for sane).
+MAX_API_SLOTS = 63
 
 # ggml_type ids used by llama.cpp for the KV cache.
 GGML_TYPE_IDS: dict[str, int] = {"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 8}
@@ -86,8 +89,8 @@ class LoadSettings:
         return 1 + self.api_slots
 
     def __post_init__(self) -> None:
-        if self.api_slots < 0 or self.api_slots > 63:
-            raise ValueError(f"api_slots must be from 0 to 63, got {self.api_slots}")
+        if not 0 <= self.api_slots <= MAX_API_SLOTS:
+            raise ValueError(f"api_slots must be from 0 to {MAX_API_SLOTS}, got {self.api_slots}")
         if self.n_ctx < 16:
             raise ValueError(f"n_ctx must be at least 16, got {self.n_ctx}")
         if self.n_threads < 1 or self.n_threads_batch < 0:
