@@ -72,13 +72,15 @@ def test_sigkill_of_the_app_mid_reply_keeps_messages_and_marks_the_partial(tmp_p
         store.close()
 
 
-REPLY_TOKENS = 8  # many turns, each cheap: the history still outgrows the context twice
+REPLY_TOKENS = 8  # many turns, each cheap
+N_CTX = 384
+TURNS = 24  # about 34 tokens a turn: the history outgrows the context twice
 
 
 @pytest.mark.timeout(1200)
-def test_sixty_turn_soak_stays_within_the_context(gemma_model, make_client, tmp_path):
+def test_a_soak_that_outgrows_the_context_twice_stays_within_it(gemma_model, make_client, tmp_path):
     client = make_client()
-    client.load(LoadSettings(model_path=str(gemma_model), n_ctx=1024, n_threads=2))
+    client.load(LoadSettings(model_path=str(gemma_model), n_ctx=N_CTX, n_threads=2))
     store = ConversationStore(tmp_path / "c.sqlite3")
     conv = store.create(system_prompt="You are brief.")
     session = ChatSession(
@@ -86,22 +88,23 @@ def test_sixty_turn_soak_stays_within_the_context(gemma_model, make_client, tmp_
         client,
         conv.id,
         SessionConfig(
-            policy=ContextPolicy(keep_last_turns=2),
+            # short summaries: each one is a generation that the soak waits for
+            policy=ContextPolicy(keep_last_turns=2, summary_max_tokens=64, summary_max_words=40),
             sampling=SamplingSettings(temperature=0.7, max_tokens=REPLY_TOKENS, seed=3),
         ),
     )
     errors, over, summaries = [], 0, 0
-    for i in range(60):
+    for i in range(TURNS):
         events = list(session.send(f"Turn {i}: tell me one fact about the number {i}."))
         last = events[-1]
         if not isinstance(last, DoneEvent):
             errors.append(last)
         for e in events:
-            if isinstance(e, PromptPlanEvent) and e.prompt_tokens > 1024 - REPLY_TOKENS:
+            if isinstance(e, PromptPlanEvent) and e.prompt_tokens > N_CTX - REPLY_TOKENS:
                 over += 1
             summaries += isinstance(e, SummaryEvent) and e.status == "done"
     assert errors == [] and over == 0
-    assert summaries >= 1
-    assert len(store.path(conv.id)) == 120
+    assert summaries >= 2
+    assert len(store.path(conv.id)) == 2 * TURNS
     assert store.integrity_check() == "ok"
     store.close()

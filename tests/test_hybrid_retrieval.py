@@ -54,22 +54,23 @@ def test_the_engine_embeds_with_a_gguf_in_embedding_mode(make_client, demo_model
     assert _cos(found[0], found[1]) > _cos(found[0], found[2])
 
 
-def _archive(tmp_path, paragraphs: int = 120):
+def _archive(tmp_path, paragraphs: int = 120, first: int = 10, gap: int = 25):
     rng = random.Random(5)
     parts = filler(rng, paragraphs * 5)
     for n, (sentence, _) in enumerate(PLANTED[:4]):
-        parts[10 + n * 25] += " " + sentence
+        parts[first + n * gap] += " " + sentence
     path = tmp_path / "archive.md"
     path.write_text("# Archive\n\n" + "\n\n".join(parts), encoding="utf-8")
     return path
 
 
 def test_a_large_document_is_answered_from_fused_passages(tmp_path, demo_model) -> None:
-    app, _, _ = _open(tmp_path, demo_model, n_ctx=2048, embedding_model=str(demo_model))
+    # A context just large enough for passages (three of them), and an archive of six
+    # chunks that it cannot hold whole: each planted sentence in a chunk of its own.
+    app, _, _ = _open(tmp_path, demo_model, n_ctx=1280, embedding_model=str(demo_model))
     try:
-        added = [
-            e for e in app.attaching.attach(_archive(tmp_path)) if isinstance(e, AttachmentAdded)
-        ]
+        archive = _archive(tmp_path, paragraphs=24, first=2, gap=6)
+        added = [e for e in app.attaching.attach(archive) if isinstance(e, AttachmentAdded)]
         assert added and added[0].mode == "retrieval"
         att = added[0].attachment_id
         key = model_key(str(demo_model))
@@ -79,7 +80,7 @@ def test_a_large_document_is_answered_from_fused_passages(tmp_path, demo_model) 
         assert vec.missing([att], key) == []
         for sentence, question in PLANTED[:4]:
             hits = app.attaching.passages_for(question)
-            assert any(sentence[:40] in h.text for h in hits), question
+            assert sentence[:40] in hits[0].text, question  # ranked first
             assert all(h.score > 0 for h in hits)  # fused (RRF) scores, not BM25's
     finally:
         _close(app)

@@ -68,6 +68,44 @@ def test_a_greedy_reply_is_the_same_alone_and_beside_seven_others(slotted) -> No
     assert len({tuple(ids) for ids, _ in together}) == 8  # each its own reply
 
 
+def test_a_greedy_reply_is_the_same_fresh_and_from_its_kept_state(slotted) -> None:
+    long = SamplingSettings(temperature=0.0, max_tokens=64, ignore_eos=True, speculation="off")
+    system = "You are a careful assistant who writes long answers. " * 6
+    messages = [
+        {"role": "system", "content": system},
+        {"role": "user", "content": "Client 0: write a long story about rivers."},
+    ]
+
+    def turn(plan: SlotPlan) -> tuple[list[int], object]:
+        events = list(slotted.chat(messages, long, slot=plan))
+        ids = [e.token_id for e in events if isinstance(e, TokenEvent) and e.token_id >= 0]
+        return ids, events[-1]
+
+    fresh, first = turn(SlotPlan("", "same"))
+    again, second = turn(SlotPlan("same", "same"))  # the same prompt again
+    assert isinstance(first, DoneEvent) and isinstance(second, DoneEvent)
+    assert second.stats.tokens_reused == first.stats.prompt_tokens - 1  # only the last token
+    assert again == fresh
+
+
+def test_a_reply_is_the_same_while_another_prompt_prefills_beside_it(slotted) -> None:
+    long = SamplingSettings(temperature=0.0, max_tokens=48, ignore_eos=True, speculation="off")
+    alone, _ = _turn(slotted, 4, SlotPlan("", "solo"), long)
+    story = [{"role": "user", "content": "Lighthouses, ships and the sea at night. " * 30}]
+    other: list = []
+    ids: list[int] = []
+    for event in slotted.chat(_ask(4), long, slot=SlotPlan("", "beside")):
+        if isinstance(event, TokenEvent) and event.token_id >= 0:
+            ids.append(event.token_id)
+            if len(ids) == 4:  # a prompt of about 300 tokens arrives mid-reply
+                run = lambda: other.append(list(slotted.chat(story, GREEDY, slot=SlotPlan())))  # noqa: E731
+                thread = threading.Thread(target=run)
+                thread.start()
+    thread.join(300)
+    assert isinstance(other[0][-1], DoneEvent) and other[0][-1].stats.prompt_tokens > 200
+    assert ids == alone
+
+
 def test_a_returning_client_reads_only_what_is_new(slotted) -> None:
     _, first = _turn(slotted, 1, SlotPlan("", "back"))
     _, again = _turn(slotted, 1, SlotPlan("back", "back"), reply=first.text)

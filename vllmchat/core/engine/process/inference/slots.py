@@ -147,7 +147,13 @@ class SlotLoop:
 
     # -- one step ---------------------------------------------------------------------
     def step(self) -> None:
-        """One batched decode: a token of each turn decoding, then prefill chunks."""
+        """One step: a token of each turn decoding, then prefill chunks.
+
+        Where this build's small batches are exact (``rt.exactness``), the rows whose
+        logits are sampled (a token of each running turn, the last prompt token of each
+        starting one) are decoded in a batch of their own, and prefill chunks (which
+        never hold a prompt's last token) after it: a reply is then the same alone,
+        beside others prefilling, and fresh or from a kept state."""
         self._start_waiting()
         for slot in self.slots:
             if slot.turn is not None and slot.turn.rid in self.stopped:
@@ -155,21 +161,35 @@ class SlotLoop:
         running = [s for s in self.slots if s.turn is not None]
         if not running:
             return
-        rows = self._fill_batch(running)
+        if self.rt.exactness.exact:
+            if self._decode(running, sampled=True, prefill=False):
+                self._decode([s for s in running if s.turn is not None], False, True)
+        else:
+            self._decode(running, sampled=True, prefill=True)
+        self._start_waiting()
+
+    def _decode(self, running: list[Slot], sampled: bool, prefill: bool) -> bool:
+        """Decode one batch of ``running``'s rows and take what it gives; False where
+        llama.cpp refused it."""
+        rows = self._fill_batch(running, sampled, prefill)
+        if self.batch.size == 0:
+            return True
         status = self.batch.decode(self.rt.llm.ctx)
         self.steps += 1
         if status != 0:
             self._failed_step(running, status)
-            return
+            return False
         now = time.perf_counter()
         for slot in running:
             turn = slot.turn
-            assert turn is not None
-            if turn.pending is not None:
+            if turn is None or (slot.seq not in rows and -slot.seq not in rows):
+                continue
+            if -slot.seq not in rows:  # its last token (streamed) is in the cache now
+                assert turn.pending is not None
                 slot.tokens.append(turn.pending)
                 turn.pending = None
-            elif turn.at < len(turn.prompt):
-                hi = min(len(turn.prompt), turn.at + rows.get(-slot.seq, 0))
+            else:
+                hi = turn.at + rows[-slot.seq]
                 slot.tokens.extend(turn.prompt[turn.at : hi])
                 turn.at = hi
                 if hi < len(turn.prompt):
@@ -182,23 +202,36 @@ class SlotLoop:
                 self._finish(slot, turn.limit)
                 continue
             self._take(slot, sample_at(self.rt.llm, turn.sampler, row))
-        self._start_waiting()
+        return True
 
-    def _fill_batch(self, running: list[Slot]) -> dict[int, int]:
-        """Rows of the batch: ``seq`` -> its logits row; ``-seq`` -> prefill tokens added."""
+    def _fill_batch(self, running: list[Slot], sampled: bool, prefill: bool) -> dict[int, int]:
+        """Rows of the batch: ``seq`` -> its logits row; ``-seq`` -> prompt tokens added.
+
+        ``sampled``: each turn's streamed token, and the last prompt token of each turn
+        whose prompt is otherwise in (or the whole rest of its prompt, with ``prefill``);
+        ``prefill``: chunks of the prompts starting (up to their last token but one
+        where ``sampled`` is off, which the next step's sampled batch then holds)."""
         batch, rows = self.batch, {}
         batch.clear()
         for slot in running:
             turn = slot.turn
-            if turn is not None and turn.pending is not None:
+            if sampled and turn is not None and turn.pending is not None:
                 rows[slot.seq] = batch.add(turn.pending, len(slot.tokens), slot.seq, logits=True)
         for slot in running:
             turn = slot.turn
             room = batch.n_max - batch.size
-            if turn is None or turn.pending is not None or turn.at >= len(turn.prompt) or room <= 0:
+            if turn is None or turn.pending is not None or room <= 0:
                 continue
-            hi = min(len(turn.prompt), turn.at + room)
             last = len(turn.prompt) - 1
+            if prefill:
+                end = len(turn.prompt) if sampled else last
+                if turn.at >= end:
+                    continue
+                hi = min(end, turn.at + room)
+            elif turn.at == last:
+                hi = len(turn.prompt)
+            else:
+                continue
             for pos in range(turn.at, hi):
                 row = batch.add(turn.prompt[pos], pos, slot.seq, logits=pos == last)
             rows[-slot.seq] = hi - turn.at
