@@ -150,5 +150,6 @@ def log_request(
             note,
             getattr(done, "place_s", 0.0) * 1000,
             getattr(done, "ttft_s", 0.0) * 1000,
+            getattr(done, "decode_tok_s", 0.0),
         )
     )

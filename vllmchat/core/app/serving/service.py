@@ -60,6 +60,7 @@ class RequestLogged:
     note: str = ""
     place_ms: float = 0.0  # the client's state made live before the turn
     first_token_ms: float = 0.0  # the engine's time to the first token
+    decode_tok_s: float = 0.0  # the engine's decode speed of the reply
 
 
 @dataclass(frozen=True)
