@@ -1,10 +1,10 @@
 """KV states kept by name in the engine process's RAM, for the clients of the API.
 
-``Stash`` copies the live KV cache (and its token ids) under a key; ``Unstash``
-makes a stashed state live again (the stash stays); ``Spill`` writes one to a state
-file and frees its RAM; ``Forget`` drops stashes; ``LiveTokens`` tells the token ids
-the live cache holds. Stashes belong to the model loaded: a load or reload drops
-them. An engine with ``Capabilities.kv_stash`` serves these (the local engine).
+The slot loop keeps each API turn's state under its client's key (``SlotPlan``);
+``Kept`` tells its tokens and size, ``Spill`` writes one to a state file and frees
+its RAM, ``Forget`` drops some. Kept states belong to the model loaded: a load or
+reload drops them. An engine with ``Capabilities.kv_stash`` serves these (the local
+engine).
 """
 
 from __future__ import annotations
@@ -16,22 +16,8 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 from vllmchat.core.engine.chat_options import ChatOptions
 from vllmchat.core.engine.events import Event
 from vllmchat.core.engine.info import StateTransfer
-from vllmchat.core.engine.requests import ImportState, Kept, KeptState, Request
+from vllmchat.core.engine.requests import Kept, KeptState, Request
 from vllmchat.core.settings import SamplingSettings
-
-
-@dataclass(frozen=True)
-class Stash(Request[StateTransfer]):
-    """Copy the live KV state into RAM under ``key`` (replacing what it held)."""
-
-    key: str
-
-
-@dataclass(frozen=True)
-class Unstash(Request[StateTransfer]):
-    """Make the state stashed under ``key`` live; ``STATE_MISMATCH`` when there is none."""
-
-    key: str
 
 
 @dataclass(frozen=True)
@@ -47,11 +33,6 @@ class Forget(Request[None]):
     """Drop these stashes (unknown keys are ignored)."""
 
     keys: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class LiveTokens(Request[list[int]]):
-    """The token ids the live KV cache holds."""
 
 
 class SlotPlan(NamedTuple):
@@ -93,21 +74,8 @@ class KvStash:
     def __init__(self, engine: ServesRequests) -> None:
         self.engine = engine
 
-    def stash(self, key: str) -> StateTransfer:
-        done: StateTransfer = self.engine.call(Stash(key))
-        return done
-
-    def unstash(self, key: str) -> StateTransfer:
-        done: StateTransfer = self.engine.call(Unstash(key))
-        return done
-
     def spill(self, key: str, path: str) -> StateTransfer:
         done: StateTransfer = self.engine.call(Spill(key, path))
-        return done
-
-    def import_file(self, path: str) -> StateTransfer:
-        """Make the state in a state file live (``STATE_MISMATCH`` when it does not fit)."""
-        done: StateTransfer = self.engine.call(ImportState(path))
         return done
 
     def forget(self, keys: Sequence[str]) -> None:
@@ -117,10 +85,6 @@ class KvStash:
         """The tokens and size of the state the engine keeps as ``key`` (after a turn)."""
         state: KeptState | None = self.engine.call(Kept(key))
         return state
-
-    def live_tokens(self) -> list[int]:
-        ids: list[int] = self.engine.call(LiveTokens())
-        return ids
 
 
 def stash_of(engine: object) -> KvStash | None:

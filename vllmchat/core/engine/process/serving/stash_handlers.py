@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from vllmchat.core.engine.events import EngineError, ErrorKind
 from vllmchat.core.engine.info import StateTransfer
-from vllmchat.core.engine.kv_stash import Forget, LiveTokens, Spill, Stash, Unstash
+from vllmchat.core.engine.kv_stash import Forget, Spill
 from vllmchat.core.engine.process.llama.state_file import KVState, write_state
 from vllmchat.core.engine.process.serving.registry import Context, handles
 from vllmchat.core.engine.requests import Kept, KeptState
@@ -15,24 +15,6 @@ def _stashed(ctx: Context, key: str) -> KVState:
     if state is None:
         raise EngineError(ErrorKind.STATE_MISMATCH, f"No KV state is stashed as {key!r}.")
     return state
-
-
-@handles(Stash)
-def stash(ctx: Context, r: Stash) -> StateTransfer:
-    rt = ctx.require_runtime()
-    data, tokens = rt.save_state()
-    ctx.stashes[r.key] = KVState(ctx.binding(rt), tokens, data)
-    return StateTransfer(len(tokens), len(data))
-
-
-@handles(Unstash)
-def unstash(ctx: Context, r: Unstash) -> StateTransfer:
-    rt = ctx.require_runtime()
-    state = _stashed(ctx, r.key)
-    if not rt.restore_state(state.data, state.tokens):
-        del ctx.stashes[r.key]
-        raise EngineError(ErrorKind.STATE_MISMATCH, "llama.cpp refused the stashed state.")
-    return StateTransfer(len(state.tokens), len(state.data))
 
 
 @handles(Spill)
@@ -54,11 +36,6 @@ def spill(ctx: Context, r: Spill) -> StateTransfer:
 def forget(ctx: Context, r: Forget) -> None:
     for key in r.keys:
         ctx.stashes.pop(key, None)
-
-
-@handles(LiveTokens)
-def live_tokens(ctx: Context, r: LiveTokens) -> list[int]:
-    return ctx.require_runtime().kv_tokens
 
 
 @handles(Kept)
