@@ -163,7 +163,11 @@ class SlotLoop:
             return
         if self.rt.exactness.exact:
             if self._decode(running, sampled=True, prefill=False):
-                self._decode([s for s in running if s.turn is not None], False, True)
+                starting = [
+                    s for s in running if s.turn is not None and s.turn.at < len(s.turn.prompt) - 1
+                ]
+                if starting:  # a decoding step (the usual one) has no second batch
+                    self._decode(starting, sampled=False, prefill=True)
         else:
             self._decode(running, sampled=True, prefill=True)
         self._start_waiting()
