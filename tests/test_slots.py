@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from vllmchat.core.engine import requests as rq
+from vllmchat.core.engine.api_states import ApiSlot, KeepStates, ListStates, SaveStates
 from vllmchat.core.engine.events import DoneEvent, ErrorEvent, ErrorKind, TokenEvent
-from vllmchat.core.engine.kv_stash import SlotPlan
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 
 GREEDY = SamplingSettings(temperature=0.0, max_tokens=24, ignore_eos=True, speculation="off")
@@ -25,7 +24,7 @@ def _ask(k: int, reply: str = "") -> list[dict[str, str]]:
     return out
 
 
-def _turn(client, k: int, plan: SlotPlan, sampling=GREEDY, ticket: int = 0, **kw):
+def _turn(client, k: int, plan: ApiSlot, sampling=GREEDY, ticket: int = 0, **kw):
     """(token ids, the last event) of one slot turn."""
     ids, last = [], None
     for event in client.chat(_ask(k, **kw), sampling, slot=plan, ticket=ticket):
@@ -36,7 +35,7 @@ def _turn(client, k: int, plan: SlotPlan, sampling=GREEDY, ticket: int = 0, **kw
     return ids, last
 
 
-def _at_once(client, plans: list[SlotPlan], sampling=GREEDY) -> list[tuple[list[int], object]]:
+def _at_once(client, plans: list[ApiSlot], sampling=GREEDY) -> list[tuple[list[int], object]]:
     out: list = [None] * len(plans)
 
     def run(i: int) -> None:
@@ -60,9 +59,9 @@ def slotted(make_client, demo_model: Path):
 
 
 def test_a_greedy_reply_is_the_same_alone_and_beside_seven_others(slotted) -> None:
-    alone, done = _turn(slotted, 0, SlotPlan("", "alone"))
+    alone, done = _turn(slotted, 0, ApiSlot("alone", reuse=False))
     assert isinstance(done, DoneEvent) and len(alone) == GREEDY.max_tokens
-    together = _at_once(slotted, [SlotPlan("", f"c{i}") for i in range(8)])
+    together = _at_once(slotted, [ApiSlot(f"c{i}", reuse=False) for i in range(8)])
     assert all(isinstance(last, DoneEvent) for _, last in together)
     assert together[0][0] == alone
     assert len({tuple(ids) for ids, _ in together}) == 8  # each its own reply
@@ -76,13 +75,13 @@ def test_a_greedy_reply_is_the_same_fresh_and_from_its_kept_state(slotted) -> No
         {"role": "user", "content": "Client 0: write a long story about rivers."},
     ]
 
-    def turn(plan: SlotPlan) -> tuple[list[int], object]:
+    def turn(plan: ApiSlot) -> tuple[list[int], object]:
         events = list(slotted.chat(messages, long, slot=plan))
         ids = [e.token_id for e in events if isinstance(e, TokenEvent) and e.token_id >= 0]
         return ids, events[-1]
 
-    fresh, first = turn(SlotPlan("", "same"))
-    again, second = turn(SlotPlan("same", "same"))  # the same prompt again
+    fresh, first = turn(ApiSlot("same", reuse=False))
+    again, second = turn(ApiSlot("same"))  # the same prompt again
     assert isinstance(first, DoneEvent) and isinstance(second, DoneEvent)
     assert second.stats.tokens_reused == first.stats.prompt_tokens - 1  # only the last token
     assert again == fresh
@@ -90,15 +89,15 @@ def test_a_greedy_reply_is_the_same_fresh_and_from_its_kept_state(slotted) -> No
 
 def test_a_reply_is_the_same_while_another_prompt_prefills_beside_it(slotted) -> None:
     long = SamplingSettings(temperature=0.0, max_tokens=48, ignore_eos=True, speculation="off")
-    alone, _ = _turn(slotted, 4, SlotPlan("", "solo"), long)
+    alone, _ = _turn(slotted, 4, ApiSlot("solo", reuse=False), long)
     story = [{"role": "user", "content": "Lighthouses, ships and the sea at night. " * 30}]
     other: list = []
     ids: list[int] = []
-    for event in slotted.chat(_ask(4), long, slot=SlotPlan("", "beside")):
+    for event in slotted.chat(_ask(4), long, slot=ApiSlot("beside", reuse=False)):
         if isinstance(event, TokenEvent) and event.token_id >= 0:
             ids.append(event.token_id)
             if len(ids) == 4:  # a prompt of about 300 tokens arrives mid-reply
-                run = lambda: other.append(list(slotted.chat(story, GREEDY, slot=SlotPlan())))  # noqa: E731
+                run = lambda: other.append(list(slotted.chat(story, GREEDY, slot=ApiSlot())))  # noqa: E731
                 thread = threading.Thread(target=run)
                 thread.start()
     thread.join(300)
@@ -107,19 +106,19 @@ def test_a_reply_is_the_same_while_another_prompt_prefills_beside_it(slotted) ->
 
 
 def test_a_returning_client_reads_only_what_is_new(slotted) -> None:
-    _, first = _turn(slotted, 1, SlotPlan("", "back"))
-    _, again = _turn(slotted, 1, SlotPlan("back", "back"), reply=first.text)
+    _, first = _turn(slotted, 1, ApiSlot("back"))
+    _, again = _turn(slotted, 1, ApiSlot("back"), reply=first.text)
     assert isinstance(first, DoneEvent) and isinstance(again, DoneEvent)
     assert again.stats.tokens_reused >= first.stats.prompt_tokens - 1
     assert "state: slot" in again.stats.note
-    kept = slotted.call(rq.Kept("back"))
-    assert kept is not None and kept.size > 0 and len(kept.tokens) == again.stats.kv_tokens
+    kept = {s.key: s for s in slotted.call(ListStates()).states}
+    assert kept["back"].size > 0 and kept["back"].tokens == again.stats.kv_tokens
 
 
 def test_a_client_whose_slot_was_taken_comes_back_from_ram(slotted) -> None:
-    _, first = _turn(slotted, 2, SlotPlan("", "early"))
-    _at_once(slotted, [SlotPlan("", f"other-{i}") for i in range(8)])  # every slot taken
-    _, back = _turn(slotted, 2, SlotPlan("early", "early"), reply=first.text)
+    _, first = _turn(slotted, 2, ApiSlot("early"))
+    _at_once(slotted, [ApiSlot(f"other-{i}") for i in range(8)])  # every slot taken
+    _, back = _turn(slotted, 2, ApiSlot("early"), reply=first.text)
     assert isinstance(back, DoneEvent)
     assert "state: ram" in back.stats.note and back.stats.tokens_reused > 10
 
@@ -127,7 +126,7 @@ def test_a_client_whose_slot_was_taken_comes_back_from_ram(slotted) -> None:
 def test_a_stopped_turn_leaves_its_slot_within_a_step(slotted) -> None:
     long = SamplingSettings(temperature=0.0, max_tokens=400, ignore_eos=True, speculation="off")
     seen: list = []
-    stream = slotted.chat(_ask(3), long, slot=SlotPlan("", "leaver"), ticket=7)
+    stream = slotted.chat(_ask(3), long, slot=ApiSlot("leaver"), ticket=7)
     for event in stream:
         seen.append(event)
         if sum(isinstance(e, TokenEvent) for e in seen) == 3:
@@ -136,27 +135,27 @@ def test_a_stopped_turn_leaves_its_slot_within_a_step(slotted) -> None:
             break
     assert isinstance(seen[-1], DoneEvent) and seen[-1].stop_reason == "stopped"
     assert seen[-1].stats.decode_tokens < 10
-    _, next_one = _turn(slotted, 4, SlotPlan("", "next"))
+    _, next_one = _turn(slotted, 4, ApiSlot("next"))
     assert isinstance(next_one, DoneEvent)
 
 
 def test_a_client_that_leaves_mid_stream_frees_its_slot(slotted) -> None:
     long = SamplingSettings(temperature=0.0, max_tokens=400, ignore_eos=True, speculation="off")
-    stream = slotted.chat(_ask(5), long, slot=SlotPlan("", "gone"))
+    stream = slotted.chat(_ask(5), long, slot=ApiSlot("gone"))
     for event in stream:
         if isinstance(event, TokenEvent):
             break
     stream.close()  # what a dropped connection does: the engine is told to stop
-    _, after = _turn(slotted, 6, SlotPlan("", "after"))
+    _, after = _turn(slotted, 6, ApiSlot("after"))
     assert isinstance(after, DoneEvent) and after.stats.decode_tokens == GREEDY.max_tokens
 
 
 def test_a_prompt_longer_than_a_slot_is_refused_and_the_others_go_on(slotted) -> None:
     huge = [{"role": "user", "content": "word " * 700}]
-    events = list(slotted.chat(huge, GREEDY, slot=SlotPlan("", "huge")))
+    events = list(slotted.chat(huge, GREEDY, slot=ApiSlot("huge")))
     assert isinstance(events[-1], ErrorEvent)
     assert events[-1].kind is ErrorKind.PROMPT_TOO_LONG and "512" in events[-1].message
-    _, fine = _turn(slotted, 0, SlotPlan("", "fine"))
+    _, fine = _turn(slotted, 0, ApiSlot("fine"))
     assert isinstance(fine, DoneEvent)
 
 
@@ -164,7 +163,7 @@ def test_images_are_refused_in_a_slot_with_the_reason(slotted) -> None:
     from vllmchat.core.engine.chat_options import ChatOptions
 
     events = list(
-        slotted.chat(_ask(0), GREEDY, ChatOptions(images=(b"\x89PNG",)), slot=SlotPlan("", "eyes"))
+        slotted.chat(_ask(0), GREEDY, ChatOptions(images=(b"\x89PNG",)), slot=ApiSlot("eyes"))
     )
     assert isinstance(events[-1], ErrorEvent)  # without a projector, or in a slot: refused
     assert events[-1].kind in (ErrorKind.NO_VISION, ErrorKind.BAD_REQUEST)
@@ -179,7 +178,7 @@ def test_a_grammar_holds_per_sequence(slotted) -> None:
 
     def run(i: int) -> None:
         options = ChatOptions(json_schema=schema) if i == 0 else ChatOptions()
-        events = list(slotted.chat(_ask(i), sampling, options, slot=SlotPlan("", f"g{i}")))
+        events = list(slotted.chat(_ask(i), sampling, options, slot=ApiSlot(f"g{i}")))
         texts[i] = events[-1].text if isinstance(events[-1], DoneEvent) else "failed"
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(3)]
@@ -196,7 +195,7 @@ def test_a_grammar_holds_per_sequence(slotted) -> None:
 def test_the_window_turn_runs_while_clients_stream(slotted) -> None:
     results: list = []
     worker = threading.Thread(
-        target=lambda: results.extend(_at_once(slotted, [SlotPlan("", f"w{i}") for i in range(4)]))
+        target=lambda: results.extend(_at_once(slotted, [ApiSlot(f"w{i}") for i in range(4)]))
     )
     worker.start()
     window = list(slotted.chat([{"role": "user", "content": "Hello there!"}], GREEDY))
@@ -213,7 +212,7 @@ def test_every_client_hears_of_a_killed_engine_and_the_next_requests_work(slotte
     out: list = [None] * 8
 
     def run(i: int) -> None:
-        for event in slotted.chat(_ask(i), long, slot=SlotPlan("", f"k{i}")):
+        for event in slotted.chat(_ask(i), long, slot=ApiSlot(f"k{i}")):
             started.set()
             out[i] = event
         assert out[i] is not None
@@ -227,7 +226,7 @@ def test_every_client_hears_of_a_killed_engine_and_the_next_requests_work(slotte
         t.join(60)
     assert all(isinstance(e, ErrorEvent) and e.kind is ErrorKind.ENGINE_DIED for e in out)
     slotted.restart()
-    _, after = _turn(slotted, 0, SlotPlan("", "after-kill"))
+    _, after = _turn(slotted, 0, ApiSlot("after-kill"))
     assert isinstance(after, DoneEvent)
 
 
@@ -237,7 +236,7 @@ def test_a_reload_ends_the_streaming_clients_with_a_reason(slotted, demo_model) 
     out: list = []
 
     def run() -> None:
-        for event in slotted.chat(_ask(1), long, slot=SlotPlan("", "reloaded")):
+        for event in slotted.chat(_ask(1), long, slot=ApiSlot("reloaded")):
             started.set()
             if isinstance(event, DoneEvent | ErrorEvent):
                 out.append(event)
@@ -248,5 +247,26 @@ def test_a_reload_ends_the_streaming_clients_with_a_reason(slotted, demo_model) 
     slotted.reload(LoadSettings(model_path=str(demo_model), n_ctx=512, api_slots=2))
     thread.join(60)
     assert isinstance(out[-1], ErrorEvent) and "reloaded" in out[-1].message
-    _, after = _turn(slotted, 2, SlotPlan("", "after-reload"))
+    _, after = _turn(slotted, 2, ApiSlot("after-reload"))
     assert isinstance(after, DoneEvent)
+
+
+def test_a_clients_state_outlives_the_engine_on_disk(
+    make_client, demo_model: Path, tmp_path
+) -> None:
+    settings = LoadSettings(model_path=str(demo_model), n_ctx=512, api_slots=2)
+    first_engine = make_client()
+    first_engine.load(settings)
+    kept = first_engine.call(KeepStates(str(tmp_path), ram_budget=0, disk_cap=64 << 20))
+    assert kept.states == ()
+    _, first = _turn(first_engine, 1, ApiSlot("lasting"))
+    shown = first_engine.call(SaveStates())
+    assert [(s.key, s.where) for s in shown.states] == [("lasting", "disk")]
+    first_engine.kill()  # no goodbye: what is on disk is all there is
+    engine = make_client()
+    engine.load(settings)
+    found = engine.call(KeepStates(str(tmp_path), ram_budget=1 << 30, disk_cap=64 << 20))
+    assert [s.key for s in found.states] == ["lasting"]
+    _, back = _turn(engine, 1, ApiSlot("lasting"), reply=first.text)
+    assert isinstance(back, DoneEvent) and "state: disk" in back.stats.note
+    assert back.stats.tokens_reused >= first.stats.prompt_tokens - 1

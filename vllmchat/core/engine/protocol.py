@@ -34,7 +34,7 @@ class Capabilities:
     kv_files: bool = False  # its KV state is written to and read from files here
     prompt_cache: bool = False  # a prompt prefilled ahead (max_tokens 0) is reused next turn
     vision: bool = False  # the model loaded takes images (it has a projector)
-    kv_stash: bool = False  # KV states are kept in its RAM by name and made live again (API)
+    api_slots: bool = False  # API turns run in slots of their own, their KV states kept by key
     lends_cores: bool = False  # its decode lends one of this machine's cores between tokens
 
 
@@ -44,7 +44,7 @@ LOCAL = Capabilities(
     tuning=True,
     kv_files=True,
     prompt_cache=True,
-    kv_stash=True,
+    api_slots=True,
     lends_cores=True,
 )
 

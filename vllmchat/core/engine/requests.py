@@ -255,30 +255,15 @@ class TurnEvent:
 class SlotChat(Chat):
     """An API client's turn in a sequence of its own, batched with the others running.
 
-    The engine starts from the state kept as ``from_key`` (in a sequence, in its RAM,
-    else read from ``state_file``), prefills what the prompt adds, and keeps what the
-    turn leaves as ``keep_as`` (in RAM: ``Spill`` writes it to a file).
+    The engine starts from the kept state sharing most of the prompt (``client``'s
+    own first: in a slot, its RAM or a state file), prefills what the prompt adds,
+    and keeps what the turn leaves under ``client`` (or a name of its own).
+    ``reuse`` off: the prompt is read whole.
     """
 
-    from_key: str = ""
-    keep_as: str = ""
-    state_file: str = ""
+    client: str = ""
+    reuse: bool = True
 
 
 SLOT_LOOP_REQUESTS: tuple[type[Request[Any]], ...] = (SlotChat,)
 """Requests the engine's slot loop takes between steps, not a handler."""
-
-
-@dataclass(frozen=True)
-class KeptState:
-    """A state the engine keeps in RAM: its tokens and its bytes' count."""
-
-    tokens: tuple[int, ...]
-    size: int
-
-
-@dataclass(frozen=True)
-class Kept(Request[KeptState | None]):
-    """The tokens and size of the state kept as ``key`` (None: none is)."""
-
-    key: str

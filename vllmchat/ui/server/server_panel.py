@@ -28,9 +28,9 @@ from PySide6.QtWidgets import (
 )
 
 from vllmchat.core.app.engine_queue import WINDOW, Holder, QueueChanged
-from vllmchat.core.app.serving.client_states import StatesChanged
 from vllmchat.core.app.serving.service import RequestLogged
 from vllmchat.core.app_settings import AppSettings
+from vllmchat.core.engine.api_states import StatesChanged
 from vllmchat.ui.common.icons import icon
 from vllmchat.ui.server.key_row import KeyRow
 from vllmchat.ui.server.server_control import LOOPBACK, Listening, Refused, ServerControl

@@ -8,8 +8,8 @@ import time
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTableWidgetItem
 
-from vllmchat.core.app.serving.client_states import RAM, StatesChanged
 from vllmchat.core.app.serving.service import RequestLogged
+from vllmchat.core.engine.api_states import RAM, StatesChanged
 
 LOG_ROWS = 200
 LOG_COLUMNS = ("Time", "Client", "Request", "Status", "Cached / prompt", "Output", "Seconds")
@@ -105,7 +105,7 @@ class ClientStatesTable:
         for row, s in enumerate(states.states):
             cells = (
                 _item(s.key, tip="named by the client" if s.named else "named by the server"),
-                _item(f"{len(s.tokens):,}", right=True, tip=f"{s.prompt_tokens:,} of the prompt"),
+                _item(f"{s.tokens:,}", right=True, tip=f"{s.prompt_tokens:,} of the prompt"),
                 _item(size_text(s.size), right=True),
                 _item("RAM" if s.where == RAM else "disk"),
                 _item(clock_text(s.used)),

@@ -1,5 +1,6 @@
-"""One API request's turn on the engine: its client's KV state made live, the reply
-streamed in whole characters with stop strings held back, the state kept after.
+"""One API request's turn on the engine: in a slot of its own, from its client's kept
+KV state (the engine finds and keeps it), the reply streamed in whole characters with
+stop strings held back.
 
 ``ApiChat`` is a request as the server front end parsed it; ``run_api_turn`` yields
 ``ApiText`` pieces and ends with ``ApiDone`` or ``ApiFailed``. Closing the iterator
@@ -9,16 +10,20 @@ streamed in whole characters with stop strings held back, the state kept after.
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from vllmchat.core.app.serving.api_tools import NO_TOOLS, OfferedTools, openai_calls, reply_calls
-from vllmchat.core.app.serving.client_states import ClientStates
+from vllmchat.core.engine.api_states import (
+    ApiSlot,
+    RunsSlots,
+    ServesRequests,
+    StatesChanged,
+    StatesEvent,
+)
 from vllmchat.core.engine.chat_options import PLAIN, ChatOptions
 from vllmchat.core.engine.events import DoneEvent, ErrorEvent, ErrorKind, TokenEvent
-from vllmchat.core.engine.kv_stash import KvStash, RunsSlots, ServesRequests, SlotPlan
 from vllmchat.core.engine.protocol import Engine
 from vllmchat.core.engine.requests import Render
 from vllmchat.core.settings import SamplingSettings
@@ -148,40 +153,18 @@ def run_api_turn(
     engine: Engine,
     request: ApiChat,
     *,
-    states: ClientStates | None = None,
-    stash: KvStash | None = None,
+    slot: ApiSlot | None = None,
+    on_states: Callable[[StatesChanged], None] = lambda states: None,
     ticket: int = 0,
 ) -> Iterator[ApiEvent]:
     """Answer ``request`` (the caller holds its share of the engine's queue); with
-    ``states``, in an API slot of its own, from its client's kept state (``ticket``:
-    what ``stop_slot`` names it by)."""
-    key = request.client or ""
-    prompt_len = 0
-    plan: SlotPlan | None = None
-    t0 = time.perf_counter()
-    if states is not None and stash is not None:
-        try:
-            prompt = render_prompt(stash.engine, request)
-        except Exception as exc:  # a template that cannot render these messages
-            yield ApiFailed(
-                getattr(exc, "kind", ErrorKind.BAD_REQUEST), getattr(exc, "message", str(exc))
-            )
-            return
-        if len(prompt) >= (engine.info.n_ctx if engine.info else 0):
-            n_ctx = engine.info.n_ctx if engine.info else 0
-            yield ApiFailed(
-                ErrorKind.PROMPT_TOO_LONG,
-                f"The prompt is {len(prompt):,} tokens; the model's context holds {n_ctx:,}.",
-            )
-            return
-        planned = states.plan(prompt, request.client)
-        key, prompt_len = planned.key, len(prompt)
-        plan = SlotPlan(planned.from_key, key, planned.state_file)
-    place_s = time.perf_counter() - t0
+    ``slot``, in an API slot of its own, from its client's kept state (``ticket``:
+    what ``stop_slot`` names it by; ``on_states`` hears the states after)."""
+    key, place_s = request.client or "", 0.0
     held = _Held(request.stop, calls_possible=request.tools.active)
     messages, sampling, options = list(request.messages), request.sampling, request.options
-    if plan is not None and isinstance(engine, RunsSlots):
-        stream = engine.chat(messages, sampling, options, slot=plan, ticket=ticket)
+    if slot is not None and isinstance(engine, RunsSlots):
+        stream = engine.chat(messages, sampling, options, slot=slot, ticket=ticket)
     else:
         stream = engine.chat(messages, sampling, options)
     done: DoneEvent | None = None
@@ -195,6 +178,9 @@ def run_api_turn(
                     break
             elif isinstance(event, DoneEvent):
                 done = event
+            elif isinstance(event, StatesEvent):
+                key, place_s = event.kept_as, event.place_s
+                on_states(event.states)
             elif isinstance(event, ErrorEvent):
                 yield ApiFailed(event.kind, event.message, held.text)
                 return
@@ -202,8 +188,6 @@ def run_api_turn(
         close = getattr(stream, "close", None)
         if close is not None:
             close()  # a client that left: the engine stops within one token
-    if states is not None and key:
-        states.keep(key, prompt_len, named=bool(request.client))
     yield replace(_done(request, held, done, key), place_s=place_s)
 
 

@@ -2,8 +2,9 @@
 through the engine's one queue with each client's KV state, embeddings, a log.
 
 The service owns no conversation: an API client's history comes with each request.
-It owns the clients' KV states (``ClientStates``, per model) and tells each request
-it served to its listeners (the window's Server panel, ``vllmchat serve``'s log).
+The engine keeps the clients' KV states (``api_states``), in folders under
+``states_root``; the service tells their changes, and each request it served, to its
+listeners (the window's Server panel, ``vllmchat serve``'s log).
 """
 
 from __future__ import annotations
@@ -26,14 +27,21 @@ from vllmchat.core.app.serving.api_turn import (
     prompt_length,
     run_api_turn,
 )
-from vllmchat.core.app.serving.client_states import ClientStates, StatesChanged, binding_folder
 from vllmchat.core.app.serving.model_card import LoadedModel, ModelCard, loaded_model, model_card
 from vllmchat.core.app.serving.models_on_offer import OfferedModel, offered_models
 from vllmchat.core.app.voice.events import SpeakFailed, SpokenPiece
 from vllmchat.core.app.voice.service import VoiceService
+from vllmchat.core.engine.api_states import (
+    ApiSlot,
+    KeepStates,
+    RunsSlots,
+    SaveStates,
+    ServesRequests,
+    StatesChanged,
+    keeps_states,
+)
 from vllmchat.core.engine.embedding import can_embed, embed
 from vllmchat.core.engine.events import EngineError, ErrorKind
-from vllmchat.core.engine.kv_stash import RunsSlots, stash_of
 from vllmchat.core.gguf_header import read_header
 from vllmchat.core.listeners import Listeners
 from vllmchat.core.paths import data_dir
@@ -110,8 +118,8 @@ class ApiService:
         self.log: Listeners[RequestLogged] = Listeners("API request log")
         self.models_changed: Listeners[ModelSwitched] = Listeners("API model switch")
         self.states_changed: Listeners[StatesChanged] = Listeners("API client states")
-        self._states: ClientStates | None = None
-        self._states_for: str = ""  # the folder the current states belong to
+        self._states: StatesChanged | None = None  # as the engine told them last
+        self._states_told: tuple[int | None, int, int] | None = None  # to which engine, caps
         self._last_used = time.monotonic()
         # One recogniser and one voice: audio requests take turns on each (not the engine's queue).
         self._hearing = threading.Lock()
@@ -166,26 +174,26 @@ class ApiService:
         return [loaded_model(card, info, time.time() + max(left, 0) if minutes > 0 else None)]
 
     def states(self) -> StatesChanged | None:
-        return self._states.snapshot() if self._states is not None else None
+        return self._states
 
     # -- the clients' states -------------------------------------------------------------
-    def _client_states(self) -> ClientStates | None:
-        """The states of the model loaded now (made when the model changes)."""
+    def _keep_states(self) -> bool:
+        """Whether the engine runs API slots; it is told once where to keep their states
+        (again after a restart, or when the caps change)."""
         engine, settings = self.app.engine, self.app.settings
-        stash = stash_of(engine)
-        if stash is None or engine.info is None:
-            return None
-        folder = binding_folder(self.states_root, engine.info.path, settings.load.state_binding())
-        if self._states is None or self._states_for != str(folder):
-            self._states = ClientStates(
-                stash,
-                folder,
-                ram_budget=settings.api_cache_ram_mib * MIB,
-                disk_cap=settings.api_cache_disk_mib * MIB,
-            )
-            self._states.changes.subscribe(self.states_changed.tell)
-            self._states_for = str(folder)
-        return self._states
+        if not keeps_states(engine) or engine.info is None:
+            return False
+        caps = (settings.api_cache_ram_mib * MIB, settings.api_cache_disk_mib * MIB)
+        told = (engine.pid, *caps)
+        if self._states_told != told:
+            assert isinstance(engine, ServesRequests)
+            self._told_states(engine.call(KeepStates(str(self.states_root), *caps)))
+            self._states_told = told
+        return True
+
+    def _told_states(self, states: StatesChanged) -> None:
+        self._states = states
+        self.states_changed.tell(states)
 
     # -- turns ---------------------------------------------------------------------------
     def chat(
@@ -218,12 +226,12 @@ class ApiService:
             if failed is not None:
                 yield failed
                 return
-            states = self._client_states()
+            slot = ApiSlot(request.client or "") if self._keep_states() else None
             yield from run_api_turn(
                 self.app.engine,
                 request,
-                states=states,
-                stash=states.stash if states is not None else None,
+                slot=slot,
+                on_states=self._told_states,
                 ticket=holder.ticket,
             )
             self._last_used = time.monotonic()
@@ -236,7 +244,7 @@ class ApiService:
             return True
         if model is not None and not same_file(info.path, model.path):
             return True
-        return stash_of(self.app.engine) is not None and info.api_slots != self._slots_wanted()
+        return keeps_states(self.app.engine) and info.api_slots != self._slots_wanted()
 
     def _slots_wanted(self) -> int:
         return max(1, self.app.settings.api_parallel)
@@ -258,7 +266,7 @@ class ApiService:
         """Stop ``holder``'s turn now (its client left), if it still runs: in its slot,
         at the engine's next step."""
         engine = self.app.engine
-        if isinstance(engine, RunsSlots) and stash_of(engine) is not None:
+        if isinstance(engine, RunsSlots) and keeps_states(engine):
             engine.stop_slot(holder.ticket)
         elif self.queue.snapshot().running == holder:
             engine.stop()
@@ -283,7 +291,7 @@ class ApiService:
                 )
                 if tuned is not None and tuned.pick is not None:
                     settings = settings.with_placement(tuned.pick.placement)
-        if stash_of(engine) is not None:
+        if keeps_states(engine):
             settings = settings.with_changes(api_slots=self._slots_wanted())
         name = Path(settings.load.model_path).stem
         live = same and engine.info is not None
@@ -356,14 +364,15 @@ class ApiService:
         return True
 
     def close_states(self) -> None:
-        """Spill the clients' states to disk (before the model goes, or at the end)."""
-        if self._states is not None and self.app.engine.alive and self.app.engine.info is not None:
+        """Have the engine write the clients' states to disk (before the model goes, or
+        at the end)."""
+        engine = self.app.engine
+        if self._states_told is not None and engine.alive and isinstance(engine, ServesRequests):
             try:
-                self._states.save_all()
+                self._told_states(engine.call(SaveStates()))
             except EngineError as exc:
                 _log.warning("The clients' KV states could not all be saved: %s", exc)
-        self._states = None
-        self._states_for = ""
+        self._states_told = None
 
     def close(self) -> None:
         """Keep the clients' states for the next start, and stop listening to the queue."""

@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from vllmchat.core.engine import requests as rq
+from vllmchat.core.engine.api_states import ApiSlot
 from vllmchat.core.engine.chat_options import PLAIN, ChatOptions
 from vllmchat.core.engine.events import (
     DoneEvent,
@@ -38,7 +39,6 @@ from vllmchat.core.engine.info import (
     StateTransfer,
     TextScore,
 )
-from vllmchat.core.engine.kv_stash import SlotPlan
 from vllmchat.core.engine.local.engine_process import EngineProcess
 from vllmchat.core.engine.local.mailboxes import Mailboxes
 from vllmchat.core.engine.protocol import LOCAL, Capabilities
@@ -256,7 +256,7 @@ class EngineClient:
         sampling: SamplingSettings | None = None,
         options: ChatOptions = PLAIN,
         *,
-        slot: SlotPlan | None = None,
+        slot: ApiSlot | None = None,
         ticket: int = 0,
     ) -> Iterator[Event]:
         """Stream the reply to the last message as events; ends with Done or Error.
@@ -265,8 +265,9 @@ class EngineClient:
         paths). ``options.tools``: OpenAI's tools list (JSON), rendered by a template
         with a tool format; ``json_schema`` or ``grammar`` (GBNF): the reply is
         constrained to fit it (llama.cpp's grammar). ``slot``: an API client's turn in
-        a sequence of its own, batched with the others (``SlotChat``); without, the
-        window's turn (one at a time, stopped by ``stop``).
+        a sequence of its own, batched with the others (``SlotChat``; a ``StatesEvent``
+        comes before its Done); without, the window's turn (one at a time, stopped by
+        ``stop``).
         """
         sampling = sampling or SamplingSettings()
         payload = [
@@ -282,7 +283,8 @@ class EngineClient:
             return
         options = replace(options, images=_portable(options.images))
         if slot is not None:
-            yield from self._stream(rq.SlotChat(payload, sampling, options, *slot), ticket)
+            request = rq.SlotChat(payload, sampling, options, slot.client, slot.reuse)
+            yield from self._stream(request, ticket)
         else:
             yield from self._stream(rq.Chat(payload, sampling, options), None)
 

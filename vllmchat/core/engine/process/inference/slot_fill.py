@@ -1,15 +1,13 @@
 """What a slot's sequence holds before a turn: the state it starts from (already in
 the slot, from the engine's RAM, or read from a state file), cut back to the prompt's
-exact prefix; and the state a turn leaves, kept by key."""
+exact prefix; and the state a turn leaves, kept by key (``StateCache``)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from vllmchat.core.engine.events import EngineError
 from vllmchat.core.engine.process.inference.runtime import LlamaRuntime
 from vllmchat.core.engine.process.inference.slot_state import Slot
 from vllmchat.core.engine.process.inference.speculative import common_prefix
+from vllmchat.core.engine.process.inference.state_cache import StateCache
 from vllmchat.core.engine.process.llama.seq_state import (
     clear_seq,
     drop_after,
@@ -17,7 +15,6 @@ from vllmchat.core.engine.process.llama.seq_state import (
     seq_pos_min,
     seq_state,
 )
-from vllmchat.core.engine.process.llama.state_file import KVState, read_state
 
 SLOT, RAM, DISK, NONE = "slot", "ram", "disk", "none"
 
@@ -25,22 +22,17 @@ SLOT, RAM, DISK, NONE = "slot", "ram", "disk", "none"
 class SlotFiller:
     """Fills slots from kept states and keeps what their turns leave."""
 
-    def __init__(self, rt: LlamaRuntime, stashes: dict[str, KVState], binding: dict[str, Any]):
-        self.rt, self.stashes, self.binding = rt, stashes, binding
+    def __init__(self, rt: LlamaRuntime, cache: StateCache):
+        self.rt, self.cache = rt, cache
 
-    def fill(self, slot: Slot, from_key: str, state_file: str) -> str:
+    def fill(self, slot: Slot, from_key: str) -> str:
         """Make ``slot`` hold the state ``from_key``; where it came from (NONE: the
         slot keeps what it held, which the prompt may share)."""
         if not from_key or slot.key == from_key:
             return SLOT if from_key else NONE
-        state = self.stashes.get(from_key)
-        source = RAM
-        if state is None and state_file:
-            try:
-                state = read_state(state_file, expect=self.binding)
-                source = DISK
-            except EngineError:
-                state = None
+        entry = self.cache.entries.get(from_key)
+        source = DISK if entry is not None and entry.where == DISK else RAM
+        state = self.cache.state(from_key)
         if state is None or len(state.tokens) >= self.rt.n_ctx:
             return NONE
         ctx = self.rt.llm.ctx
@@ -68,9 +60,9 @@ class SlotFiller:
             del slot.tokens[shared:]
         return shared
 
-    def keep(self, slot: Slot, key: str) -> None:
+    def keep(self, slot: Slot, key: str, prompt_tokens: int, named: bool) -> None:
         """Keep the slot's state in RAM as ``key`` (its cells stay in the slot too)."""
         slot.key = key
         if key:
             data = seq_state(self.rt.llm.ctx, slot.seq)
-            self.stashes[key] = KVState(self.binding, list(slot.tokens), data)
+            self.cache.keep(key, slot.tokens, data, prompt_tokens, named)

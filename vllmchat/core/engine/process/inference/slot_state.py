@@ -13,6 +13,7 @@ class SlotTurn:
 
     rid: int
     keep_as: str
+    named: bool  # the client named its state
     prompt: list[int]
     at: int  # prompt tokens in the KV cache
     sampler: Any
@@ -25,6 +26,7 @@ class SlotTurn:
     ids: list[int] = field(default_factory=list)
     parts: list[str] = field(default_factory=list)
     pending: int | None = None  # sampled and streamed, not yet in the KV cache
+    place_s: float = 0.0  # rendered and its state made live
     t_prefilled: float = 0.0
     t_first: float = 0.0
     t_last: float = 0.0

@@ -3,8 +3,9 @@ decodes one token of each running turn and a prefill chunk of those starting, in
 batch; a finished or stopped turn leaves at the next step, its state kept by key.
 
 A slot is a sequence of the context (1 to ``api_slots``; 0 is the window's, run by
-``turn.py``). A turn starts from the state named ``from_key``: free where its slot
-still holds it, else restored into a free slot from the engine's RAM or a state file.
+``turn.py``). A turn starts from the kept state sharing most of its prompt (its
+client's own first, ``StateCache``): free where a slot still holds it, else restored
+into a free slot from the engine's RAM or a state file.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from vllmchat.core.engine import requests as rq
+from vllmchat.core.engine.api_states import StatesEvent
 from vllmchat.core.engine.events import (
     DoneEvent,
     EngineError,
@@ -27,10 +29,10 @@ from vllmchat.core.engine.process.inference.runtime import LlamaRuntime
 from vllmchat.core.engine.process.inference.slot_fill import SlotFiller
 from vllmchat.core.engine.process.inference.slot_state import Slot, SlotTurn
 from vllmchat.core.engine.process.inference.speculative import common_prefix
+from vllmchat.core.engine.process.inference.state_cache import StateCache
 from vllmchat.core.engine.process.inference.turn import rendered_prompt
 from vllmchat.core.engine.process.llama.llama_adapter import sample_at, sampler_for
 from vllmchat.core.engine.process.llama.seq_state import SeqBatch, clear_seq
-from vllmchat.core.engine.process.llama.state_file import KVState
 
 Send = Callable[[Any], None]
 
@@ -41,14 +43,13 @@ class SlotLoop:
     def __init__(
         self,
         rt: LlamaRuntime,
-        stashes: dict[str, KVState],
-        binding: dict[str, Any],
+        cache: StateCache,
         send: Send,
         stopped: set[int],
     ) -> None:
-        self.rt, self.send, self.stopped = rt, send, stopped
+        self.rt, self.cache, self.send, self.stopped = rt, cache, send, stopped
         self.slots = [Slot(seq) for seq in range(1, rt.settings.n_seq)]
-        self.filler = SlotFiller(rt, stashes, binding)
+        self.filler = SlotFiller(rt, cache)
         self.waiting: deque[tuple[int, rq.SlotChat]] = deque()
         self.batch = SeqBatch(max(rt.settings.n_batch, len(self.slots) + 1))
         self.steps = 0
@@ -93,8 +94,12 @@ class SlotLoop:
             self.send(rq.TurnEvent(rid, rendered))
             return
         prompt = rendered[0]
-        slot = self._choose(free, r.from_key, prompt)
-        source = self.filler.fill(slot, r.from_key, r.state_file)
+        plan = self.cache.plan(prompt, r.client, r.reuse)
+        slot = self._choose(free, plan.from_key, prompt)
+        if not r.reuse:  # the prompt read whole
+            clear_seq(rt.llm.ctx, slot.seq)
+            slot.tokens, slot.key = [], ""
+        source = self.filler.fill(slot, plan.from_key)
         shared = self.filler.keep_prefix(slot, prompt)
         try:
             sampler = sampler_for(rt.llm, r.sampling, r.options.json_schema, r.options.grammar)
@@ -113,9 +118,20 @@ class SlotLoop:
         max_new = max(0, min(r.sampling.max_tokens, room))
         limit = "max_tokens" if max_new == r.sampling.max_tokens else "context_full"
         slot.turn = SlotTurn(
-            rid, r.keep_as, prompt, shared, sampler, max_new, r.sampling.ignore_eos, limit, base, t0
+            rid,
+            plan.keep_as,
+            bool(r.client),
+            prompt,
+            shared,
+            sampler,
+            max_new,
+            r.sampling.ignore_eos,
+            limit,
+            base,
+            t0,
+            place_s=time.perf_counter() - t0,
         )
-        slot.key = r.keep_as
+        slot.key = plan.keep_as
 
     def _choose(self, free: list[Slot], from_key: str, prompt: list[int]) -> Slot:
         """The free slot holding ``from_key``; else the one sharing most of the prompt
@@ -281,9 +297,12 @@ class SlotLoop:
             stop_reason=reason,
             kv_tokens=len(slot.tokens),
         )
-        self.filler.keep(slot, turn.keep_as)
+        self.filler.keep(slot, turn.keep_as, len(turn.prompt), turn.named)
         slot.used = time.monotonic()
         self.stopped.discard(turn.rid)
+        self.send(
+            rq.TurnEvent(turn.rid, StatesEvent(turn.keep_as, self.cache.snapshot(), turn.place_s))
+        )
         self.send(rq.TurnEvent(turn.rid, StatsEvent(stats)))
         self.send(rq.TurnEvent(turn.rid, DoneEvent(text, reason, stats, tuple(turn.ids))))
 

@@ -70,13 +70,10 @@ def reload(ctx: Context, r: rq.Reload) -> ReloadResult:
     old_binding = ctx.binding(old)
     data, tokens = old.save_state()
     replies = old._replies
-    stashes = dict(ctx.stashes)
     ctx.unload()
     ctx.runtime = new = LlamaRuntime(r.settings)
     ctx.choose_sender(r.settings)
     new._replies = replies
-    if ctx.binding(new) == old_binding:  # the stashed states fit the new placement too
-        ctx.stashes.update(stashes)
     reason = ""
     if not tokens:
         restored = True
@@ -240,5 +237,5 @@ def _not_written(exc: OSError) -> EngineError:
 # The operations of other modules register when the engine process imports this one.
 from vllmchat.core.engine.process.serving import (  # noqa: E402
     embed_handlers,  # noqa: F401
-    stash_handlers,  # noqa: F401
+    state_handlers,  # noqa: F401
 )

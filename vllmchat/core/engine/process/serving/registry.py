@@ -20,7 +20,7 @@ from vllmchat.core.settings import LoadSettings
 
 if TYPE_CHECKING:
     from vllmchat.core.engine.process.inference.runtime import LlamaRuntime
-    from vllmchat.core.engine.process.llama.state_file import KVState
+    from vllmchat.core.engine.process.inference.state_cache import StateCache
 
 
 class Context(Protocol):
@@ -30,13 +30,18 @@ class Context(Protocol):
     start_free: int | None  # NVIDIA devices' free bytes before llama.cpp loaded
     writer: threading.Thread | None  # the last checkpoint's file writer
     write_error: EngineError | None  # why the last checkpoint was not written
-    stashes: dict[str, KVState]  # named KV states in RAM (the loaded model's)
+    states: StateCache  # the API clients' KV states, by key (the loaded model's)
+    states_policy: tuple[str, int, int] | None  # their folder root, RAM and disk caps
 
     def require_runtime(self) -> LlamaRuntime:
         """The loaded model; ``EngineError(NO_MODEL)`` when there is none."""
         ...
 
     def unload(self) -> None: ...
+
+    def bind_states(self) -> None:
+        """Keep the states of the model loaded under ``states_policy``."""
+        ...
 
     def choose_sender(self, settings: LoadSettings) -> None:
         """Pick how messages are sent for a model loaded with ``settings``."""

@@ -28,8 +28,8 @@ from vllmchat.core.engine.events import EngineError, ErrorEvent, ErrorKind, Toke
 from vllmchat.core.engine.model_check import model_fingerprint
 from vllmchat.core.engine.process.inference.runtime import LlamaRuntime
 from vllmchat.core.engine.process.inference.slots import SlotLoop
+from vllmchat.core.engine.process.inference.state_cache import StateCache, binding_folder
 from vllmchat.core.engine.process.llama import llama_log
-from vllmchat.core.engine.process.llama.state_file import KVState
 from vllmchat.core.engine.process.serving.registry import handler_for
 from vllmchat.core.settings import LoadSettings
 
@@ -61,7 +61,8 @@ class Worker:
         self.threaded_send = False
         self.writer: threading.Thread | None = None  # the last checkpoint's file writer
         self.write_error: EngineError | None = None  # why the last checkpoint was not written
-        self.stashes: dict[str, KVState] = {}  # named KV states in RAM (the loaded model's)
+        self.states = StateCache()  # the API clients' KV states, by key (the loaded model's)
+        self.states_policy: tuple[str, int, int] | None = None  # folder root, RAM, disk caps
 
     def send(self, message: Any) -> None:
         if self.threaded_send:
@@ -141,6 +142,7 @@ class Worker:
             self.answer(call)
         if self._slots is not None:
             self._slots.abandon("The engine is shutting down.")
+        self.states.close()  # the states in RAM go to their files
         self.outbox.put(None)
         sender.join(5)
         if self.writer is not None:
@@ -157,7 +159,8 @@ class Worker:
         if self._slots is None or self._slots.rt is not rt:
             if self._slots is not None:
                 self._slots.close()
-            self._slots = SlotLoop(rt, self.stashes, self.binding(rt), self.send, self.stopped)
+            self.bind_states()
+            self._slots = SlotLoop(rt, self.states, self.send, self.stopped)
             rt.beside = self._step_beside
         return self._slots
 
@@ -272,7 +275,6 @@ class Worker:
         back to."""
         if self.writer is not None:
             self.writer.join()
-        self.stashes.clear()
         if self._slots is not None:
             self._slots.abandon("The model was unloaded: send the request again.")
             self._slots.close()
@@ -292,6 +294,19 @@ class Worker:
         while not self.outbox.empty() and time.monotonic() < deadline:
             time.sleep(0.001)  # keep the order of messages across the switch
         self.threaded_send = spare >= 2
+
+    def bind_states(self) -> None:
+        """Keep the states of the model loaded, in its folder under the policy's root
+        (without a policy, in RAM only); another model's states go to their files."""
+        rt = self.runtime
+        if rt is None:
+            return
+        if self.states_policy is None:
+            self.states.bind(self.binding(rt), None, self.states.ram_budget, 0)
+            return
+        root, ram, disk = self.states_policy
+        folder = binding_folder(root, rt.settings.model_path, rt.settings.state_binding())
+        self.states.bind(self.binding(rt), folder, ram, disk)
 
     def binding(self, runtime: LlamaRuntime) -> dict[str, Any]:
         """What a saved KV state is bound to: the model file and the state's settings."""

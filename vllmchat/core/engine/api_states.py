@@ -1,0 +1,123 @@
+"""The API clients' KV states, as the engine's slot loop keeps them: what a caller
+sends (``ApiSlot``, ``KeepStates``, ``SaveStates``) and reads back
+(``StatesChanged``, and a ``StatesEvent`` ending each slot turn).
+
+The engine process owns them: a returning client's prompt is read from its first
+new token, from its slot, its RAM, or a state file in ``KeepStates``' folder, which
+outlives the app. An engine with ``Capabilities.api_slots`` serves these (the local
+engine).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from vllmchat.core.engine.chat_options import ChatOptions
+from vllmchat.core.engine.events import Event
+from vllmchat.core.engine.requests import Request
+from vllmchat.core.settings import SamplingSettings
+
+RAM, DISK = "ram", "disk"
+
+
+@dataclass(frozen=True)
+class ClientState:
+    """A client's kept KV state: its tokens' count (the prompt's first), where it is."""
+
+    key: str
+    tokens: int
+    prompt_tokens: int  # of ``tokens``, the prompt's (exact); the rest were sampled
+    size: int  # bytes
+    where: str  # RAM or DISK
+    used: float  # time.time() of its last use
+    named: bool  # the client named itself (prompt_cache_key, user, a header)
+
+
+@dataclass(frozen=True)
+class StatesChanged:
+    """The kept states now, most recently used first; RAM and disk use in bytes;
+    ``failure``: why the last state did not reach the disk ("" when it did)."""
+
+    states: tuple[ClientState, ...] = ()
+    ram_bytes: int = 0
+    disk_bytes: int = 0
+    failure: str = ""
+
+
+@dataclass(frozen=True)
+class StatesEvent:
+    """A slot turn's state, kept as ``kept_as`` (sent before its ``DoneEvent``);
+    ``place_s``: its prompt rendered and the state it started from made live."""
+
+    kept_as: str
+    states: StatesChanged
+    place_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class ApiSlot:
+    """An API turn's slot: its client's own name for its state ("": the engine finds
+    the state sharing most of the prompt, and names what the turn leaves);
+    ``reuse`` off: the prompt is read whole (llama-server's ``cache_prompt``)."""
+
+    client: str = ""
+    reuse: bool = True
+
+
+@dataclass(frozen=True)
+class KeepStates(Request[StatesChanged]):
+    """Keep the clients' states under ``root``, a folder per model and KV layout (its
+    index read there): ``ram_budget`` bytes in RAM, the least used then spill to
+    files, up to ``disk_cap`` bytes (the oldest go first). Each load keeps to it."""
+
+    root: str
+    ram_budget: int
+    disk_cap: int
+
+
+@dataclass(frozen=True)
+class SaveStates(Request[StatesChanged]):
+    """Write every state in RAM to its file (before the app closes)."""
+
+
+@dataclass(frozen=True)
+class ListStates(Request[StatesChanged]):
+    """The states kept now."""
+
+
+@runtime_checkable
+class RunsSlots(Protocol):
+    """An engine that runs API turns in slots of their own (``EngineClient``)."""
+
+    def chat(
+        self,
+        messages: Sequence[Mapping[str, str]],
+        sampling: SamplingSettings | None = None,
+        options: ChatOptions = ...,
+        *,
+        slot: ApiSlot | None = None,
+        ticket: int = 0,
+    ) -> Iterator[Event]: ...
+
+    def stop_slot(self, ticket: int) -> None:
+        """Stop the slot turn started with ``ticket`` (any thread)."""
+
+
+@runtime_checkable
+class ServesRequests(Protocol):
+    """An engine that answers typed requests (``EngineClient``)."""
+
+    def call(self, request: Request[Any]) -> Any: ...
+
+
+def keeps_states(engine: object) -> bool:
+    """Whether ``engine``'s capabilities say it runs API slots and keeps their states."""
+    capabilities = getattr(engine, "capabilities", None)
+    return (
+        capabilities is not None
+        and bool(capabilities.api_slots)
+        and isinstance(engine, ServesRequests)
+        and isinstance(engine, RunsSlots)
+    )
