@@ -108,3 +108,24 @@ def test_a_clients_state_outlives_a_restart(demo_model, tmp_path) -> None:
         states = second.service.states()
     assert after.usage.prompt_tokens_details.cached_tokens >= before.usage.prompt_tokens
     assert states is not None and any(s.key == "named-ada" for s in states.states)
+
+
+def test_a_stop_string_ends_the_reply_there_and_its_state_is_still_kept(served) -> None:
+    client = openai.OpenAI(base_url=served.url + "/v1", api_key="x", max_retries=0)
+    ask = [{"role": "user", "content": "Count from one to twenty, in words."}]
+    whole = (
+        client.chat.completions.create(
+            model="", messages=ask, max_tokens=24, temperature=0, user="stopper-a"
+        )
+        .choices[0]
+        .message.content
+    )
+    at = next(i for i in range(4, len(whole) - 2) if whole.find(whole[i : i + 2]) == i)
+    stop = whole[at : at + 2]  # first seen mid-reply
+    cut = client.chat.completions.create(
+        model="", messages=ask, max_tokens=24, temperature=0, user="stopper-b", stop=[stop]
+    )
+    assert cut.choices[0].message.content == whole[: whole.find(stop)]
+    assert cut.choices[0].finish_reason == "stop"
+    states = served.service.states()
+    assert states is not None and any(s.key == "named-stopper-b" for s in states.states)

@@ -163,6 +163,7 @@ def run_api_turn(
     key, place_s = request.client or "", 0.0
     held = _Held(request.stop, calls_possible=request.tools.active)
     messages, sampling, options = list(request.messages), request.sampling, request.options
+    slotted = slot is not None and ticket > 0 and isinstance(engine, RunsSlots)
     if slot is not None and isinstance(engine, RunsSlots):
         stream = engine.chat(messages, sampling, options, slot=slot, ticket=ticket)
     else:
@@ -171,10 +172,15 @@ def run_api_turn(
     try:
         for event in stream:
             if isinstance(event, TokenEvent):
+                if held.hit:
+                    continue  # stopped: the slot's last events (its state) still come
                 ready = held.add(event.text)
                 if ready:
                     yield ApiText(ready)
-                if held.hit:
+                if held.hit and slotted:
+                    assert isinstance(engine, RunsSlots)
+                    engine.stop_slot(ticket)  # leaves at the next step, its state kept
+                elif held.hit:
                     break
             elif isinstance(event, DoneEvent):
                 done = event
