@@ -24,7 +24,6 @@ from typing import Any
 
 from vllmchat.core.engine.api_states import DISK, RAM, ClientState, StatesChanged
 from vllmchat.core.engine.events import EngineError
-from vllmchat.core.engine.process.inference.speculative import common_prefix
 from vllmchat.core.engine.process.llama.state_file import KVState, read_state, write_state
 
 _log = logging.getLogger(__name__)
@@ -52,6 +51,19 @@ class Planned:
 
     from_key: str
     keep_as: str
+
+
+def shared_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """Length of the common prefix of two token lists, compared in slices by halves
+    (a turn's start compares its prompt with every kept state)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:  # the longest k with a[:k] == b[:k]
+        mid = (lo + hi + 1) // 2
+        if list(a[lo:mid]) == list(b[lo:mid]):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def binding_folder(root: str | Path, model_path: str, binding: dict[str, Any]) -> Path:
@@ -101,7 +113,7 @@ class StateCache:
         with self._lock:
             choices = sorted(self.entries.values(), key=lambda s: (s.key != client, -s.used))
         for state in choices if reuse else ():
-            n = min(common_prefix(state.tokens, prompt), len(prompt) - 1)
+            n = min(shared_prefix(state.tokens, prompt), len(prompt) - 1)
             if n > shared:
                 best, shared = state.key, n
         if shared < MIN_REUSE:
@@ -160,11 +172,13 @@ class StateCache:
             entries = sorted(self.entries.values(), key=lambda s: s.used)
         in_ram = [s for s in entries if s.where == RAM]
         total = sum(s.size for s in in_ram)
+        changed = False  # the files: the index is written only when they change
         for entry in in_ram:
             if total <= self.ram_budget:
                 break
             total -= entry.size
             self._spill(entry)
+            changed = True
         with self._lock:
             on_disk = sorted(
                 (s for s in self.entries.values() if s.where == DISK), key=lambda s: s.used
@@ -175,6 +189,12 @@ class StateCache:
                 break
             total -= entry.size
             self._drop(entry.key)
+            changed = True
+        if changed:
+            self._index_later()
+
+    def _index_later(self) -> None:
+        """Write the index once the files asked for so far are written."""
         folder = self.folder
         self._later(lambda: self._write_index(folder))
 
@@ -236,6 +256,8 @@ class StateCache:
         for entry in in_ram:
             self._spill(entry)
         self._within_budgets()
+        if in_ram:
+            self._index_later()
         self.flush()
 
     def flush(self) -> None:
