@@ -9,6 +9,7 @@ never holds up a decode step; a state being written is read from memory meanwhil
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -231,7 +232,8 @@ class StateCache:
             if entry is not None and entry.where == DISK:
                 self.entries[key] = replace(entry, size=size)
             elif entry is None:
-                path.unlink(missing_ok=True)  # dropped while it was written
+                with contextlib.suppress(OSError):
+                    path.unlink(missing_ok=True)  # dropped while it was written
 
     def _drop(self, key: str, only: KVState | None = None) -> None:
         with self._lock:
@@ -241,7 +243,8 @@ class StateCache:
             self.ram.pop(key, None)
             self._writing.pop(key, None)
         if self.folder is not None:
-            self._file(key).unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # an unusable folder: nothing there to drop
+                self._file(key).unlink(missing_ok=True)
 
     def _file(self, key: str) -> Path:
         assert self.folder is not None
