@@ -47,12 +47,17 @@ def serving(
     """``model`` served until the block ends (its clients' states kept in ``folder``)."""
     folder = folder or Path(tempfile.mkdtemp(prefix="vllmchat-api-"))
     flat = {"model_path": str(model), "n_threads": 2, "temperature": 0.0, "n_ctx": 4096, **settings}
-    started = open_app(AppSettings.of(**flat), engine=engine, file=folder / "c.sqlite3")
+    started = open_app(
+        AppSettings.of(**flat),
+        engine=engine,
+        file=folder / "c.sqlite3",
+        kv_folder=folder / "states",
+    )
     assert isinstance(started, Started), started
     app = started.app
     loaded = [e for e in app.load(app.settings, remember=False) if isinstance(e, Loaded)]
     assert loaded, "the model did not load"
-    service = ApiService(app, states_root=folder / "states")
+    service = ApiService(app)
     server = ApiServer(
         service, "127.0.0.1", 0, key=key, origins=origins, body_timeout_s=body_timeout_s
     )

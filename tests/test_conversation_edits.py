@@ -90,7 +90,7 @@ def test_a_bad_import_is_refused_with_the_reason_and_stores_nothing(app, tmp_pat
 def test_deleting_the_open_conversation_lets_go_of_it_and_its_saved_state(app):
     cid, _, _ = _conversation(app.store)
     app.open_conversation(cid)
-    state = app.kv.path_for(cid)
+    state = app.kv.root / "another-model" / f"conversation-{cid}.kv"  # left by another model
     state.parent.mkdir(parents=True, exist_ok=True)
     state.write_bytes(b"saved KV state")
     assert app.delete_conversation(cid) == ConversationDeleted(cid)

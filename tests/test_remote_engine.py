@@ -98,7 +98,7 @@ def test_two_turns_stream_through_the_server_and_are_stored(remote_app):
     path = remote_app.store.path(remote_app.conversation_id)
     assert [m.role for m in path] == ["user", "assistant", "user", "assistant"]
     assert path[1].content == done.text and not path[1].partial
-    assert not remote_app.kv.path_for(remote_app.conversation_id).exists()  # no local KV state
+    assert not remote_app.kv.files(remote_app.conversation_id)  # no local KV state
 
 
 def test_offload_says_why_it_does_not_apply(remote_app):

@@ -11,7 +11,6 @@ import openai
 from PySide6.QtGui import QGuiApplication
 
 from vllmchat.core.app.serving.api_key import server_key, set_server_key
-from vllmchat.core.paths import data_dir
 
 
 def _free_port() -> int:
@@ -20,7 +19,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_server_panel_serves_the_window_model_and_shows_its_request(qtbot, demo_window) -> None:
+def test_server_panel_serves_the_window_model_and_shows_its_request(
+    qtbot, demo_window, tmp_path
+) -> None:
     w, _store, _settings = demo_window
     set_server_key("")  # no key: loopback only
     dock = w.server_dock
@@ -110,5 +111,5 @@ def test_server_panel_serves_the_window_model_and_shows_its_request(qtbot, demo_
         panel.switch.setChecked(True)
     dock.close_server()  # as the window's close does, before the engine ends
     assert not dock.control.running
-    kept = (data_dir() / "api-states").glob("*/index.json")
+    kept = (tmp_path / "kv").glob("*/index.json")  # beside the window's conversations
     assert any("named-panel-test" in index.read_text() for index in kept)

@@ -29,7 +29,7 @@ def _api_turn(service: ApiService, text: str) -> ApiDone:
 
 def test_the_window_and_a_client_each_find_their_state_again(make_demo_app, tmp_path) -> None:
     app, _ = make_demo_app(n_ctx=4096, max_tokens=8)
-    service = ApiService(app, states_root=tmp_path / "states")
+    service = ApiService(app)
     seen: list[QueueChanged] = []
     app.engine_queue.changes.subscribe(seen.append)
     try:

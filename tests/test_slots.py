@@ -206,6 +206,43 @@ def test_the_window_turn_runs_while_clients_stream(slotted) -> None:
     assert again[-1].stats.tokens_reused > 5  # the window's own sequence was left alone
 
 
+def test_a_window_task_starts_from_a_copy_of_its_cells_and_leaves_them_alone(slotted) -> None:
+    from vllmchat.core.engine.events import StatsEvent
+    from vllmchat.core.engine.side_turns import SideTurn
+
+    chat = [{"role": "system", "content": "You are terse. " * 20}, *_ask(3)]
+    window = list(slotted.chat(chat, GREEDY))
+    held = slotted.kv().kv_tokens
+    title_ask = [
+        *chat,
+        {"role": "assistant", "content": window[-1].text},
+        {"role": "user", "content": "A title for this chat?"},
+    ]
+    kept_before = {s.key for s in slotted.call(ListStates()).states}
+    side = SideTurn(slotted)
+    assert side.in_slot
+    events = list(side.chat(title_ask, GREEDY))
+    stats = next(e.stats for e in events if isinstance(e, StatsEvent))
+    assert stats.note == "state: window" and stats.tokens_reused >= held - 1
+    assert isinstance(events[-1], DoneEvent) and events[-1].stats.decode_tokens == 24
+    assert slotted.kv().kv_tokens == held, "the window's own cells are as they were"
+    fresh = list(slotted.chat(title_ask, GREEDY, slot=ApiSlot(reuse=False), ticket=1))
+    assert [e.text for e in fresh if isinstance(e, TokenEvent)] == [
+        e.text for e in events if isinstance(e, TokenEvent)
+    ], "the copy gives the reply a fresh prompt gives"
+    kept = {s.key for s in slotted.call(ListStates()).states} - kept_before
+    assert len(kept) == 1, "nothing is kept of the window's task, only the fresh turn's"
+    stopping = SideTurn(slotted)
+    long = SamplingSettings(temperature=0.0, max_tokens=400, ignore_eos=True, speculation="off")
+    n = 0
+    for event in stopping.chat(title_ask, long):
+        n += isinstance(event, TokenEvent)
+        if n == 3:
+            stopping.stop()
+        last = event
+    assert isinstance(last, DoneEvent) and last.stop_reason == "stopped" and n < 20
+
+
 def test_every_client_hears_of_a_killed_engine_and_the_next_requests_work(slotted) -> None:
     long = SamplingSettings(temperature=0.0, max_tokens=400, ignore_eos=True, speculation="off")
     started = threading.Event()

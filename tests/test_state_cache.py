@@ -136,3 +136,40 @@ def test_without_a_folder_states_past_the_budget_go(folder) -> None:
     _keep(cache, "a", [*SYSTEM, 1])
     _keep(cache, "b", [*SYSTEM, 2])
     assert [s.key for s in cache.snapshot().states] == ["b"]
+
+
+def test_a_conversations_state_is_written_at_once_and_is_not_an_api_clients(
+    tmp_path: Path,
+) -> None:
+    cache = _cache(tmp_path)
+    window = [*SYSTEM, 1, 2, 3]
+    cache.keep_written("conversation-7", window, b"w" * 10_000)
+    cache.flush()
+    assert (tmp_path / "conversation-7.kv").is_file()  # a crash of the app loses nothing
+    assert cache.snapshot().states[0].where == DISK
+    assert cache.state("conversation-7").tokens == window
+    assert cache.plan([*window, 4], "").from_key == ""  # the window's are its own
+    cache.close()
+    again = _cache(tmp_path)  # and the next start finds it
+    assert again.state("conversation-7").data == b"w" * 10_000
+    again.forget("conversation-7")
+    again.flush()
+    assert not (tmp_path / "conversation-7.kv").exists()
+    assert again.snapshot().states == ()
+
+
+def test_one_disk_cap_holds_for_every_models_folder(tmp_path: Path) -> None:
+    cache = _cache(tmp_path / "one", ram=0, disk=10**6)
+    _keep(cache, "a", [*SYSTEM, 1])
+    _keep(cache, "b", [*SYSTEM, 2])
+    cache.flush()
+    (tmp_path / "one" / "a.kv").touch()  # "b" is the older file now
+    import os
+
+    os.utime(tmp_path / "one" / "b.kv", (1000, 1000))
+    cache.bind({"model": "other"}, tmp_path / "two", 0, 25_000)  # room for two of three
+    _keep(cache, "c", [*SYSTEM, 3])
+    cache.flush()
+    cache.bind({"model": "third"}, tmp_path / "three", 0, 25_000)
+    left = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.glob("*/*.kv"))
+    assert left == ["one/a.kv", "two/c.kv"], "another model's oldest file went"

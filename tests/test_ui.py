@@ -269,7 +269,7 @@ def test_sigterm_closes_like_the_user_would(qtbot, window):
         signal.signal(signal.SIGINT, signal.default_int_handler)
     reply = _branch(window)[-1]
     assert reply.role == "assistant" and reply.partial and reply.content
-    assert window.bridge.app.kv.path_for(window.conversation_id).exists()
+    assert window.bridge.app.kv.files(window.conversation_id)  # its KV state, written at exit
     assert not window.bridge.snapshot.alive
 
 

@@ -172,7 +172,7 @@ def test_an_aborting_placement_from_the_slider(qtbot, make_window, tmp_path):
         )
     # Written on the engine's own thread; a real abort comes after the model is let go
     # of, which waits for it (this one comes before the reload is asked for).
-    qtbot.waitUntil(lambda: any((tmp_path / "kv").glob("conversation-*.kv")), timeout=10_000)
+    qtbot.waitUntil(lambda: any((tmp_path / "kv").glob("*/conversation-*.kv")), timeout=10_000)
     _pretend_gpu(w, _gpu_fitting(w, 20))  # well within the bound
     with qtbot.waitSignal(w.loads.load_ended, timeout=TIMEOUT):
         w.offload.slider.setValue(5)  # the engine aborts there

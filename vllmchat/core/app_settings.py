@@ -86,8 +86,10 @@ class AppSettings:
     api_port: int = 1234
     api_lan: bool = False
     api_cors_origins: list[str] = field(default_factory=list)  # none: CORS is off
-    api_cache_ram_mib: int = 2048  # the clients' KV states kept in RAM (least used spill)
-    api_cache_disk_mib: int = 8192  # and on disk, in the data folder (oldest go first)
+    # The KV states the engine keeps, the conversations' and the API clients': in RAM
+    # (the least used spill), and on disk in the cache folder (the oldest go first).
+    api_cache_ram_mib: int = 2048
+    api_cache_disk_mib: int = 8192
     api_queue_limit: int = 16  # requests waiting for the model; more are answered 429
     api_parallel: int = 4  # API clients answered at once, batched (each a sequence of n_ctx)
     api_timeout_s: int = 600  # a request's longest wait and run
@@ -159,6 +161,10 @@ class AppSettings:
         beside it made for its width (as a download places it), or none."""
         fresh: dict[str, Any] = {"n_cpu_moe": 0, "mmproj_path": projector_beside(path) or ""}
         return self.with_changes(model_path=path, **{**fresh, **changes})
+
+    def state_caps(self) -> tuple[int, int]:
+        """The kept KV states' RAM budget and disk cap, in bytes."""
+        return self.api_cache_ram_mib << 20, self.api_cache_disk_mib << 20
 
     def fit_settings(self, overhead: int | None = None) -> FitSettings:
         """The settings the memory estimate needs (``overhead``: the GPU runtime's own

@@ -63,14 +63,16 @@ def ours(
         "n_threads_batch": threads,
         **settings,
     }
-    started = open_app(AppSettings.of(**flat), file=folder / "c.sqlite3")
+    started = open_app(
+        AppSettings.of(**flat), file=folder / "c.sqlite3", kv_folder=folder / "states"
+    )
     assert isinstance(started, Started), started
     loaded = [
         e for e in started.app.load(started.app.settings, remember=False) if isinstance(e, Loaded)
     ]
     if not loaded:
         raise RuntimeError(f"{model} did not load")
-    service = ApiService(started.app, states_root=folder / "states")
+    service = ApiService(started.app)
     server = ApiServer(service, "127.0.0.1", 0)
     server.start()
     try:

@@ -87,7 +87,8 @@ class ChatApp:
         """``persist``: where confirmed settings are written (None: nowhere);
         ``estimator``: how a placement fits the machine (``check_fit``)."""
         self.store = store
-        self.kv = kv
+        self.kv = kv  # the engine's kept KV states, within the settings' caps
+        kv.caps = lambda: self.settings.state_caps()
         self._settings = SettingsModel(settings or AppSettings(), persist)
         self.engine: Engine = engine or open_local()
         self.engine_queue = EngineQueue()  # the window's turns and the API's, in turn

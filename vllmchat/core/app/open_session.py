@@ -96,7 +96,7 @@ class OpenSession:
     def let_go(self, conversation_id: int) -> None:
         """``conversation_id`` was deleted: its KV state forgotten, the session let go
         of when it is the open one."""
-        self._kv.forget(conversation_id)
+        self._kv.forget(self._engine(), conversation_id)
         if self.conversation_id == conversation_id:
             self.session = None
 

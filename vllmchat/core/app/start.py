@@ -118,9 +118,10 @@ def open_app(
     persist: Persist | None = None,
     on_lock: LockListener | None = None,
     file: str | Path | None = None,
+    kv_folder: str | Path | None = None,
 ) -> Started | CannotStart:
     """A ``ChatApp`` on the user's conversations (see ``open_storage``), or why not."""
-    storage = open_storage(on_lock=on_lock, file=file)
+    storage = open_storage(on_lock=on_lock, file=file, kv_folder=kv_folder)
     if isinstance(storage, CannotStart):
         return storage
     return Started(storage.app(settings, engine=engine, persist=persist), storage)

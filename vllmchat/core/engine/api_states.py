@@ -1,11 +1,14 @@
-"""The API clients' KV states, as the engine's slot loop keeps them: what a caller
-sends (``ApiSlot``, ``KeepStates``, ``SaveStates``) and reads back
-(``StatesChanged``, and a ``StatesEvent`` ending each slot turn).
+"""The KV states the engine process keeps by key, the window's conversations'
+(``conversation-<id>``) and the API clients': what a caller sends (``KeepStates``,
+``ApiSlot``, ``KeepWindow``, ``ResumeWindow``, ``ForgetState``, ``SaveStates``) and
+reads back (``StatesChanged``, ``WindowKept``, and a ``StatesEvent`` ending each slot
+turn).
 
 The engine process owns them: a returning client's prompt is read from its first
 new token, from its slot, its RAM, or a state file in ``KeepStates``' folder, which
-outlives the app. An engine with ``Capabilities.api_slots`` serves these (the local
-engine).
+outlives the app; a conversation reopened reads only its new message. An engine
+with ``Capabilities.api_slots`` runs the slots; one with ``kv_files`` keeps the
+window's states (the local engine does both).
 """
 
 from __future__ import annotations
@@ -20,6 +23,12 @@ from vllmchat.core.engine.requests import Request
 from vllmchat.core.settings import SamplingSettings
 
 RAM, DISK = "ram", "disk"
+WINDOW_PREFIX = "conversation-"  # the keys of the window's conversations
+
+
+def window_key(conversation_id: int) -> str:
+    """The key of a conversation's state."""
+    return f"{WINDOW_PREFIX}{conversation_id}"
 
 
 @dataclass(frozen=True)
@@ -60,10 +69,12 @@ class StatesEvent:
 class ApiSlot:
     """An API turn's slot: its client's own name for its state ("": the engine finds
     the state sharing most of the prompt, and names what the turn leaves);
-    ``reuse`` off: the prompt is read whole (llama-server's ``cache_prompt``)."""
+    ``reuse`` off: the prompt is read whole (llama-server's ``cache_prompt``);
+    ``fork_window``: a task of the window's conversation, from a copy of its cells."""
 
     client: str = ""
     reuse: bool = True
+    fork_window: bool = False
 
 
 @dataclass(frozen=True)
@@ -75,6 +86,40 @@ class KeepStates(Request[StatesChanged]):
     root: str
     ram_budget: int
     disk_cap: int
+
+
+@dataclass(frozen=True)
+class WindowKept:
+    """A conversation's state kept by ``KeepWindow``: its tokens (0: too few to be
+    worth a file) and bytes; ``failure``: why the last state did not reach the disk."""
+
+    tokens: int = 0
+    size: int = 0
+    failure: str = ""
+
+
+@dataclass(frozen=True)
+class KeepWindow(Request[WindowKept]):
+    """Keep the window sequence's state as ``key`` (``window_key``), its file written
+    on the engine's writer thread; ``wait``: answer once the file is written."""
+
+    key: str
+    wait: bool = False
+
+
+@dataclass(frozen=True)
+class ResumeWindow(Request[int]):
+    """Make the state kept as ``key`` the window sequence's; answers its tokens (0:
+    none kept, or one that no longer loads, which is then let go)."""
+
+    key: str
+
+
+@dataclass(frozen=True)
+class ForgetState(Request[StatesChanged]):
+    """Let the state kept as ``key`` go, its file too (a deleted conversation)."""
+
+    key: str
 
 
 @dataclass(frozen=True)
@@ -110,6 +155,16 @@ class ServesRequests(Protocol):
     """An engine that answers typed requests (``EngineClient``)."""
 
     def call(self, request: Request[Any]) -> Any: ...
+
+
+def keeps_window_states(engine: object) -> bool:
+    """Whether ``engine`` keeps the window's conversation states by key (``kv_files``)."""
+    capabilities = getattr(engine, "capabilities", None)
+    return (
+        capabilities is not None
+        and bool(capabilities.kv_files)
+        and isinstance(engine, ServesRequests)
+    )
 
 
 def keeps_states(engine: object) -> bool:

@@ -114,11 +114,6 @@ class ExportState(Request[StateTransfer]):
 
 
 @dataclass(frozen=True)
-class Checkpoint(Request[StateTransfer]):
-    path: str
-
-
-@dataclass(frozen=True)
 class ImportState(Request[StateTransfer]):
     path: str
 
@@ -258,11 +253,14 @@ class SlotChat(Chat):
     The engine starts from the kept state sharing most of the prompt (``client``'s
     own first: in a slot, its RAM or a state file), prefills what the prompt adds,
     and keeps what the turn leaves under ``client`` (or a name of its own).
-    ``reuse`` off: the prompt is read whole.
+    ``reuse`` off: the prompt is read whole. ``fork_window``: a task of the window's
+    conversation (its title, its summary) that starts from a copy of the window
+    sequence's cells, the window's own left as they are; nothing is kept after it.
     """
 
     client: str = ""
     reuse: bool = True
+    fork_window: bool = False
 
 
 SLOT_LOOP_REQUESTS: tuple[type[Request[Any]], ...] = (SlotChat,)

@@ -13,6 +13,7 @@ from vllmchat.core.conversations.store.store import title_from
 from vllmchat.core.conversations.turns.session import ChatSession
 from vllmchat.core.conversations.turns.titles import TITLE_PROMPT, clean_title, fallback_title
 from vllmchat.core.engine.events import DoneEvent
+from vllmchat.core.engine.side_turns import SideTurn
 from vllmchat.core.settings import SamplingSettings
 from vllmchat.core.thinking import answer_of
 
@@ -46,9 +47,10 @@ def title_conversation(session: ChatSession, busy: Callable[[], bool] = lambda: 
         temperature=0.0, max_tokens=TITLE_TOKENS, repeat_penalty=1.0, thinking=False
     )
     reply, reason = "", "stopped"
-    for event in session.client.chat(request, sampling):
+    side = SideTurn(session.client)  # beside the API's turns where slots run
+    for event in side.chat(request, sampling):
         if busy():
-            session.client.stop()
+            side.stop()
         if isinstance(event, DoneEvent):
             reply, reason = answer_of(event.text), event.stop_reason
     if reason in ("stopped", "error"):

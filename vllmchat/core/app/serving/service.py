@@ -2,9 +2,10 @@
 through the engine's one queue with each client's KV state, embeddings, a log.
 
 The service owns no conversation: an API client's history comes with each request.
-The engine keeps the clients' KV states (``api_states``), in folders under
-``states_root``; the service tells their changes, and each request it served, to its
-listeners (the window's Server panel, ``vllmchat serve``'s log).
+The engine keeps the clients' KV states (``api_states``) beside the conversations',
+where the application's ``kv`` told it; the service tells their changes, and each
+request it served, to its listeners (the window's Server panel, ``vllmchat serve``'s
+log).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Generator, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -32,8 +33,8 @@ from vllmchat.core.app.serving.models_on_offer import OfferedModel, offered_mode
 from vllmchat.core.app.voice.events import SpeakFailed, SpokenPiece
 from vllmchat.core.app.voice.service import VoiceService
 from vllmchat.core.engine.api_states import (
+    WINDOW_PREFIX,
     ApiSlot,
-    KeepStates,
     RunsSlots,
     SaveStates,
     ServesRequests,
@@ -44,7 +45,6 @@ from vllmchat.core.engine.embedding import can_embed, embed
 from vllmchat.core.engine.events import EngineError, ErrorKind
 from vllmchat.core.gguf_header import read_header
 from vllmchat.core.listeners import Listeners
-from vllmchat.core.paths import data_dir
 from vllmchat.core.tools.prompting import tool_format
 from vllmchat.core.tuning.cache import TuneCache
 from vllmchat.core.voice.events import TranscriptionEvent
@@ -107,19 +107,16 @@ class ApiService:
         self,
         app: ChatApp,
         *,
-        states_root: Path | None = None,
         tune_cache: TuneCache | None = None,
     ) -> None:
         self.app = app
         self.queue: EngineQueue = app.engine_queue
         self.queue.limit = app.settings.api_queue_limit
-        self.states_root = states_root or data_dir() / "api-states"
         self.tune_cache = tune_cache or TuneCache()
         self.log: Listeners[RequestLogged] = Listeners("API request log")
         self.models_changed: Listeners[ModelSwitched] = Listeners("API model switch")
         self.states_changed: Listeners[StatesChanged] = Listeners("API client states")
         self._states: StatesChanged | None = None  # as the engine told them last
-        self._states_told: tuple[int | None, int, int] | None = None  # to which engine, caps
         self._last_used = time.monotonic()
         # One recogniser and one voice: audio requests take turns on each (not the engine's queue).
         self._hearing = threading.Lock()
@@ -178,22 +175,21 @@ class ApiService:
 
     # -- the clients' states -------------------------------------------------------------
     def _keep_states(self) -> bool:
-        """Whether the engine runs API slots; it is told once where to keep their states
-        (again after a restart, or when the caps change)."""
-        engine, settings = self.app.engine, self.app.settings
+        """Whether the engine runs API slots; the application's ``kv`` tells it once
+        where to keep their states (again after a restart, or when the caps change)."""
+        engine = self.app.engine
         if not keeps_states(engine) or engine.info is None:
             return False
-        caps = (settings.api_cache_ram_mib * MIB, settings.api_cache_disk_mib * MIB)
-        told = (engine.pid, *caps)
-        if self._states_told != told:
-            assert isinstance(engine, ServesRequests)
-            self._told_states(engine.call(KeepStates(str(self.states_root), *caps)))
-            self._states_told = told
+        told = self.app.kv.bind(engine)
+        if told is not None:
+            self._told_states(told)
         return True
 
     def _told_states(self, states: StatesChanged) -> None:
-        self._states = states
-        self.states_changed.tell(states)
+        """Tell the clients' states (the window's conversations are its own)."""
+        clients = tuple(s for s in states.states if not s.key.startswith(WINDOW_PREFIX))
+        self._states = replace(states, states=clients)
+        self.states_changed.tell(self._states)
 
     # -- turns ---------------------------------------------------------------------------
     def chat(
@@ -367,12 +363,11 @@ class ApiService:
         """Have the engine write the clients' states to disk (before the model goes, or
         at the end)."""
         engine = self.app.engine
-        if self._states_told is not None and engine.alive and isinstance(engine, ServesRequests):
+        if self.app.kv.told and engine.alive and isinstance(engine, ServesRequests):
             try:
                 self._told_states(engine.call(SaveStates()))
             except EngineError as exc:
                 _log.warning("The clients' KV states could not all be saved: %s", exc)
-        self._states_told = None
 
     def close(self) -> None:
         """Keep the clients' states for the next start, and stop listening to the queue."""

@@ -20,6 +20,7 @@ from vllmchat.core.conversations.memory.policy import ContextPolicy
 from vllmchat.core.conversations.store.store import Message, Summary
 from vllmchat.core.engine.events import DoneEvent, EngineError, ErrorEvent, StatsEvent, TokenEvent
 from vllmchat.core.engine.protocol import Engine
+from vllmchat.core.engine.side_turns import SideTurn
 from vllmchat.core.settings import SamplingSettings
 from vllmchat.core.thinking import answer_of
 
@@ -210,14 +211,15 @@ def ask_for_summary(
     if conversation is not None and after:  # facts of the kept turns are grounded too
         source = " ".join(m["content"] for m in conversation)
     fresh, streamed, complete = "", "", False
-    for event in client.chat(request, sampling):
+    side = SideTurn(client)  # beside the API's turns where slots run
+    for event in side.chat(request, sampling):
         if stopped():
-            client.stop()  # a stop that came before the request reached the engine
+            side.stop()  # a stop that came before the request reached the engine
         if isinstance(event, TokenEvent) and not complete:
             streamed += event.text
             complete = answer_complete(streamed, policy.summary_max_words)
             if complete:
-                client.stop()  # all that is kept has been written
+                side.stop()  # all that is kept has been written
         elif isinstance(event, StatsEvent):
             prefill = event.stats.tokens_prefilled
         elif isinstance(event, ErrorEvent):

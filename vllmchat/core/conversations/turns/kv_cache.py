@@ -1,87 +1,117 @@
-"""Saved KV states of conversations, so reopening one prefills only the new message.
+"""The conversations' KV states, so reopening one prefills only the new message.
 
-A state is saved when a conversation is left or the app exits (when it holds
-enough tokens to be cheaper to read than to recompute), in the cache folder,
-under a size cap with least-recently-used eviction. A state that no longer
-matches (another model or settings) is refused by the engine and deleted; one
-whose tokens no longer match the history is reused only up to the first
-differing token, so the history is always re-prefilled correctly.
+The engine process keeps them (``StateCache``, beside the API clients' states) by
+key, ``conversation-<id>``: written to a state file in a folder per model and KV
+layout under ``root`` when a conversation is left, after each turn (in the
+background) and at exit, within one disk cap for the whole root. This side tells
+each engine where once, and asks for a conversation's state by its key. A state
+whose tokens no longer match the history is reused only up to the first differing
+token, so the history is always re-prefilled correctly; another model's states stay
+in their own folder.
 """
 
 from __future__ import annotations
 
-import os
+import contextlib
+from collections.abc import Callable
 from pathlib import Path
 
+from vllmchat.core.engine.api_states import (
+    ForgetState,
+    KeepStates,
+    KeepWindow,
+    ResumeWindow,
+    ServesRequests,
+    StatesChanged,
+    WindowKept,
+    keeps_window_states,
+    window_key,
+)
 from vllmchat.core.engine.events import EngineError, ErrorKind
 from vllmchat.core.engine.protocol import Engine
 
-MIN_TOKENS = 64
-DEFAULT_CAP = 2 << 30
+MIB = 1 << 20
+DEFAULT_CAPS = (2048 * MIB, 8192 * MIB)  # bytes in the engine's RAM, on disk
 
 
 class KVStateCache:
-    """KV state files of conversations in one folder."""
+    """Where the engine keeps its KV states, and the conversations' among them."""
 
-    def __init__(self, folder: str | Path, *, cap_bytes: int = DEFAULT_CAP) -> None:
-        self.folder = Path(folder)
-        self.cap_bytes = cap_bytes
-        self.failure: str | None = None  # why the last save did not reach the disk
+    def __init__(
+        self,
+        root: str | Path,
+        *,
+        caps: Callable[[], tuple[int, int]] = lambda: DEFAULT_CAPS,
+    ) -> None:
+        self.root = Path(root)
+        self.caps = caps  # read at each use: (RAM budget, disk cap) in bytes
+        self.failure: str | None = None  # why the last state did not reach the disk
+        self._told: tuple[int | None, int, int] | None = None  # which engine, which caps
 
-    def path_for(self, conversation_id: int) -> Path:
-        return self.folder / f"conversation-{conversation_id}.kv"
+    def bind(self, engine: Engine) -> StatesChanged | None:
+        """Tell ``engine`` where to keep its states (once per process and caps); the
+        states then, or None where it was told already or keeps none."""
+        if not keeps_window_states(engine) or engine.info is None or not engine.alive:
+            return None
+        ram, disk = self.caps()
+        told = (engine.pid, ram, disk)
+        if self._told == told:
+            return None
+        assert isinstance(engine, ServesRequests)
+        states: StatesChanged = engine.call(KeepStates(str(self.root), ram, disk))
+        self._told = told
+        return states
 
-    def save(self, client: Engine, conversation_id: int, *, background: bool = False) -> int:
-        """Save the engine's KV state for this conversation; returns tokens saved (0: not saved).
+    @property
+    def told(self) -> bool:
+        """Whether an engine was told where to keep its states."""
+        return self._told is not None
 
-        ``background``: the engine copies the state and writes the file on a thread of
-        its own (a checkpoint after a turn, which must not delay the next one).
-        """
+    def save(self, engine: Engine, conversation_id: int, *, background: bool = False) -> int:
+        """Keep the engine's state of this conversation; returns its tokens (0: none
+        kept). ``background``: the file is written while the next turn goes on."""
         try:
-            tokens = client.kv().kv_tokens
-            if tokens < MIN_TOKENS:
+            self.bind(engine)
+            if not self.told or not keeps_window_states(engine):
                 return 0
-            self.folder.mkdir(parents=True, exist_ok=True)
-            path = str(self.path_for(conversation_id))
-            saved = client.checkpoint(path) if background else client.export_state(path)
+            assert isinstance(engine, ServesRequests)
+            kept: WindowKept = engine.call(
+                KeepWindow(window_key(conversation_id), wait=not background)
+            )
         except EngineError as exc:
             if exc.kind == ErrorKind.STORAGE:
                 self.failure = exc.message
             return 0
-        except OSError as exc:  # the folder itself cannot be made
-            self.failure = (
-                f"The conversation is saved; its KV state could not be written "
-                f"({exc.strerror or exc}): the next start re-reads it."
-            )
-            return 0
-        self.failure = None
-        self.evict()
-        return saved.tokens
+        self.failure = f"The conversation is saved. {kept.failure}" if kept.failure else None
+        return kept.tokens
 
-    def restore(self, client: Engine, conversation_id: int) -> int:
-        """Load the saved state; returns tokens restored, 0 if none or refused (then deleted)."""
-        path = self.path_for(conversation_id)
-        if not path.exists():
-            return 0
+    def restore(self, engine: Engine, conversation_id: int) -> int:
+        """Make this conversation's kept state the engine's; returns its tokens (0: none,
+        or one that no longer loads, which is let go)."""
         try:
-            restored = client.import_state(str(path))
+            self.bind(engine)
+            if not self.told or not keeps_window_states(engine):
+                return 0
+            assert isinstance(engine, ServesRequests)
+            tokens: int = engine.call(ResumeWindow(window_key(conversation_id)))
         except EngineError:
-            path.unlink(missing_ok=True)
             return 0
-        os.utime(path)  # most recently used
-        return restored.tokens
+        return tokens
 
-    def forget(self, conversation_id: int) -> None:
-        self.path_for(conversation_id).unlink(missing_ok=True)
+    def forget(self, engine: Engine, conversation_id: int) -> None:
+        """Let a deleted conversation's states go: the engine's, and the files other
+        models left for it."""
+        if keeps_window_states(engine) and engine.alive and engine.info is not None:
+            with contextlib.suppress(EngineError):
+                self.bind(engine)
+                assert isinstance(engine, ServesRequests)
+                engine.call(ForgetState(window_key(conversation_id)))
+        for path in self.files(conversation_id):
+            with contextlib.suppress(OSError):  # their model's index skips a missing file
+                path.unlink()
 
-    def evict(self) -> list[Path]:
-        """Delete the least recently used states until the folder is under the cap."""
-        files = sorted(self.folder.glob("conversation-*.kv"), key=lambda p: p.stat().st_mtime)
-        total = sum(p.stat().st_size for p in files)
-        removed = []
-        while files and total > self.cap_bytes:
-            oldest = files.pop(0)
-            total -= oldest.stat().st_size
-            oldest.unlink(missing_ok=True)
-            removed.append(oldest)
-        return removed
+    def files(self, conversation_id: int) -> list[Path]:
+        """The state files kept for this conversation, one per model it ran on."""
+        with contextlib.suppress(OSError):
+            return sorted(self.root.glob(f"*/{window_key(conversation_id)}.kv"))
+        return []

@@ -182,10 +182,6 @@ class EngineClient:
         """Write the KV state (llama.cpp's bytes and the token ids) to ``path``."""
         return self.call(rq.ExportState(str(path)))
 
-    def checkpoint(self, path: str) -> StateTransfer:
-        """Like ``export_state``, but the file is written while the engine goes on."""
-        return self.call(rq.Checkpoint(str(path)))
-
     def import_state(self, path: str) -> StateTransfer:
         """Restore a KV state written by ``export_state`` (refused when it does not match)."""
         return self.call(rq.ImportState(str(path)))
@@ -283,7 +279,9 @@ class EngineClient:
             return
         options = replace(options, images=_portable(options.images))
         if slot is not None:
-            request = rq.SlotChat(payload, sampling, options, slot.client, slot.reuse)
+            request = rq.SlotChat(
+                payload, sampling, options, slot.client, slot.reuse, slot.fork_window
+            )
             yield from self._stream(request, ticket)
         else:
             yield from self._stream(rq.Chat(payload, sampling, options), None)

@@ -301,8 +301,5 @@ class RemoteEngine:
     def export_state(self, path: str) -> StateTransfer:
         raise EngineError(ErrorKind.NOT_REMOTE, NO_STATE)
 
-    def checkpoint(self, path: str) -> StateTransfer:
-        raise EngineError(ErrorKind.NOT_REMOTE, NO_STATE)
-
     def import_state(self, path: str) -> StateTransfer:
         raise EngineError(ErrorKind.NOT_REMOTE, NO_STATE)

@@ -10,13 +10,16 @@ from vllmchat.core.engine.process.inference.speculative import common_prefix
 from vllmchat.core.engine.process.inference.state_cache import StateCache
 from vllmchat.core.engine.process.llama.seq_state import (
     clear_seq,
+    copy_seq,
     drop_after,
     load_seq_state,
     seq_pos_min,
     seq_state,
 )
 
-SLOT, RAM, DISK, NONE = "slot", "ram", "disk", "none"
+SLOT, RAM, DISK, NONE, WINDOW = "slot", "ram", "disk", "none", "window"
+WINDOW_SEQ = 0
+MIN_FORK = 16  # fewer shared tokens than this are read again instead
 
 
 class SlotFiller:
@@ -41,6 +44,19 @@ class SlotFiller:
             return NONE
         slot.tokens, slot.key = list(state.tokens), from_key
         return source
+
+    def fork_window(self, slot: Slot, prompt: list[int]) -> str:
+        """Make ``slot`` hold a copy of the window sequence's cells where they share
+        the prompt's start (a task of the window's conversation); WINDOW, else NONE."""
+        llm = self.rt.llm
+        held = [int(t) for t in llm.input_ids[: llm.n_tokens]]
+        clear_seq(llm.ctx, slot.seq)
+        slot.tokens, slot.key = [], ""
+        if common_prefix(held, prompt) < MIN_FORK:
+            return NONE
+        copy_seq(llm.ctx, WINDOW_SEQ, slot.seq)
+        slot.tokens = held
+        return WINDOW
 
     def keep_prefix(self, slot: Slot, prompt: list[int]) -> int:
         """Cut the slot back to the prompt's exact prefix (one token short of the whole

@@ -29,7 +29,7 @@ from vllmchat.core.engine.process.inference.runtime import LlamaRuntime
 from vllmchat.core.engine.process.inference.slot_fill import SlotFiller
 from vllmchat.core.engine.process.inference.slot_state import Slot, SlotTurn
 from vllmchat.core.engine.process.inference.speculative import common_prefix
-from vllmchat.core.engine.process.inference.state_cache import StateCache
+from vllmchat.core.engine.process.inference.state_cache import Planned, StateCache
 from vllmchat.core.engine.process.inference.turn import rendered_prompt
 from vllmchat.core.engine.process.llama.llama_adapter import sample_at, sampler_for
 from vllmchat.core.engine.process.llama.seq_state import SeqBatch, clear_seq
@@ -94,12 +94,17 @@ class SlotLoop:
             self.send(rq.TurnEvent(rid, rendered))
             return
         prompt = rendered[0]
-        plan = self.cache.plan(prompt, r.client, r.reuse)
-        slot = self._choose(free, plan.from_key, prompt)
-        if not r.reuse:  # the prompt read whole
-            clear_seq(rt.llm.ctx, slot.seq)
-            slot.tokens, slot.key = [], ""
-        source = self.filler.fill(slot, plan.from_key)
+        if r.fork_window:  # the window's task: from its cells, nothing kept after
+            plan = Planned("", "")
+            slot = min(free, key=lambda s: (bool(s.tokens), s.used))  # an empty one first
+            source = self.filler.fork_window(slot, prompt)
+        else:
+            plan = self.cache.plan(prompt, r.client, r.reuse)
+            slot = self._choose(free, plan.from_key, prompt)
+            if not r.reuse:  # the prompt read whole
+                clear_seq(rt.llm.ctx, slot.seq)
+                slot.tokens, slot.key = [], ""
+            source = self.filler.fill(slot, plan.from_key)
         shared = self.filler.keep_prefix(slot, prompt)
         try:
             sampler = sampler_for(rt.llm, r.sampling, r.options.json_schema, r.options.grammar)

@@ -1,10 +1,13 @@
-"""The API clients' KV states, kept by key: in RAM under a budget, then spilled to
-state files in the model's folder under a size cap (the oldest files go first),
-indexed there so that they outlive the app.
+"""The KV states kept by key, the window's conversations' and the API clients': in
+RAM under a budget, then spilled to state files in the model's folder under a size
+cap for the whole root (the oldest files go first, another model's too), indexed
+there so that they outlive the app.
 
 A prompt's turn starts from the state whose tokens are the longest exact prefix of
 it (its client's own first). Files are written by a thread of their own, so a spill
 never holds up a decode step; a state being written is read from memory meanwhile.
+A conversation's state is written at once (``keep_written``), so that a crash of
+the app loses little.
 """
 
 from __future__ import annotations
@@ -23,7 +26,13 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from vllmchat.core.engine.api_states import DISK, RAM, ClientState, StatesChanged
+from vllmchat.core.engine.api_states import (
+    DISK,
+    RAM,
+    WINDOW_PREFIX,
+    ClientState,
+    StatesChanged,
+)
 from vllmchat.core.engine.events import EngineError
 from vllmchat.core.engine.process.llama.state_file import KVState, read_state, write_state
 
@@ -103,16 +112,21 @@ class StateCache:
             self.ram.clear()
             self.entries.clear()
         self.binding, self.folder = binding, folder
+        self.failure = ""
         self._read_index()
         self._within_budgets()
+        self._within_root_cap()
 
     # -- a turn ------------------------------------------------------------------------
     def plan(self, prompt: Sequence[int], client: str, reuse: bool = True) -> Planned:
         """The state ``prompt``'s turn starts from (the one sharing most of it, the
         client's own first, then the most recent) and the key its result is kept as."""
         best, shared = "", 0
-        with self._lock:
-            choices = sorted(self.entries.values(), key=lambda s: (s.key != client, -s.used))
+        with self._lock:  # the window's conversations are its own
+            choices = sorted(
+                (s for s in self.entries.values() if not s.key.startswith(WINDOW_PREFIX)),
+                key=lambda s: (s.key != client, -s.used),
+            )
         for state in choices if reuse else ():
             n = min(shared_prefix(state.tokens, prompt), len(prompt) - 1)
             if n > shared:
@@ -136,7 +150,7 @@ class StateCache:
         try:
             return read_state(self._file(key), expect=self.binding)
         except EngineError as exc:
-            _log.info("A client's KV state file could not be read: %s", exc)
+            _log.info("A KV state file could not be read: %s", exc)
             self._drop(key)
             return None
 
@@ -152,6 +166,21 @@ class StateCache:
             self._writing.pop(key, None)
             self.entries[key] = entry
         self._within_budgets()
+
+    def keep_written(self, key: str, tokens: list[int], data: bytes | bytearray) -> None:
+        """Keep ``key``'s state and write its file now (on the writer), within the cap."""
+        self.keep(key, tokens, data, len(tokens), named=True)
+        entry = self.entries.get(key)
+        if entry is not None and entry.where == RAM:
+            self._spill(entry)
+            self._within_budgets()
+            self._index_later()
+
+    def forget(self, key: str) -> None:
+        """Let ``key``'s state go, its file too."""
+        if key in self.entries:
+            self._drop(key)
+            self._index_later()
 
     def snapshot(self) -> StatesChanged:
         with self._lock:
@@ -194,6 +223,26 @@ class StateCache:
         if changed:
             self._index_later()
 
+    def _within_root_cap(self) -> None:
+        """Delete other models' oldest state files until the root is within the cap."""
+        if self.folder is None:
+            return
+        try:
+            others = [
+                (f.stat(), f) for f in self.folder.parent.glob("*/*.kv") if f.parent != self.folder
+            ]
+        except OSError:
+            return
+        with self._lock:
+            total = sum(s.size for s in self.entries.values() if s.where == DISK)
+        total += sum(st.st_size for st, _ in others)
+        for st, path in sorted(others, key=lambda o: o[0].st_mtime):
+            if total <= self.disk_cap:
+                break
+            with contextlib.suppress(OSError):  # its index skips a file that is gone
+                path.unlink()
+                total -= st.st_size
+
     def _index_later(self) -> None:
         """Write the index once the files asked for so far are written."""
         folder = self.folder
@@ -219,8 +268,8 @@ class StateCache:
         except OSError as exc:
             with self._lock:
                 self.failure = (
-                    f"A client's KV state could not be written ({exc.strerror or exc}); "
-                    "it was dropped."
+                    f"A KV state could not be written ({exc.strerror or exc}); it was "
+                    "dropped, and that prompt is read again next time."
                 )
             self._drop(key, only=state)
             return
@@ -293,7 +342,7 @@ class StateCache:
             try:
                 job()
             except Exception:  # a writer that died would lose every later state
-                _log.exception("A client's KV state could not be written")
+                _log.exception("A KV state could not be written")
 
     def _write_index(self, folder: Path | None) -> None:
         if folder is None:
@@ -307,9 +356,7 @@ class StateCache:
             os.replace(tmp, folder / "index.json")
         except OSError as exc:
             with self._lock:
-                self.failure = (
-                    f"The clients' KV states could not be indexed ({exc.strerror or exc})."
-                )
+                self.failure = f"The kept KV states could not be indexed ({exc.strerror or exc})."
 
     def _read_index(self) -> None:
         """The states a previous run left (a damaged index is set aside)."""
@@ -325,5 +372,5 @@ class StateCache:
         except FileNotFoundError:
             return
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            _log.warning("The clients' KV state index is damaged (%s): starting afresh.", exc)
+            _log.warning("The KV states' index is damaged (%s): starting afresh.", exc)
             self.entries.clear()

@@ -78,6 +78,14 @@ def _load(ctx: Any, seq: int, data: bytes | bytearray) -> bool:
     return True
 
 
+def copy_seq(ctx: Any, source: int, to: int) -> None:
+    """Make sequence ``to`` hold ``source``'s cells (its own emptied first; across the
+    context's streams llama.cpp copies the whole stream at the next decode)."""
+    mem = llama_cpp.llama_get_memory(ctx)
+    llama_cpp.llama_memory_seq_rm(mem, to, -1, -1)
+    llama_cpp.llama_memory_seq_cp(mem, source, to, -1, -1)
+
+
 def clear_seq(ctx: Any, seq: int) -> None:
     """Drop every cell of sequence ``seq``."""
     llama_cpp.llama_memory_seq_rm(llama_cpp.llama_get_memory(ctx), seq, -1, -1)

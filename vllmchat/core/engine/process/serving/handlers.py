@@ -8,7 +8,6 @@ flag, the turn's sender) and its request, and returns the reply the request type
 from __future__ import annotations
 
 import json
-import threading
 import time
 
 import llama_cpp  # noqa: F401  (first: the CUDA build segfaults if numpy loads before it)
@@ -106,30 +105,6 @@ def export_state(ctx: Context, r: rq.ExportState) -> StateTransfer:
     except OSError as exc:
         raise _not_written(exc) from exc
     return StateTransfer(len(tokens), size)
-
-
-@handles(rq.Checkpoint)
-def checkpoint(ctx: Context, r: rq.Checkpoint) -> StateTransfer:
-    """Copy the KV state now and write it on a thread: the next turn does not wait
-    for the disk. A later checkpoint waits for the previous write."""
-    rt = ctx.require_runtime()
-    data, tokens = rt.save_state()
-    state = KVState(ctx.binding(rt), tokens, data)
-    if ctx.writer is not None:
-        ctx.writer.join()
-    failed, ctx.write_error = ctx.write_error, None
-
-    def write() -> None:  # a file that cannot be written is left out, the reason kept
-        try:
-            write_state(r.path, state)
-        except OSError as exc:
-            ctx.write_error = _not_written(exc)
-
-    ctx.writer = threading.Thread(target=write, name="vllmchat-checkpoint", daemon=True)
-    ctx.writer.start()
-    if failed is not None:
-        raise failed  # the previous checkpoint's file could not be written
-    return StateTransfer(len(tokens), len(data))
 
 
 @handles(rq.ImportState)

@@ -9,7 +9,6 @@ llama.cpp, so a module that only adds operations imports it cheaply.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -28,9 +27,7 @@ class Context(Protocol):
 
     runtime: LlamaRuntime | None  # the loaded model
     start_free: int | None  # NVIDIA devices' free bytes before llama.cpp loaded
-    writer: threading.Thread | None  # the last checkpoint's file writer
-    write_error: EngineError | None  # why the last checkpoint was not written
-    states: StateCache  # the API clients' KV states, by key (the loaded model's)
+    states: StateCache  # the KV states kept by key (the loaded model's)
     states_policy: tuple[str, int, int] | None  # their folder root, RAM and disk caps
 
     def require_runtime(self) -> LlamaRuntime:

@@ -59,9 +59,7 @@ class Worker:
         self.outbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self.send_lock = threading.Lock()
         self.threaded_send = False
-        self.writer: threading.Thread | None = None  # the last checkpoint's file writer
-        self.write_error: EngineError | None = None  # why the last checkpoint was not written
-        self.states = StateCache()  # the API clients' KV states, by key (the loaded model's)
+        self.states = StateCache()  # the KV states kept by key (the loaded model's)
         self.states_policy: tuple[str, int, int] | None = None  # folder root, RAM, disk caps
 
     def send(self, message: Any) -> None:
@@ -142,11 +140,9 @@ class Worker:
             self.answer(call)
         if self._slots is not None:
             self._slots.abandon("The engine is shutting down.")
-        self.states.close()  # the states in RAM go to their files
+        self.states.close()  # the states in RAM go to their files, none half-written
         self.outbox.put(None)
         sender.join(5)
-        if self.writer is not None:
-            self.writer.join()  # a checkpoint is never left half-written
         if self.runtime is not None:
             self.runtime.close()
 
@@ -270,11 +266,10 @@ class Worker:
         return self.runtime
 
     def unload(self) -> None:
-        """Let the model go, once the last checkpoint is on disk: a new model or
-        placement is where the process may abort, and the checkpoint is what it falls
+        """Let the model go, once the kept states' files are written: a new model or
+        placement is where the process may abort, and those files are what it falls
         back to."""
-        if self.writer is not None:
-            self.writer.join()
+        self.states.flush()
         if self._slots is not None:
             self._slots.abandon("The model was unloaded: send the request again.")
             self._slots.close()
