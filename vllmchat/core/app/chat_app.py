@@ -86,8 +86,7 @@ class ChatApp:
     ) -> None:
         """``persist``: where confirmed settings are written (None: nowhere);
         ``estimator``: how a placement fits the machine (``check_fit``)."""
-        self.store = store
-        self.kv = kv  # the engine's kept KV states, within the settings' caps
+        self.store, self.kv = store, kv  # kv: the engine's kept states, within the caps
         kv.caps = lambda: self.settings.state_caps()
         self._settings = SettingsModel(settings or AppSettings(), persist)
         self.engine: Engine = engine or open_local()
@@ -362,10 +361,6 @@ class ChatApp:
     def stop(self) -> None:
         """Stop the reply or summary in progress (any thread; within one token)."""
         self.turns.stop()
-
-    def checkpoint(self) -> int:
-        """Save the conversation's KV state in the background, so a crash loses little."""
-        return self.turns.checkpoint()
 
     # -- the engine's life ----------------------------------------------------------------
     def _ran_a_turn(self) -> None:
