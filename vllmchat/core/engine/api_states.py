@@ -157,22 +157,21 @@ class ServesRequests(Protocol):
     def call(self, request: Request[Any]) -> Any: ...
 
 
-def keeps_window_states(engine: object) -> bool:
-    """Whether ``engine`` keeps the window's conversation states by key (``kv_files``)."""
+def _capable(engine: object, capability: str, *kinds: type) -> bool:
+    """Whether ``engine``'s capabilities set ``capability`` and it is each of ``kinds``."""
     capabilities = getattr(engine, "capabilities", None)
     return (
         capabilities is not None
-        and bool(capabilities.kv_files)
-        and isinstance(engine, ServesRequests)
+        and bool(getattr(capabilities, capability))
+        and all(isinstance(engine, kind) for kind in kinds)
     )
+
+
+def keeps_window_states(engine: object) -> bool:
+    """Whether ``engine`` keeps the window's conversation states by key (``kv_files``)."""
+    return _capable(engine, "kv_files", ServesRequests)
 
 
 def keeps_states(engine: object) -> bool:
     """Whether ``engine``'s capabilities say it runs API slots and keeps their states."""
-    capabilities = getattr(engine, "capabilities", None)
-    return (
-        capabilities is not None
-        and bool(capabilities.api_slots)
-        and isinstance(engine, ServesRequests)
-        and isinstance(engine, RunsSlots)
-    )
+    return _capable(engine, "api_slots", ServesRequests, RunsSlots)

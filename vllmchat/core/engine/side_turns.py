@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator, Mapping, Sequence
 
-from vllmchat.core.engine.api_states import ApiSlot, RunsSlots
+from vllmchat.core.engine.api_states import ApiSlot, RunsSlots, keeps_states
 from vllmchat.core.engine.events import Event
 from vllmchat.core.engine.protocol import Engine
 from vllmchat.core.settings import SamplingSettings
@@ -22,12 +22,7 @@ _tickets = itertools.count(-1, -1)  # apart from the API queue's tickets (from 1
 def forks_the_window(engine: Engine) -> bool:
     """Whether ``engine`` runs the window's tasks in slots of their own."""
     info = engine.info
-    return (
-        bool(engine.capabilities.api_slots)
-        and isinstance(engine, RunsSlots)
-        and info is not None
-        and info.api_slots > 0
-    )
+    return keeps_states(engine) and info is not None and info.api_slots > 0
 
 
 class SideTurn:
