@@ -16,6 +16,11 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 # The Hugging Face mirror listens before huggingface_hub is imported, so the
 # real client (in this process and in subprocesses) talks to it through HF_ENDPOINT.
+from tests.bundle_build import (  # noqa: F401  (the bundle is built while the suite runs)
+    bundle_build,
+    pytest_collection_modifyitems,
+    pytest_unconfigure,
+)
 from tests.engine_pool import EnginePool, PooledEngineClient
 from tests.hf_mirror import Faults, Mirror
 

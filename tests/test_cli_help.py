@@ -77,3 +77,22 @@ def test_a_search_without_the_hub_says_so_once_and_at_once():
     [said] = out.stderr.splitlines()  # one line: no retries printed before it
     assert said.startswith(f"error: Cannot reach the hub at {hub} (")
     assert said.endswith("): check the network connection, or set HF_ENDPOINT to a mirror.")
+
+
+def test_the_terminal_chat_starts_without_the_mcp_and_openai_sdks():
+    """Each SDK takes about a second to import: they load with the first tool server or
+    remote engine, not with every start of the app."""
+    code = (
+        "import sys, vllmchat.cli.chat, vllmchat.core.app.chat_app\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'mcp', 'mcp_types', 'openai'}))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stdout + proc.stderr
+
+
+def test_the_tool_errors_connection_closed_code_is_the_sdks():
+    from mcp_types.jsonrpc import CONNECTION_CLOSED
+
+    from vllmchat.core.tools import errors
+
+    assert errors.CONNECTION_CLOSED == CONNECTION_CLOSED

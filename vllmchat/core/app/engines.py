@@ -9,12 +9,15 @@ then ask an engine for its ``capabilities``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from vllmchat.core.app_settings import AppSettings
 from vllmchat.core.engine.local.client import EngineClient
 from vllmchat.core.engine.protocol import Engine
-from vllmchat.core.engine.remote.engine import RemoteEngine
 from vllmchat.core.engine.remote.servers import api_key
+
+if TYPE_CHECKING:
+    from vllmchat.core.engine.remote.engine import RemoteEngine
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,8 @@ def open_server(
 ) -> RemoteEngine:
     """An OpenAI-compatible server; ``key`` defaults to the one kept in the keyring."""
     key = key or api_key(url)
+    from vllmchat.core.engine.remote.engine import RemoteEngine  # the SDK loads when used
+
     return RemoteEngine(url, model=model, api_key=key, n_ctx=n_ctx, timeout_s=timeout_s)
 
 

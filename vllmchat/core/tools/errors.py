@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
-from mcp import MCPError
-from mcp_types.jsonrpc import CONNECTION_CLOSED
+CONNECTION_CLOSED = -32000  # mcp_types.jsonrpc's code: the server closed the connection
+
+
+def _sdk_error(exc: BaseException) -> Any | None:
+    """``exc`` as the SDK's ``MCPError`` (None when it is not one, or the SDK was never
+    loaded: then nothing can have raised one)."""
+    sdk = sys.modules.get("mcp")
+    error_type = getattr(sdk, "MCPError", None)
+    return exc if error_type is not None and isinstance(exc, error_type) else None
 
 
 def innermost(exc: BaseException) -> BaseException:
@@ -19,15 +27,16 @@ def innermost(exc: BaseException) -> BaseException:
 
 def connection_closed(exc: BaseException) -> bool:
     """The server closed the connection (it exited), inside a group or not."""
-    inner = innermost(exc)
-    return isinstance(inner, MCPError) and inner.code == CONNECTION_CLOSED
+    inner = _sdk_error(innermost(exc))
+    return inner is not None and inner.code == CONNECTION_CLOSED
 
 
 def describe_error(exc: BaseException) -> str:
     """A one-line reason, looking inside exception groups."""
     exc = innermost(exc)
-    if isinstance(exc, MCPError):
-        return exc.error.message
+    sdk_error = _sdk_error(exc)
+    if sdk_error is not None:
+        return str(sdk_error.error.message)
     if isinstance(exc, FileNotFoundError) and not exc.filename:  # ours: a missing command
         return str(exc)
     text = str(exc).strip()

@@ -23,18 +23,13 @@ from concurrent.futures import Future
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 import httpx2
-from mcp import Client, MCPError, StdioServerParameters
-from mcp.client.sse import sse_client
-from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp_types.jsonrpc import CONNECTION_CLOSED
 
 from vllmchat.core.tools.config import DEFAULT_START_TIMEOUT_S, ServerConfig, ToolsConfig
-from vllmchat.core.tools.errors import connection_closed, describe_error
+from vllmchat.core.tools.errors import CONNECTION_CLOSED, connection_closed, describe_error
 from vllmchat.core.tools.events import (
     ServerStatus,
     ToolCall,
@@ -50,6 +45,9 @@ from vllmchat.core.tools.results import (
     result_text,
     schema_problem,
 )
+
+if TYPE_CHECKING:  # the SDK (a second and more to import) loads with the first server
+    from mcp import Client
 
 log = logging.getLogger(__name__)
 STDERR_TAIL_CHARS = 2000
@@ -241,6 +239,11 @@ class ToolServerManager:
     async def _connect(
         self, config: ServerConfig, running: _Running, stack: AsyncExitStack
     ) -> Client:
+        from mcp import Client, StdioServerParameters
+        from mcp.client.sse import sse_client
+        from mcp.client.stdio import stdio_client
+        from mcp.client.streamable_http import streamable_http_client
+
         if config.transport == "stdio":
             env = await self._env(config)
             command = shutil.which(config.command, path=env["PATH"])
@@ -329,6 +332,8 @@ class ToolServerManager:
         )
 
     async def _call(self, tool: ToolInfo, call: ToolCall, timeout_s: float | None) -> ToolResult:
+        from mcp import MCPError  # loaded with the server that gave this tool
+
         started = time.monotonic()
 
         def result(kind: Any, text: str, truncated: bool = False) -> ToolResult:

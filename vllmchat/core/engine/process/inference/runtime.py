@@ -401,8 +401,3 @@ class LlamaRuntime:
 
 
 _NO_ABORT = ctypes.cast(None, llama_cpp.ggml_abort_callback)  # type: ignore[arg-type]
-
-
-def kv_summary(runtime: LlamaRuntime) -> dict[str, Any]:
-    """Tokens in the KV cache and its size."""
-    return {"kv_tokens": runtime.llm.n_tokens, "n_ctx": runtime.n_ctx}
