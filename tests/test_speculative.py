@@ -72,7 +72,16 @@ def test_a_sliding_window_ring_keeps_greedy_output_past_its_wrap(make_client, ge
     cells here). Rejected drafts free cells; the set-up's KV cache patch keeps the
     slot search from restarting at cell 0, so cells keep following positions and
     attention sums the keys in the order single steps give."""
-    from vllmchat.bench.engine.speculative_bench import EDITS
+    from vllmchat.bench.engine.speculative_bench import EDITS, INVENTORY
+
+    # About 600 tokens of prompt: the reply's last hundred tokens lie past the wrap.
+    first_lines = INVENTORY[: len(INVENTORY) // 2]
+    asked = [
+        {
+            "role": "user",
+            "content": f"The first lines were:\n\n```python\n{first_lines}```\n\n{EDITS[2]}",
+        }
+    ]
 
     def reply(mode: str) -> DoneEvent:
         client = make_client()
@@ -87,8 +96,7 @@ def test_a_sliding_window_ring_keeps_greedy_output_past_its_wrap(make_client, ge
             )
         )
         assert client.info is not None and client.info.exact_verify
-        sampling = SamplingSettings(temperature=0.0, max_tokens=450, speculation=mode)
-        asked = [{"role": "user", "content": EDITS[0]}]
+        sampling = SamplingSettings(temperature=0.0, max_tokens=280, speculation=mode)
         return next(e for e in client.chat(asked, sampling) if isinstance(e, DoneEvent))
 
     plain, fast = reply("off"), reply("always")

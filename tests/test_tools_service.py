@@ -86,7 +86,7 @@ def test_servers_that_did_not_start_are_said_once_at_the_turn_without_their_tool
         "quits": {"command": sys.executable, "args": ["-c", "import sys; sys.exit(3)"]},
         "hangs": {"command": sys.executable, "args": ["-c", "import time; time.sleep(60)"]},
     }
-    service = ToolsService(start_timeout_s=3)
+    service = ToolsService(start_timeout_s=1)
     heard = _heard(service)
     service.use(write_config(tmp_path, servers), tool_choice="required")
     try:
@@ -97,7 +97,7 @@ def test_servers_that_did_not_start_are_said_once_at_the_turn_without_their_tool
         assert {s.server for s in told.failed} == {"gone", "quits", "hangs"}
         assert "'vllmchat-no-such-server' was not found" in told.message
         assert "exited before it was ready" in told.message
-        assert "did not start within 3 s" in told.message
+        assert "did not start within 1 s" in told.message
         assert told.required_unmet and "no MCP server is working" in told.message
     finally:
         service.close()

@@ -154,7 +154,6 @@ def decode_reply(
     if max_new > 0:
         queue.append((sample_next(llm, reply.sampler), False))
     while queue:
-        rt.step_beside()  # the API slots' step: the next token is sampled already
         if should_stop():
             reason = "stopped"
             reply.keep(reply.base + len(ids))
@@ -178,6 +177,7 @@ def decode_reply(
             break
         if queue:
             continue  # an accepted draft, already in the KV cache
+        rt.step_beside()  # the API slots' step, once this token is out (not before it)
         try:
             queue.extend(reply.next_tokens(token, max_new - len(ids)))
         except EngineError as exc:
