@@ -54,7 +54,7 @@ def test_stop_mid_decode_ends_within_a_token_and_cache_stays_usable(gemma_client
 
 
 def test_stop_interrupts_a_long_prefill(gemma_client):
-    long_text = " ".join(f"item {i} is blue." for i in range(230))  # ~1,800 tokens
+    long_text = " ".join(f"item {i} is blue." for i in range(120))  # ~950 tokens
     messages = [SYSTEM, {"role": "user", "content": long_text + " What colour is item 7?"}]
     timer = threading.Timer(0.5, gemma_client.stop)
     timer.start()
