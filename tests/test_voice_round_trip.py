@@ -149,10 +149,10 @@ def test_a_long_recording_shows_progress_and_stops_when_cancelled(
     transcriber: Transcriber,
 ) -> None:
     speaker = Speaker()
-    lines = CHAT_SENTENCES[:6]
+    lines = CHAT_SENTENCES[:12]
     pause = np.zeros(speaker.sample_rate // 2, dtype="<i2").tobytes()
     once = b"".join(speaker.speak(line).pcm + pause for line in lines)
-    long = once * 5  # over 80 s: several of the recogniser's 30 s windows
+    long = once * 3  # about a minute and a half, different words in each window
     audio = PcmAudio(long, speaker.sample_rate)
     seen: list[object] = []
     for event in transcriber.transcribe_pcm(audio, language="en"):
