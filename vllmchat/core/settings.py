@@ -26,9 +26,26 @@ MAX_API_SLOTS = 63
 GGML_TYPE_IDS: dict[str, int] = {"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 8}
 
 
+def usable_cores() -> int:
+    """The CPUs this process may run on (its affinity), or fewer where ``VLLMCHAT_CPUS``
+    says so: a machine or container shared with other work."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        cores = os.cpu_count() or 1
+    wanted = os.environ.get("VLLMCHAT_CPUS", "").strip()
+    return max(1, min(cores, int(wanted))) if wanted.isdigit() and int(wanted) > 0 else cores
+
+
+def within_cores(threads: int) -> int:
+    """``threads`` capped at the usable cores: more would spin against each other at
+    every one of llama.cpp's barriers (a step then waits for the scheduler)."""
+    return max(1, min(threads, usable_cores()))
+
+
 def default_threads() -> int:
     """Physical-ish core count: llama.cpp is slower with hyperthreads oversubscribed."""
-    n = os.cpu_count() or 2
+    n = usable_cores()
     return max(1, n if n <= 4 else n // 2)
 
 
@@ -119,6 +136,17 @@ class LoadSettings:
         if placed:
             changes["placement"] = replace(changes.get("placement", self.placement), **placed)
         return replace(self, **changes)
+
+    def on_usable_cores(self) -> LoadSettings:
+        """These settings with no more CPU threads than the usable cores."""
+        cores = usable_cores()
+        if self.n_threads <= cores and self.n_threads_batch <= cores:
+            return self
+        return replace(
+            self,
+            n_threads=within_cores(self.n_threads),
+            n_threads_batch=min(self.n_threads_batch, cores),
+        )
 
     def flat(self) -> dict[str, Any]:
         """Every field by name, the placement's among them (what ``with_changes`` takes)."""

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 from vllmchat.setup.plan import make_plan
-from vllmchat.setup.steps import PROFILES, Setup, SetupError, run, say
+from vllmchat.setup.steps import PROFILES, Setup, SetupError, nproc, run, say
 from vllmchat.setup.targets import PLATFORMS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -207,7 +207,18 @@ def test_command(pytest_args: list[str]) -> int:
         done = subprocess.run([_venv_tool(tool[0]), *tool[1:]], env=env, cwd=ROOT, check=False)
         if done.returncode != 0:
             return done.returncode
-    return _exec([_venv_tool("python"), "-m", "pytest", *pytest_args], env)
+    return _exec([_venv_tool("python"), "-m", "pytest", *test_workers(pytest_args)], env)
+
+
+def test_workers(pytest_args: list[str]) -> list[str]:
+    """``pytest_args`` with one pytest-xdist worker per core (at most 4), unless they say
+    how many: the suite waits on one core much of the time (Qt, Whisper, the server's
+    loop), and each worker's engines get their share of the cores (tests/conftest.py)."""
+    told = any(a.startswith(("-n", "--numprocesses")) for a in pytest_args)
+    workers = min(4, nproc())
+    if told or workers < 2 or "no:xdist" in pytest_args:
+        return pytest_args
+    return ["-n", str(workers), "--dist", "load", *pytest_args]
 
 
 def launch_command(app_args: list[str]) -> int:

@@ -18,13 +18,12 @@ between tokens sees whether a core is asked for (``asked``) and says it was lent
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from multiprocessing.context import BaseContext
 
-from vllmchat.core.settings import LoadSettings
+from vllmchat.core.settings import LoadSettings, usable_cores, within_cores
 
 WAIT_FOR_TURN_S = 0.2  # the longest a borrower waits for the decode's next token
 LONGEST_TURN_S = 2.0  # the longest a decode on one thread waits (a borrower that hangs)
@@ -44,7 +43,7 @@ class CoreTurns:
     def lend_when(self, settings: LoadSettings, *, offloaded: bool) -> None:
         """Lend from now on when ``settings`` keep every core busy decoding on the CPU
         (``offloaded``: a GPU takes part, and the cores wait on it)."""
-        spare = (os.cpu_count() or 1) - max(settings.n_threads, 1)
+        spare = usable_cores() - within_cores(settings.n_threads)
         if spare < 1 and not offloaded:
             self._lends.set()
         else:

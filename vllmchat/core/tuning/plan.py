@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import itertools
-import os
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from vllmchat.core.placement import all_layers
+from vllmchat.core.settings import usable_cores
 from vllmchat.core.tuning.results import TuneConfig, TunePoint
 
 SAME_SPEED = 0.98  # within 2% of the best decode, fewer GPU layers win
@@ -91,7 +91,7 @@ def refine_layer(measured: dict[int, float]) -> int | None:
 
 def thread_plan(current: int, cores: int | None = None) -> list[int]:
     """Thread counts worth trying: all cores, one less, three quarters, half."""
-    cores = cores or os.cpu_count() or 1
+    cores = cores or usable_cores()
     wanted = [cores, cores - 1, (cores * 3) // 4, cores // 2, current]
     return sorted({t for t in wanted if 1 <= t <= cores}, reverse=True)
 

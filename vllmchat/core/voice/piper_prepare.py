@@ -14,6 +14,8 @@ import os
 import shutil
 from pathlib import Path
 
+from vllmchat.core.paths import put_folder, staging_for
+
 MODEL_FILE = "model.onnx"
 TOKENS_FILE = "tokens.txt"
 CONFIG_FILE = "voice.json"
@@ -46,7 +48,7 @@ def prepare_voice(onnx: Path, config_file: Path, target: Path, *, move: bool = F
     """Make ``target`` a voice folder from Piper's ``onnx`` and its ``config_file``;
     ``move`` takes the files (a download) instead of copying them (a package's)."""
     config = read_config(config_file)
-    staging = target.with_name(target.name + ".partial")
+    staging = staging_for(target)
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     try:
@@ -60,8 +62,7 @@ def prepare_voice(onnx: Path, config_file: Path, target: Path, *, move: bool = F
         shutil.copyfile(config_file, staging / CONFIG_FILE)
         if move:
             config_file.unlink(missing_ok=True)
-        shutil.rmtree(target, ignore_errors=True)
-        os.replace(staging, target)
+        put_folder(staging, target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target

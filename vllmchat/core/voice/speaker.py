@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from vllmchat.core.settings import within_cores
 from vllmchat.core.voice.espeak_phonemes import EspeakPhonemizer
 from vllmchat.core.voice.models import PiperVoice, piper_voice
 
@@ -69,7 +70,9 @@ class Speaker:
         vits = sherpa.OfflineTtsVitsModelConfig(
             model=str(self.voice.model), tokens=str(self.voice.tokens)
         )
-        model = sherpa.OfflineTtsModelConfig(vits=vits, num_threads=threads, provider="cpu")
+        model = sherpa.OfflineTtsModelConfig(
+            vits=vits, num_threads=within_cores(threads), provider="cpu"
+        )
         self._tts = sherpa.OfflineTts(sherpa.OfflineTtsConfig(model=model))
         self._generation = sherpa.GenerationConfig
         self.sample_rate = int(self._tts.sample_rate)

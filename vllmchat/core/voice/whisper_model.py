@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from vllmchat.core.settings import within_cores
+
 
 def whisper_model(model_dir: str, threads: int) -> Any:
     """A faster-whisper model (int8, CPU) that detects a language without a second encode."""
@@ -44,4 +46,6 @@ def whisper_model(model_dir: str, threads: int) -> Any:
                 return kept[1]
             return super().encode(features)
 
-    return OneEncodeWhisper(model_dir, device="cpu", compute_type="int8", cpu_threads=threads)
+    return OneEncodeWhisper(
+        model_dir, device="cpu", compute_type="int8", cpu_threads=within_cores(threads)
+    )

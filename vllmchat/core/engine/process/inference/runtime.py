@@ -35,7 +35,7 @@ from vllmchat.core.engine.process.llama.llama_adapter import (
 )
 from vllmchat.core.engine.process.llama.seq_state import load_seq_state, seq_state
 from vllmchat.core.models.advisor import display_name
-from vllmchat.core.settings import LoadSettings
+from vllmchat.core.settings import LoadSettings, within_cores
 from vllmchat.core.thinking import HARMONY_MARKERS, THINK_OPEN, style_of
 from vllmchat.core.tools.prompting import tool_format
 
@@ -47,7 +47,7 @@ class LlamaRuntime:
 
     def __init__(self, settings: LoadSettings) -> None:
         header = check_model_file(settings.model_path)
-        self.settings = settings
+        self.settings = settings = settings.on_usable_cores()
         self.overrides = expert_overrides(header, settings)  # alive as long as the model
         start = time.perf_counter()
         llama_log.install()
@@ -347,6 +347,7 @@ class LlamaRuntime:
 
     def set_threads(self, n_threads: int, n_threads_batch: int) -> None:
         """Change the CPU threads for decoding and for prompts, live."""
+        n_threads, n_threads_batch = within_cores(n_threads), within_cores(n_threads_batch)
         llama_cpp.llama_set_n_threads(self.llm.ctx, n_threads, n_threads_batch)
         self.settings = self.settings.with_changes(
             n_threads=n_threads, n_threads_batch=n_threads_batch

@@ -57,7 +57,7 @@ def chat(ctx: Context, r: rq.Chat) -> None:
 def load(ctx: Context, r: rq.Load) -> ModelInfo:
     ctx.unload()
     ctx.runtime = LlamaRuntime(r.settings)
-    ctx.choose_sender(r.settings)
+    ctx.choose_sender(ctx.runtime.settings)
     return ctx.runtime.info
 
 
@@ -71,7 +71,7 @@ def reload(ctx: Context, r: rq.Reload) -> ReloadResult:
     replies = old._replies
     ctx.unload()
     ctx.runtime = new = LlamaRuntime(r.settings)
-    ctx.choose_sender(r.settings)
+    ctx.choose_sender(new.settings)
     new._replies = replies
     reason = ""
     if not tokens:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib
 import logging
-import os
 import queue
 import threading
 import time
@@ -31,7 +30,7 @@ from vllmchat.core.engine.process.inference.slots import SlotLoop
 from vllmchat.core.engine.process.inference.state_cache import StateCache, binding_folder
 from vllmchat.core.engine.process.llama import llama_log
 from vllmchat.core.engine.process.serving.registry import handler_for
-from vllmchat.core.settings import LoadSettings
+from vllmchat.core.settings import LoadSettings, usable_cores
 
 _log = logging.getLogger(__name__)
 
@@ -284,7 +283,7 @@ class Worker:
         if self.turns is not None:
             offloaded = settings.placement.uses_gpu and llama_cpp.llama_supports_gpu_offload()
             self.turns.lend_when(settings, offloaded=bool(offloaded))
-        spare = (os.cpu_count() or 1) - settings.n_threads
+        spare = usable_cores() - settings.n_threads
         deadline = time.monotonic() + 5
         while not self.outbox.empty() and time.monotonic() < deadline:
             time.sleep(0.001)  # keep the order of messages across the switch
