@@ -307,3 +307,37 @@ def test_a_clients_state_outlives_the_engine_on_disk(
     _, back = _turn(engine, 1, ApiSlot("lasting"), reply=first.text)
     assert isinstance(back, DoneEvent) and "state: disk" in back.stats.note
     assert back.stats.tokens_reused >= first.stats.prompt_tokens - 1
+
+
+def test_tokens_sent_while_the_next_step_runs_are_the_same_and_whole(
+    demo_model: Path, monkeypatch
+) -> None:
+    """Where a step's tokens are sent after the next step is queued (the GPU's way,
+    forced here on the CPU), every client gets the reply it gets otherwise, each token
+    once and in order, and a stop still ends a turn within a step."""
+    from vllmchat.core.engine.local.client import EngineClient
+
+    settings = LoadSettings(model_path=str(demo_model), n_ctx=512, api_slots=8)
+    replies: dict[str, list] = {}
+    for overlap in ("0", "1"):
+        monkeypatch.setenv("VLLMCHAT_SLOT_OVERLAP", overlap)
+        client = EngineClient()  # its own process, started with the setting
+        try:
+            client.load(settings)
+            together = _at_once(client, [ApiSlot(f"c{i}", reuse=False) for i in range(8)])
+            replies[overlap] = [(ids, last.text) for ids, last in together]
+            assert all(isinstance(last, DoneEvent) for _, last in together)
+            if overlap == "1":
+                long = SamplingSettings(temperature=0.0, max_tokens=400, ignore_eos=True)
+                seen: list = []
+                for event in client.chat(_ask(3), long, slot=ApiSlot("leaver"), ticket=9):
+                    seen.append(event)
+                    if sum(isinstance(e, TokenEvent) for e in seen) == 3:
+                        client.stop_slot(9)
+                streamed = "".join(e.text for e in seen if isinstance(e, TokenEvent))
+                assert isinstance(seen[-1], DoneEvent) and seen[-1].stop_reason == "stopped"
+                assert seen[-1].stats.decode_tokens < 10 and streamed == seen[-1].text
+        finally:
+            client.close()
+    assert replies["1"] == replies["0"]
+    assert all(len(ids) == GREEDY.max_tokens for ids, _ in replies["1"])

@@ -3,7 +3,8 @@ batched decode per step) against llama-server with ``-np N`` (a slot per client,
 same context per slot, threads, GPU layers and flash attention), in one run.
 
 - ``tok_s``: aggregate completion tokens per second with 1, 4 and 8 clients streaming
-  greedy replies of ``max_tokens`` (``ignore_eos``), and llama-server's beside it;
+  greedy replies of ``max_tokens`` (``ignore_eos``, no repeat penalty on either side),
+  and llama-server's beside it;
   ``ratio_4_over_1`` for both, and ours ÷ theirs at 4 and 8 clients.
 - ``ttft_returning_8_ms``: a returning client's time to the first token while the
   other seven return too, ours and theirs, and the ratio.
@@ -62,6 +63,7 @@ def _stream(url: str, k: int, max_tokens: int, follow_up: str) -> dict[str, Any]
         "messages": _messages(k, follow_up),
         "max_tokens": max_tokens,
         "temperature": 0.0,
+        "repeat_penalty": 1.0,  # llama-server's default; the app's own is 1.1
         "ignore_eos": True,
         "stream": True,
         "stream_options": {"include_usage": True},

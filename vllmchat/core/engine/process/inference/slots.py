@@ -6,10 +6,15 @@ A slot is a sequence of the context (1 to ``api_slots``; 0 is the window's, run 
 ``turn.py``). A turn starts from the kept state sharing most of its prompt (its
 client's own first, ``StateCache``): free where a slot still holds it, else restored
 into a free slot from the engine's RAM or a state file.
+
+Where every layer is on the GPU, ``llama_decode`` returns once the step is queued
+there: the tokens sampled at the last step are turned into text and sent while the
+GPU computes this one (llama-server does that work between its steps).
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections import deque
 from collections.abc import Callable
@@ -53,6 +58,8 @@ class SlotLoop:
         self.waiting: deque[tuple[int, rq.SlotChat]] = deque()
         self.batch = SeqBatch(max(rt.settings.n_batch, len(self.slots) + 1))
         self.steps = 0
+        self.overlap = sends_while_decoding(rt)
+        self.unsent: list[tuple[SlotTurn, int]] = []  # sampled, sent after the next launch
 
     @property
     def busy(self) -> bool:
@@ -153,6 +160,7 @@ class SlotLoop:
 
     def abandon(self, message: str, kind: ErrorKind = ErrorKind.ENGINE_DIED) -> None:
         """End every turn with ``message`` (the model goes or its context is emptied)."""
+        self.flush()
         for slot in self.slots:
             if slot.turn is not None:
                 turn, slot.turn = slot.turn, None
@@ -201,6 +209,7 @@ class SlotLoop:
             return True
         status = self.batch.decode(self.rt.llm.ctx)
         self.steps += 1
+        self.flush()  # the last step's tokens, while this one runs on the GPU
         if status != 0:
             self._failed_step(running, status)
             return False
@@ -274,18 +283,37 @@ class SlotLoop:
             self._finish(slot, "eos")
             return
         turn.ids.append(token)
-        text = turn.decoder.decode(rt.piece(token))
-        turn.parts.append(text)
-        self.send(("tok", turn.rid, text, token))
+        if self.overlap:
+            self.unsent.append((turn, token))
+        else:
+            self._emit(turn, token)
         if len(turn.ids) >= turn.max_new:
             self._finish(slot, turn.limit)
             return
         turn.pending = token
 
+    def _emit(self, turn: SlotTurn, token: int) -> None:
+        text = turn.decoder.decode(self.rt.piece(token))
+        turn.parts.append(text)
+        self.send(("tok", turn.rid, text, token))
+
+    def flush(self, only: SlotTurn | None = None) -> None:
+        """Send the tokens sampled and not yet sent (``only``: that turn's)."""
+        if not self.unsent:
+            return
+        kept: list[tuple[SlotTurn, int]] = []
+        for turn, token in self.unsent:
+            if only is None or turn is only:
+                self._emit(turn, token)
+            else:
+                kept.append((turn, token))
+        self.unsent = kept
+
     def _finish(self, slot: Slot, reason: str) -> None:
         """End the slot's turn: its last events, its state kept under its key."""
         turn, slot.turn = slot.turn, None
         assert turn is not None
+        self.flush(turn)
         tail = turn.decoder.decode(b"", final=True)
         if tail:
             turn.parts.append(tail)
@@ -317,6 +345,7 @@ class SlotLoop:
             ErrorKind.INTERNAL if status < 0 else ErrorKind.CONTEXT_FULL,
             f"llama.cpp could not decode the batch of {len(running)} turns (status {status}).",
         )
+        self.flush()
         for slot in running:
             turn, slot.turn = slot.turn, None
             assert turn is not None
@@ -326,3 +355,20 @@ class SlotLoop:
 
     def close(self) -> None:
         self.batch.close()
+
+
+def sends_while_decoding(rt: LlamaRuntime) -> bool:
+    """Whether a step's tokens are sent after the next step is queued: where the whole
+    model is on the GPU (``llama_decode`` returns before its result is read). On the
+    CPU the decode computes in the call, and sending after it would hold every token
+    back a step. ``VLLMCHAT_SLOT_OVERLAP`` (0 or 1) overrides, for comparisons."""
+    told = os.environ.get("VLLMCHAT_SLOT_OVERLAP", "")
+    if told in ("0", "1"):
+        return told == "1"
+    placement = rt.settings.placement
+    return (
+        rt.info.gpu_offload
+        and placement.all_on_gpu(rt.info.n_layer)
+        and placement.n_cpu_moe <= 0
+        and not placement.override_tensors
+    )

@@ -132,6 +132,8 @@ class Worker:
                 call = self.requests.get()
             if call is None:
                 continue
+            if loop is not None:
+                loop.flush()  # the slots' last tokens go before the call runs
             if isinstance(call, rq.Exit):
                 break
             if loop is not None and _empties_slots(call.request):
