@@ -176,13 +176,14 @@ class SlotLoop:
 
     # -- one step ---------------------------------------------------------------------
     def step(self) -> None:
-        """One step: a token of each turn decoding, then prefill chunks.
+        """One step: a token of each turn decoding, and prefill chunks.
 
-        Where this build's small batches are exact (``rt.exactness``), the rows whose
-        logits are sampled (a token of each running turn, the last prompt token of each
-        starting one) are decoded in a batch of their own, and prefill chunks (which
-        never hold a prompt's last token) after it: a reply is then the same alone,
-        beside others prefilling, and fresh or from a kept state."""
+        Where this build's small batches are exact (``rt.exactness``), prefill chunks
+        (which never hold a prompt's last token) go first, in a batch of their own; then
+        the rows whose logits are sampled (a token of each running turn, the last prompt
+        token of each turn whose prompt is otherwise in, this step's chunk included): a
+        reply is then the same alone, beside others prefilling, and fresh or from a kept
+        state, and a turn's first token comes in the step that reads its prompt."""
         self._start_waiting()
         for slot in self.slots:
             if slot.turn is not None and slot.turn.rid in self.stopped:
@@ -191,12 +192,12 @@ class SlotLoop:
         if not running:
             return
         if self.rt.exactness.exact:
-            if self._decode(running, sampled=True, prefill=False):
-                starting = [
-                    s for s in running if s.turn is not None and s.turn.at < len(s.turn.prompt) - 1
-                ]
-                if starting:  # a decoding step (the usual one) has no second batch
-                    self._decode(starting, sampled=False, prefill=True)
+            starting = [
+                s for s in running if s.turn is not None and s.turn.at < len(s.turn.prompt) - 1
+            ]
+            if starting:  # a decoding step (the usual one) has no prefill batch
+                self._decode(starting, sampled=False, prefill=True)
+            self._decode(running, sampled=True, prefill=False)
         else:
             self._decode(running, sampled=True, prefill=True)
         self._start_waiting()
