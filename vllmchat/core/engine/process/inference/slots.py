@@ -75,6 +75,8 @@ class SlotLoop:
         self._start_waiting()
 
     def _start_waiting(self) -> None:
+        if self.waiting and any(s.turn is None for s in self.slots):
+            self.flush()  # sampled tokens go out before another turn's rendering and plan
         while self.waiting:
             free = [s for s in self.slots if s.turn is None]
             if not free:

@@ -1,0 +1,77 @@
+"""The slot loop where a step's tokens are sent after the next step is queued (the
+GPU's order, forced here): what is sent, and when; real llama.cpp in this process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from vllmchat.core.engine import requests as rq
+from vllmchat.core.settings import LoadSettings, SamplingSettings
+
+GREEDY = SamplingSettings(
+    temperature=0.0, max_tokens=6, ignore_eos=True, speculation="off", repeat_penalty=1.0
+)
+
+
+@pytest.fixture
+def loop(demo_model: Path):
+    from vllmchat.core.engine.process.inference.runtime import LlamaRuntime
+    from vllmchat.core.engine.process.inference.slots import SlotLoop
+    from vllmchat.core.engine.process.inference.state_cache import StateCache
+
+    rt = LlamaRuntime(LoadSettings(model_path=str(demo_model), n_ctx=256, api_slots=2))
+    sent: list = []
+    slots = SlotLoop(rt, StateCache(), sent.append, set())
+    slots.overlap = True
+    yield slots, sent
+    slots.close()
+    rt.close()
+
+
+def _chat(k: int) -> rq.SlotChat:
+    messages = [{"role": "user", "content": f"Client {k}: name a river."}]
+    return rq.SlotChat(messages, GREEDY, client=f"c{k}", reuse=False)
+
+
+def _tokens(sent: list, rid: int) -> list[int]:
+    return [
+        m[3] for m in sent if isinstance(m, tuple) and m[0] == "tok" and m[1] == rid and m[3] >= 0
+    ]
+
+
+def test_a_sampled_token_waits_only_for_the_next_launch(loop) -> None:
+    slots, sent = loop
+    slots.admit(1, _chat(1))
+    while not slots.unsent:
+        slots.step()
+    first = slots.unsent[0][1]
+    assert _tokens(sent, 1) == []  # sampled, held for the next step's launch
+    slots.step()
+    assert _tokens(sent, 1)[0] == first
+
+
+def test_a_new_turn_does_not_hold_back_the_tokens_already_sampled(loop) -> None:
+    slots, sent = loop
+    slots.admit(1, _chat(1))
+    while not slots.unsent:
+        slots.step()
+    held = [token for _, token in slots.unsent]
+    slots.admit(2, _chat(2))  # its prompt is rendered and planned after they go
+    assert _tokens(sent, 1) == held and not slots.unsent
+
+
+def test_every_token_is_sent_once_in_order_before_the_turn_ends(loop) -> None:
+    slots, sent = loop
+    slots.admit(1, _chat(1))
+    slots.admit(2, _chat(2))
+    while slots.busy:
+        slots.step()
+    assert not slots.unsent
+    for rid in (1, 2):
+        events = [m for m in sent if isinstance(m, rq.TurnEvent) and m.rid == rid]
+        done = events[-1].event
+        assert _tokens(sent, rid) == list(done.token_ids) and len(done.token_ids) == 6
+        last_token = max(i for i, m in enumerate(sent) if isinstance(m, tuple) and m[1] == rid)
+        assert last_token < sent.index(events[-1])
