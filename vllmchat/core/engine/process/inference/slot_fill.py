@@ -15,6 +15,7 @@ from vllmchat.core.engine.process.llama.seq_state import (
     load_seq_state,
     seq_pos_min,
     seq_state,
+    seq_state_size,
 )
 
 SLOT, RAM, DISK, NONE, WINDOW = "slot", "ram", "disk", "none", "window"
@@ -27,6 +28,7 @@ class SlotFiller:
 
     def __init__(self, rt: LlamaRuntime, cache: StateCache):
         self.rt, self.cache = rt, cache
+        self.to_copy: list[tuple[Slot, str, list[int], int, bool]] = []  # listed, not copied
 
     def fill(self, slot: Slot, from_key: str) -> str:
         """Make ``slot`` hold the state ``from_key``; where it came from (NONE: the
@@ -77,8 +79,18 @@ class SlotFiller:
         return shared
 
     def keep(self, slot: Slot, key: str, prompt_tokens: int, named: bool) -> None:
-        """Keep the slot's state in RAM as ``key`` (its cells stay in the slot too)."""
+        """List the slot's state as ``key`` (its cells stay in the slot too); its bytes
+        are copied into RAM by ``copy_kept``, once the turn's last events have gone."""
         slot.key = key
         if key:
+            size = seq_state_size(self.rt.llm.ctx, slot.seq)
+            self.cache.reserve(key, slot.tokens, size, prompt_tokens, named)
+            self.to_copy.append((slot, key, list(slot.tokens), prompt_tokens, named))
+
+    def copy_kept(self) -> None:
+        """Copy the states ``keep`` listed into RAM (on a GPU 3 ms for a 1B model's 150
+        tokens, 15 ms for an 8B's: no reply's end waits for them)."""
+        for slot, key, tokens, prompt_tokens, named in self.to_copy:
             data = seq_state(self.rt.llm.ctx, slot.seq)
-            self.cache.keep(key, slot.tokens, data, prompt_tokens, named)
+            self.cache.keep(key, tokens, data, prompt_tokens, named)
+        self.to_copy.clear()

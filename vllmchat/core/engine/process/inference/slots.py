@@ -163,6 +163,7 @@ class SlotLoop:
     def abandon(self, message: str, kind: ErrorKind = ErrorKind.ENGINE_DIED) -> None:
         """End every turn with ``message`` (the model goes or its context is emptied)."""
         self.flush()
+        self.filler.copy_kept()
         for slot in self.slots:
             if slot.turn is not None:
                 turn, slot.turn = slot.turn, None
@@ -185,8 +186,14 @@ class SlotLoop:
         the rows whose logits are sampled (a token of each running turn, the last prompt
         token of each turn whose prompt is otherwise in, this step's chunk included): a
         reply is then the same alone, beside others prefilling, and fresh or from a kept
-        state, and a turn's first token comes in the step that reads its prompt."""
+        state, and a turn's first token comes in the step that reads its prompt. The
+        states of the turns that ended are copied out after their last events."""
         self._start_waiting()
+        self._decode_step()
+        self.filler.copy_kept()
+        self._start_waiting()
+
+    def _decode_step(self) -> None:
         for slot in self.slots:
             if slot.turn is not None and slot.turn.rid in self.stopped:
                 self._finish(slot, "stopped")
@@ -202,7 +209,6 @@ class SlotLoop:
             self._decode(running, sampled=True, prefill=False)
         else:
             self._decode(running, sampled=True, prefill=True)
-        self._start_waiting()
 
     def _decode(self, running: list[Slot], sampled: bool, prefill: bool) -> bool:
         """Decode one batch of ``running``'s rows and take what it gives; False where

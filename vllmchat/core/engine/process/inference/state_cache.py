@@ -167,6 +167,17 @@ class StateCache:
             self.entries[key] = entry
         self._within_budgets()
 
+    def reserve(
+        self, key: str, tokens: list[int], size: int, prompt_tokens: int, named: bool
+    ) -> None:
+        """List ``key``'s state (``size`` bytes) before its bytes come with ``keep``,
+        which must come before anything asks for the state."""
+        entry = Entry(
+            key, tuple(tokens), min(prompt_tokens, len(tokens)), size, RAM, self.clock(), named
+        )
+        with self._lock:
+            self.entries[key] = entry
+
     def keep_written(self, key: str, tokens: list[int], data: bytes | bytearray) -> None:
         """Keep ``key``'s state and write its file now (on the writer), within the cap."""
         self.keep(key, tokens, data, len(tokens), named=True)

@@ -25,6 +25,11 @@ def seq_state(ctx: Any, seq: int) -> bytearray:
     return data
 
 
+def seq_state_size(ctx: Any, seq: int) -> int:
+    """How many bytes ``seq_state`` would give (counted, nothing copied)."""
+    return int(llama_cpp.llama_state_seq_get_size(ctx, seq))
+
+
 def load_seq_state(ctx: Any, seq: int, data: bytes | bytearray, *, plain: bool = False) -> bool:
     """Make sequence ``seq`` hold saved state bytes (its cells before are dropped);
     False, and the sequence empty, when llama.cpp refuses them. ``plain``: the model
