@@ -50,7 +50,9 @@ def open_llama(
             loader_overrides(overrides.address if overrides else None),
             context_sequences(settings.n_seq),
         ):
-            return _new_llama(settings)
+            llm = _new_llama(settings)
+        warm_up(llm)
+        return llm
     except MemoryError as exc:
         raise EngineError(
             ErrorKind.OOM_LOAD,
@@ -65,6 +67,26 @@ def open_llama(
             stage = "context"
         moe = describe(header).is_moe
         raise classify_load_failure(lines, settings, stage, moe=moe) from exc
+
+
+def warm_up(llm: llama_cpp.Llama) -> None:
+    """One decode of BOS and EOS, then an empty cache, as llama-server does at load:
+    the weights are paged in and the GPU's kernels readied then, not in the first
+    reply."""
+    model, ctx = llm.model, llm.ctx
+    if not llama_cpp.llama_model_has_decoder(model):
+        return
+    vocab = llama_cpp.llama_model_get_vocab(model)
+    ends = (llama_cpp.llama_vocab_bos(vocab), llama_cpp.llama_vocab_eos(vocab))
+    tokens = [t for t in ends if t >= 0] or [0]
+    ids = (llama_cpp.llama_token * len(tokens))(*tokens)
+    llama_cpp.llama_set_warmup(ctx, True)
+    try:
+        llama_cpp.llama_decode(ctx, llama_cpp.llama_batch_get_one(ids, len(tokens)))
+    finally:
+        llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(ctx), True)
+        llama_cpp.llama_synchronize(ctx)
+        llama_cpp.llama_set_warmup(ctx, False)
 
 
 def _new_llama(settings: LoadSettings) -> llama_cpp.Llama:
