@@ -189,8 +189,10 @@ class SlotLoop:
         state, and a turn's first token comes in the step that reads its prompt. The
         states of the turns that ended are copied out after their last events."""
         self._start_waiting()
-        self._decode_step()
-        self.filler.copy_kept()
+        try:
+            self._decode_step()
+        finally:  # a listed state is in RAM before anything asks for it
+            self.filler.copy_kept()
         self._start_waiting()
 
     def _decode_step(self) -> None:
