@@ -13,7 +13,7 @@ import llama_cpp  # before numpy: the CUDA build segfaults in the other order
 def seq_state(ctx: Any, seq: int) -> bytearray:
     """The cells of sequence ``seq`` as llama.cpp's state bytes (written once, straight
     into the buffer returned)."""
-    size = int(llama_cpp.llama_state_seq_get_size(ctx, seq))
+    size = seq_state_size(ctx, seq)
     data = bytearray(size)
     if size == 0:
         return data
