@@ -234,9 +234,9 @@ class ApiService:
 
     def _needs_load(self, model: OfferedModel | None) -> bool:
         """Whether ``model`` (None: the one chosen) must be loaded first, or loaded anew
-        with the API's slots."""
+        with the API's slots, or again in a new process (the engine's ended)."""
         info = self.app.engine.info
-        if info is None:
+        if info is None or self.app.engine.exit_reason() is not None:
             return True
         if model is not None and not same_file(info.path, model.path):
             return True
@@ -290,7 +290,7 @@ class ApiService:
         if keeps_states(engine):
             settings = settings.with_changes(api_slots=self._slots_wanted())
         name = Path(settings.load.model_path).stem
-        live = same and engine.info is not None
+        live = same and engine.info is not None and engine.exit_reason() is None
         for event in self.app.load(settings, live=live, remember=False):
             if isinstance(event, LoadFailed):
                 self.models_changed.tell(ModelSwitched(name, event.message))
