@@ -142,6 +142,8 @@ def test_streamed_multibyte_text_is_never_broken(served) -> None:
 
 
 def test_a_client_that_leaves_mid_stream_frees_the_model_at_once(served) -> None:
+    logged: list = []
+    unsubscribe = served.service.log.subscribe(logged.append)
     port = urlparse(served.url).port
     body = json.dumps(_ask("Count from one to five hundred.", max_tokens=400, stream=True))
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
@@ -160,6 +162,32 @@ def test_a_client_that_leaves_mid_stream_frees_the_model_at_once(served) -> None
     assert freed < 2.0  # far less than the 400 tokens it was asked for
     status, _ = post_json(served.url + CHAT, _ask("hi"))
     assert status == 200
+    unsubscribe()
+    left = [r for r in logged if r.status == 499]
+    assert len(left) == 1 and left[0].what == "POST " + CHAT
+    assert left[0].note.startswith("The client left") and "s after it asked" in left[0].note
+
+
+def test_a_client_that_leaves_before_its_first_token_is_logged(served) -> None:
+    """It left while its long prompt was read: the turn stops, the log says so."""
+    logged: list = []
+    unsubscribe = served.service.log.subscribe(logged.append)
+    port = urlparse(served.url).port
+    story = "Lighthouses, ships and the sea at night. " * 120  # about 1,100 tokens
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request(
+        "POST", CHAT, json.dumps(_ask(story, stream=True)), {"Content-Type": "application/json"}
+    )
+    time.sleep(0.3)  # its prompt is being read: nothing has been answered yet
+    conn.sock.shutdown(socket.SHUT_RDWR)
+    conn.close()
+    t0 = time.monotonic()
+    while not any(r.status == 499 for r in logged) and time.monotonic() - t0 < 10:
+        time.sleep(0.02)
+    unsubscribe()
+    left = [r for r in logged if r.status == 499]
+    assert len(left) == 1 and "before its first token" in left[0].note, logged
+    assert post_json(served.url + CHAT, _ask("hi"))[0] == 200
 
 
 def test_a_hundred_requests_at_once_are_served_or_told_to_retry(served) -> None:

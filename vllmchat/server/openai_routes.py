@@ -27,6 +27,7 @@ from vllmchat.server.chat_input import (
 from vllmchat.server.errors import ApiError, bad_request, of_kind
 from vllmchat.server.requests_in import (
     chosen_model,
+    end_stream,
     first_event,
     json_body,
     log_request,
@@ -190,7 +191,7 @@ class OpenAiRoutes:
                     )
             yield "[DONE]"
         finally:
-            turn.cancel()  # the client left (or the stream ended): the engine stops
+            end_stream(turn, request)  # the client left (or the stream ended): the engine stops
 
     # -- completions ---------------------------------------------------------------------
     async def completions(self, request: Request) -> Response:
@@ -239,7 +240,7 @@ class OpenAiRoutes:
                             yield json.dumps(error.body())
                     yield "[DONE]"
                 finally:
-                    turn.cancel()
+                    end_stream(turn, request)
 
             return EventSourceResponse(pieces(), ping=15, sep="\n")
         done = await _collect(turn, first)

@@ -105,8 +105,8 @@ async def first_event(stream: TurnStream, request: Request) -> ApiEvent:
             item = waiting.result()
             break
         if await request.is_disconnected():
-            stream.cancel()
             waiting.cancel()
+            end_stream(stream, request)
             raise ApiError(499, "The client left.", code="client_closed")
     if isinstance(item, ApiError):
         raise item
@@ -114,6 +114,22 @@ async def first_event(stream: TurnStream, request: Request) -> ApiEvent:
         raise of_kind(item.kind, item.message)
     event: ApiEvent = item
     return event
+
+
+def end_stream(stream: TurnStream, request: Request) -> None:
+    """The route is done with ``stream``: a turn whose client left before its last event
+    stops, and the request log says so (499, as nginx logs a client that closed)."""
+    if stream.ended:
+        return
+    stream.cancel()
+    waited = time.monotonic() - stream.started
+    where = (
+        f"mid-reply, after {stream.sent_chars} characters"
+        if stream.sent_chars
+        else "before its first token"
+    )
+    note = f"The client left {where} ({waited:.1f} s after it asked)."
+    log_request(stream.service, request, 499, stream.started, stream.chat, note=note)
 
 
 def new_id(prefix: str) -> str:

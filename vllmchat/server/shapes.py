@@ -15,7 +15,7 @@ from vllmchat.core.app.serving.models_on_offer import OfferedModel
 from vllmchat.core.app.serving.service import ApiService, ModelFacts
 from vllmchat.server.chat_input import read_chat
 from vllmchat.server.errors import ApiError, of_kind
-from vllmchat.server.requests_in import chosen_model, first_event, log_request
+from vllmchat.server.requests_in import chosen_model, end_stream, first_event, log_request
 from vllmchat.server.turn_stream import TurnStream
 
 
@@ -57,7 +57,7 @@ class StartedTurn:
             async for event in self.turn:
                 yield event
         finally:
-            self.turn.cancel()
+            end_stream(self.turn, self.request)
 
     async def whole(self) -> ApiDone:
         async for event in self.events():

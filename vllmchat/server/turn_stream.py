@@ -12,11 +12,12 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
 import weakref
 from typing import Any, ClassVar
 
 from vllmchat.core.app.engine_queue import GaveUp, Holder, QueueFull
-from vllmchat.core.app.serving.api_turn import ApiChat, ApiEvent, ApiFailed
+from vllmchat.core.app.serving.api_turn import ApiChat, ApiDone, ApiEvent, ApiFailed, ApiText
 from vllmchat.core.app.serving.models_on_offer import OfferedModel
 from vllmchat.core.app.serving.service import ApiService
 from vllmchat.core.engine.events import ErrorKind
@@ -32,7 +33,10 @@ class TurnStream:
     running: ClassVar[weakref.WeakSet[TurnStream]] = weakref.WeakSet()  # not yet ended
 
     def __init__(self, service: ApiService, request: ApiChat, model: OfferedModel | None) -> None:
-        self.service = service
+        self.service, self.chat = service, request
+        self.started = time.monotonic()
+        self.sent_chars = 0  # of the reply, read by the route
+        self.ended = False  # its last event (an answer or a failure) was read
         self.loop = asyncio.get_running_loop()
         self.items: asyncio.Queue[Any] = asyncio.Queue()
         self.left = threading.Event()  # the client went away
@@ -79,6 +83,9 @@ class TurnStream:
         if item is _END:
             raise StopAsyncIteration
         result: ApiEvent | ApiError = item
+        if isinstance(result, ApiText):
+            self.sent_chars += len(result.text)
+        self.ended = self.ended or isinstance(result, ApiDone | ApiFailed | ApiError)
         return result
 
     def cancel(self) -> None:

@@ -12,6 +12,10 @@ same context per slot, threads, GPU layers and flash attention), in one run.
   its kept state; ``greedy_identical_fresh_vs_returning``: its first reply (the prompt
   prefilled in one chunk) against the returning one (only the last prompt token evaluated
   again, alone), which llama.cpp's kernels need not make identical.
+- ``ttft_returning_after_restart_8_ms``: the eight come back, each to a conversation of
+  about 1,000 tokens, after the server was stopped and started again: ours read their
+  states from disk, llama-server (whose prompt cache lives in RAM) reads the prompts
+  again; and the ratio.
 - ``window_ttft_ratio``: the window's turn's time to the first token with 4 clients
   streaming ÷ alone (the window's turn steps between theirs).
 - ``single_client_decode_vs_window_path``: one API client's decode tok/s in its slot
@@ -33,6 +37,9 @@ import threading
 import time
 import urllib.request
 import uuid
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +53,18 @@ LEVELS = (1, 4, 8)
 TOPICS = ["rivers", "lighthouses", "bread", "glaciers", "owls", "trains", "copper", "tides"]
 
 
-def _messages(k: int, follow_up: str = "") -> list[dict[str, str]]:
-    system = "You are a careful assistant who writes long, plain answers. " * 6
+def _document(k: int) -> str:
+    """A long system prompt (about 1,000 tokens): an agent's notes or a pasted file."""
+    items = (
+        f"Item {i}: the {TOPICS[(k + i) % 8]} ledger holds {i * 7 + k} entries." for i in range(60)
+    )
+    return f"You keep the notes of client {k}. " + " ".join(items)
+
+
+def _messages(k: int, follow_up: str = "", long: bool = False) -> list[dict[str, str]]:
+    system = (
+        _document(k) if long else "You are a careful assistant who writes long, plain answers. " * 6
+    )
     out = [
         {"role": "system", "content": system},
         {"role": "user", "content": f"Client {k}: write a long story about {TOPICS[k % 8]}."},
@@ -57,10 +74,12 @@ def _messages(k: int, follow_up: str = "") -> list[dict[str, str]]:
     return out
 
 
-def _stream(url: str, k: int, max_tokens: int, follow_up: str) -> dict[str, Any]:
+def _stream(
+    url: str, k: int, max_tokens: int, follow_up: str, long: bool = False
+) -> dict[str, Any]:
     body = {
         "model": "",
-        "messages": _messages(k, follow_up),
+        "messages": _messages(k, follow_up, long),
         "max_tokens": max_tokens,
         "temperature": 0.0,
         "repeat_penalty": 1.0,  # llama-server's default; the app's own is 1.1
@@ -105,12 +124,13 @@ def _stream(url: str, k: int, max_tokens: int, follow_up: str) -> dict[str, Any]
 
 
 def _round(
-    url: str, n: int, max_tokens: int, follow: list[str] | None = None
+    url: str, n: int, max_tokens: int, follow: list[str] | None = None, long: bool = False
 ) -> list[dict[str, Any]]:
     """``n`` clients at once, from this process's threads."""
     with concurrent.futures.ThreadPoolExecutor(n) as pool:
         jobs = [
-            pool.submit(_stream, url, k, max_tokens, follow[k] if follow else "") for k in range(n)
+            pool.submit(_stream, url, k, max_tokens, follow[k] if follow else "", long)
+            for k in range(n)
         ]
         return [j.result() for j in jobs]
 
@@ -136,12 +156,32 @@ def _levels(url: str, max_tokens: int) -> dict[str, Any]:
     return out
 
 
-def _in_own_process(url: str, max_tokens: int) -> dict[str, Any]:
+def _in_own_process(url: str, max_tokens: int, work: Callable[..., Any] = _levels) -> Any:
     """The clients' side runs in a process of its own (its reading shares no interpreter
     with the server)."""
     spawn = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(1, mp_context=spawn) as pool:
-        return pool.submit(_levels, url, max_tokens).result()
+        return pool.submit(work, url, max_tokens).result()
+
+
+def _long_first(url: str, max_tokens: int) -> list[str]:
+    """The eight open their long conversations; their replies."""
+    return [d["text"] for d in _round(url, 8, max_tokens, long=True)]
+
+
+def _returning_ttft(restart: Callable[[], AbstractContextManager[str]], max_tokens: int) -> float:
+    """The eight's mean TTFT (ms) coming back to their long conversations after
+    ``restart``'s server was stopped and started again."""
+    with restart() as url:
+        replies = _in_own_process(url, max_tokens, _long_first)
+    with restart() as url:
+        back = _in_own_process(url, max_tokens, partial(_long_back, replies))
+    return float(back)
+
+
+def _long_back(replies: list[str], url: str, max_tokens: int) -> float:
+    back = _round(url, 8, max_tokens, [r[:200] for r in replies], long=True)
+    return round(statistics.mean(d["ttft"] for d in back) * 1000, 1)
 
 
 def _window_ttft(url: str, service: ApiService, max_tokens: int) -> dict[str, float]:
@@ -217,6 +257,22 @@ def run(
     extra = ("-np", str(slots), "-ngl", str(n_gpu_layers), "-fa", "on" if flash_attn else "off")
     with LlamaServer(path, n_ctx=n_ctx * slots, threads=threads, extra=extra) as server:
         theirs = _in_own_process(server.url, max_tokens)
+    kept = Path(tempfile.mkdtemp(prefix="vllmchat-restart-bench-"))
+
+    @contextmanager
+    def ours_again() -> Iterator[str]:
+        with ours(path, kept, n_ctx, threads, **placed) as (url, _service):
+            yield url
+
+    @contextmanager
+    def theirs_again() -> Iterator[str]:
+        with LlamaServer(path, n_ctx=n_ctx * slots, threads=threads, extra=extra) as server:
+            yield server.url
+
+    mine_back, their_back = _returning_ttft(ours_again, 8), _returning_ttft(theirs_again, 8)
+    out["ttft_returning_after_restart_8_ms"] = mine_back
+    out["llama_server_ttft_returning_after_restart_8_ms"] = their_back
+    out["ttft_returning_after_restart_ratio"] = round(mine_back / max(their_back, 1e-3), 3)
     ours_tok, their_tok = mine["tok_s"], theirs["tok_s"]
     out["tok_s"] = ours_tok
     out["llama_server_tok_s"] = their_tok

@@ -14,7 +14,6 @@ GPU computes this one (llama-server does that work between its steps).
 
 from __future__ import annotations
 
-import os
 import time
 from collections import deque
 from collections.abc import Callable
@@ -32,6 +31,7 @@ from vllmchat.core.engine.events import (
 )
 from vllmchat.core.engine.process.inference.runtime import LlamaRuntime
 from vllmchat.core.engine.process.inference.slot_fill import SlotFiller
+from vllmchat.core.engine.process.inference.slot_pace import PrefillPace, sends_while_decoding
 from vllmchat.core.engine.process.inference.slot_state import Slot, SlotTurn
 from vllmchat.core.engine.process.inference.speculative import common_prefix
 from vllmchat.core.engine.process.inference.state_cache import Planned, StateCache
@@ -59,6 +59,8 @@ class SlotLoop:
         self.batch = SeqBatch(max(rt.settings.n_batch, len(self.slots) + 1))
         self.steps = 0
         self.overlap = sends_while_decoding(rt)
+        self.pace = PrefillPace(measures=not self.overlap)
+        self.beside_window = False  # this step runs between the window turn's steps
         self.unsent: list[tuple[SlotTurn, int]] = []  # sampled, sent after the next launch
 
     @property
@@ -178,7 +180,7 @@ class SlotLoop:
         self.send(rq.TurnEvent(rid, ErrorEvent(kind, message, partial_text=partial)))
 
     # -- one step ---------------------------------------------------------------------
-    def step(self) -> None:
+    def step(self, beside_window: bool = False) -> None:
         """One step: a token of each turn decoding, and prefill chunks.
 
         Where this build's small batches are exact (``rt.exactness``), prefill chunks
@@ -187,7 +189,10 @@ class SlotLoop:
         token of each turn whose prompt is otherwise in, this step's chunk included): a
         reply is then the same alone, beside others prefilling, and fresh or from a kept
         state, and a turn's first token comes in the step that reads its prompt. The
-        states of the turns that ended are copied out after their last events."""
+        states of the turns that ended are copied out after their last events.
+        ``beside_window``: between the window turn's steps (its prompt chunks cut short:
+        ``PrefillPace``)."""
+        self.beside_window = beside_window
         self._start_waiting()
         try:
             self._decode_step()
@@ -218,7 +223,10 @@ class SlotLoop:
         rows = self._fill_batch(running, sampled, prefill)
         if self.batch.size == 0:
             return True
+        t0 = time.perf_counter()
         status = self.batch.decode(self.rt.llm.ctx)
+        if prefill:
+            self.pace.timed(self.batch.size, time.perf_counter() - t0)
         self.steps += 1
         self.flush()  # the last step's tokens, while this one runs on the GPU
         if status != 0:
@@ -258,6 +266,7 @@ class SlotLoop:
         where ``sampled`` is off, which the next step's sampled batch then holds)."""
         batch, rows = self.batch, {}
         batch.clear()
+        budget = self.pace.chunk(batch.n_max, self.beside_window) if prefill else 0
         for slot in running:
             turn = slot.turn
             if sampled and turn is not None and turn.pending is not None:
@@ -265,6 +274,8 @@ class SlotLoop:
         for slot in running:
             turn = slot.turn
             room = batch.n_max - batch.size
+            if prefill:
+                room = min(room, budget)
             if turn is None or turn.pending is not None or room <= 0:
                 continue
             last = len(turn.prompt) - 1
@@ -280,6 +291,7 @@ class SlotLoop:
             for pos in range(turn.at, hi):
                 row = batch.add(turn.prompt[pos], pos, slot.seq, logits=pos == last)
             rows[-slot.seq] = hi - turn.at
+            budget -= hi - turn.at
             if hi == len(turn.prompt):
                 rows[slot.seq] = row
         return rows
@@ -366,20 +378,3 @@ class SlotLoop:
 
     def close(self) -> None:
         self.batch.close()
-
-
-def sends_while_decoding(rt: LlamaRuntime) -> bool:
-    """Whether a step's tokens are sent after the next step is queued: where the whole
-    model is on the GPU (``llama_decode`` returns before its result is read). On the
-    CPU the decode computes in the call, and sending after it would hold every token
-    back a step. ``VLLMCHAT_SLOT_OVERLAP`` (0 or 1) overrides, for comparisons."""
-    told = os.environ.get("VLLMCHAT_SLOT_OVERLAP", "")
-    if told in ("0", "1"):
-        return told == "1"
-    placement = rt.settings.placement
-    return (
-        rt.info.gpu_offload
-        and placement.all_on_gpu(rt.info.n_layer)
-        and placement.n_cpu_moe <= 0
-        and not placement.override_tensors
-    )

@@ -180,7 +180,7 @@ class Worker:
         """Within a window turn: one step of the API slots, if any turn runs there."""
         loop = self.take_slot_turns()
         if loop is not None and loop.busy:
-            loop.step()
+            loop.step(beside_window=True)
 
     def answer(self, call: rq.Call) -> None:
         """Run the request's handler; its value is the reply, its error the failure."""
