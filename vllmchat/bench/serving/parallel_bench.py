@@ -181,7 +181,7 @@ def _returning_ttft(restart: Callable[[], AbstractContextManager[str]], max_toke
 
 def _long_back(replies: list[str], url: str, max_tokens: int) -> float:
     back = _round(url, 8, max_tokens, [r[:200] for r in replies], long=True)
-    return round(statistics.mean(d["ttft"] for d in back) * 1000, 1)
+    return round(statistics.mean(float(d["ttft"]) for d in back) * 1000, 1)
 
 
 def _window_ttft(url: str, service: ApiService, max_tokens: int) -> dict[str, float]:

@@ -2,7 +2,8 @@
 values: a ``Request[ReplyT]`` per operation, wrapped in a ``Call`` with its id; a
 ``Reply`` or a ``Failure``; a turn's events in ``TurnEvent``. Streamed tokens are
 the one exception: they cross as the plain tuples ``("tok", rid, text, id)`` and
-``("toks", rid, [(text, id), …])``, the hot path of decoding (a tuple pickles
+``("toks", rid, [(text, id), …])`` (several turns' at once:
+``("tokset", 0, [(rid, text, id), …])``), the hot path of decoding (a tuple pickles
 several times faster than a dataclass).
 
 Adding an operation is a request here and one handler in the engine process

@@ -83,7 +83,21 @@ class Mailboxes:
             for box in self._boxes.values():
                 box.append(message if isinstance(message, _Ended) else _Ended(message.error))
             return
+        if type(message) is tuple and message[0] == "tokset":  # several turns' tokens
+            for turn, tokens in _by_turn(message[2]).items():
+                kept = self._boxes.get(turn)
+                if kept is not None:
+                    kept.append(("toks", turn, tokens))
+            return
         rid = message[1] if type(message) is tuple else getattr(message, "rid", None)
         found = self._boxes.get(rid) if isinstance(rid, int) else None
         if found is not None:
             found.append(message)
+
+
+def _by_turn(tokens: list[tuple[int, str, int]]) -> dict[int, list[tuple[str, int]]]:
+    """``[(rid, text, id), ...]`` as each turn's ``[(text, id), ...]``, in order."""
+    out: dict[int, list[tuple[str, int]]] = {}
+    for rid, text, token in tokens:
+        out.setdefault(rid, []).append((text, token))
+    return out

@@ -69,26 +69,25 @@ class Worker:
             self.conn.send(message)
 
     def send_loop(self) -> None:
-        """Write queued messages; tokens that queued up while the reader lagged go as one."""
+        """Write queued messages; tokens that queued up together go as one message (a
+        step's tokens of several turns: one pipe write, one wake-up of the app's reader)."""
         held: list[Any] = []  # taken from the queue, not yet sent
         while True:
             message = held.pop() if held else self.outbox.get()
             if message is None:
                 return
-            if isinstance(message, tuple) and message[0] == "tok":
+            if type(message) is tuple and message[0] == "tok":
                 batch = [message]
                 while True:
                     try:
                         extra = self.outbox.get_nowait()
                     except queue.Empty:
                         break
-                    same = isinstance(extra, tuple) and extra[0] == "tok" and extra[1] == message[1]
-                    if not same:
+                    if not (type(extra) is tuple and extra[0] == "tok"):
                         held.append(extra)
                         break
                     batch.append(extra)
-                if len(batch) > 1:
-                    message = ("toks", message[1], [(m[2], m[3]) for m in batch])
+                message = _tokens_together(batch)
             try:
                 with self.send_lock:
                     self.conn.send(message)
@@ -326,6 +325,18 @@ def worker_main(
         importlib.import_module(name)
     llama_log.install()
     Worker(conn, start_free, turns).serve()
+
+
+def _tokens_together(batch: list[tuple[Any, ...]]) -> tuple[Any, ...]:
+    """One message for ``("tok", rid, text, id)`` tuples queued one after another:
+    itself alone; ``("toks", rid, [(text, id), ...])`` for one turn's;
+    ``("tokset", 0, [(rid, text, id), ...])`` for several turns' (in their order)."""
+    if len(batch) == 1:
+        return batch[0]
+    rid = batch[0][1]
+    if all(m[1] == rid for m in batch):
+        return ("toks", rid, [(m[2], m[3]) for m in batch])
+    return ("tokset", 0, [(m[1], m[2], m[3]) for m in batch])
 
 
 def _empties_slots(request: rq.Request[Any]) -> bool:
