@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.token_messages import sent_tokens
 from vllmchat.core.engine import requests as rq
 from vllmchat.core.settings import LoadSettings, SamplingSettings
 
@@ -36,9 +37,7 @@ def _chat(k: int) -> rq.SlotChat:
 
 
 def _tokens(sent: list, rid: int) -> list[int]:
-    return [
-        m[3] for m in sent if isinstance(m, tuple) and m[0] == "tok" and m[1] == rid and m[3] >= 0
-    ]
+    return [token for _, r, token in sent_tokens(sent) if r == rid and token >= 0]
 
 
 def test_a_sampled_token_waits_only_for_the_next_launch(loop) -> None:
@@ -73,7 +72,7 @@ def test_every_token_is_sent_once_in_order_before_the_turn_ends(loop) -> None:
         events = [m for m in sent if isinstance(m, rq.TurnEvent) and m.rid == rid]
         done = events[-1].event
         assert _tokens(sent, rid) == list(done.token_ids) and len(done.token_ids) == 6
-        last_token = max(i for i, m in enumerate(sent) if isinstance(m, tuple) and m[1] == rid)
+        last_token = max(i for i, r, _ in sent_tokens(sent) if r == rid)
         assert last_token < sent.index(events[-1])
 
 

@@ -1,5 +1,5 @@
-"""How much of a prompt a slot step reads: all its batch holds, except beside the
-window's turn (a chunk of about ``BESIDE_WINDOW_S``); real llama.cpp in this process."""
+"""Whether a slot step reads the clients' prompts: all its batch holds, except beside
+the window's turn and while the app asks, where they wait; real llama.cpp."""
 
 from __future__ import annotations
 
@@ -41,38 +41,60 @@ def _reply(slots, sent: list, rid: int, beside_window: bool) -> tuple[list[int],
     return list(done.token_ids), read
 
 
-def test_a_step_reads_the_whole_prompt_its_batch_holds_and_times_it(loop) -> None:
+def test_a_step_reads_the_whole_prompt_its_batch_holds(loop) -> None:
     slots, sent = loop
-    assert slots.pace.measures and slots.pace.token_s == 0.0  # the CPU computes in the call
+    assert slots.pace.pauses  # the CPU computes in the call
     _, read = _reply(slots, sent, 1, beside_window=False)
     assert read[0] > 300  # one step (the last prompt token is read with the first sample)
-    assert slots.pace.token_s > 0.0
 
 
-def test_beside_the_window_a_step_reads_a_short_chunk_and_the_reply_is_the_same(loop) -> None:
-    from vllmchat.core.engine.process.inference.slot_pace import BESIDE_WINDOW_S, MIN_CHUNK
-
+def test_beside_the_window_prompts_wait_and_the_reply_is_the_same_after(loop) -> None:
     slots, sent = loop
     whole, _ = _reply(slots, sent, 1, beside_window=False)
-    slots.pace.token_s = BESIDE_WINDOW_S / 40  # as if 40 tokens took the window's share
-    slots.pace.measures = False  # keep it so
-    paced, read = _reply(slots, sent, 2, beside_window=True)
-    assert read[:3] == [40, 80, 120]
-    assert paced == whole  # the same reply from a prompt read in chunks
-    slots.pace.token_s = 1.0  # a very slow machine: still MIN_CHUNK a step
-    _, read = _reply(slots, sent, 3, beside_window=True)
-    assert read[0] == MIN_CHUNK
+    slots.admit(2, rq.SlotChat(STORY, GREEDY, client="c2", reuse=False))
+    for _ in range(3):
+        assert not slots.step(beside_window=True)  # nothing to decode: the prompt waits
+    assert slots.slots[0].turn is not None and slots.slots[0].turn.at == 0
+    while slots.busy:
+        slots.step()  # the window is done: the prompt is read as it would have been
+    done = [m for m in sent if isinstance(m, rq.TurnEvent) and m.rid == 2][-1].event
+    assert list(done.token_ids) == whole
 
 
-def test_where_tokens_go_out_during_the_next_step_the_pace_is_not_timed() -> None:
+def test_where_the_gpu_computes_after_the_call_prompts_do_not_wait() -> None:
     from vllmchat.core.engine.process.inference.slot_pace import PrefillPace
 
-    pace = PrefillPace(measures=False)  # llama_decode returns before the GPU is done
-    pace.timed(400, 0.01)
-    assert pace.token_s == 0.0 and pace.chunk(512, beside_window=True) == 512
-    pace = PrefillPace(measures=True)
-    pace.timed(8, 0.5)  # a decode step of 8 rows says little of a prompt's token
-    assert pace.token_s == 0.0
-    pace.timed(100, 0.5)
-    assert pace.chunk(512, beside_window=False) == 512
-    assert pace.chunk(512, beside_window=True) == 16  # 0.05 s at 5 ms a token is 10
+    assert PrefillPace(pauses=False).chunk(512, beside_window=True) == 512
+    assert PrefillPace(pauses=True).chunk(512, beside_window=True) == 0
+    assert PrefillPace(pauses=True).chunk(512, beside_window=False) == 512
+
+
+def test_the_calls_a_window_turn_starts_with_wait_for_one_step_at_most(
+    make_client, demo_model
+) -> None:
+    """A window's turn starts with a few calls (render, resume): the first waits for the
+    step in flight (a 512-token chunk of a long API prompt), the next ones for none:
+    the prompt waits meanwhile."""
+    import threading
+    import time
+
+    from vllmchat.core.engine.api_states import ApiSlot
+    from vllmchat.core.engine.events import DoneEvent
+
+    client = make_client()
+    client.load(LoadSettings(model_path=str(demo_model), n_ctx=2048, api_slots=2))
+    story = [{"role": "user", "content": "Lighthouses, ships and the sea at night. " * 160}]
+    events: list = []
+    reading = threading.Thread(
+        target=lambda: events.extend(client.chat(story, GREEDY, slot=ApiSlot("long", reuse=False)))
+    )
+    reading.start()
+    time.sleep(0.3)  # its first 512-token chunk is being read
+    waits = []
+    for _ in range(3):
+        t0 = time.monotonic()
+        client.call(rq.Render([{"role": "user", "content": "Hello there!"}]))
+        waits.append(time.monotonic() - t0)
+    reading.join(300)
+    assert isinstance(events[-1], DoneEvent) and events[-1].stats.prompt_tokens > 1500
+    assert max(waits[1:]) < 0.3, waits  # a 512-token step takes 1.5 s or more here

@@ -266,3 +266,15 @@ class SlotChat(Chat):
 
 SLOT_LOOP_REQUESTS: tuple[type[Request[Any]], ...] = (SlotChat,)
 """Requests the engine's slot loop takes between steps, not a handler."""
+
+
+def tokens_message(batch: list[tuple[Any, ...]]) -> tuple[Any, ...]:
+    """One message for ``("tok", rid, text, id)`` tuples sent one after another: the
+    tuple alone; ``("toks", rid, [(text, id), ...])`` for one turn's;
+    ``("tokset", 0, [(rid, text, id), ...])`` for several turns' (in their order)."""
+    if len(batch) == 1:
+        return batch[0]
+    rid = batch[0][1]
+    if all(m[1] == rid for m in batch):
+        return ("toks", rid, [(m[2], m[3]) for m in batch])
+    return ("tokset", 0, [(m[1], m[2], m[3]) for m in batch])

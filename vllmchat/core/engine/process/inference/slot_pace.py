@@ -1,11 +1,14 @@
 """How a slot step is paced: whether its tokens are sent while the next step runs,
-and how much of a prompt it reads.
+and whether it reads the prompts of the clients starting.
 
 A step reads as much of the prompts starting as its batch holds (llama-server's way),
-except beside the window's turn: there a step's prompt chunk is cut to about
-``BESIDE_WINDOW_S`` of compute, measured per token on the steps before, so that a long
-API prompt (a 512-token chunk takes 1.7 s on a 2-core CPU) never holds up the window's
-tokens for longer than that.
+except where the decode computes in its call (the CPU, layers in RAM) and the window
+is in use: beside the window's turn, and for ``ASKING_S`` after the calls a window's
+turn starts with (resume, render), a step only decodes the clients' streaming tokens,
+and their prompts wait. A 512-token chunk takes 1.7 s on a 2-core
+CPU; the window's calls and tokens would each wait for one. The prompts are not read
+in smaller chunks instead: a prompt's cells depend on the chunks it was read in, and a
+reply is the same alone and beside others only where its prompt was read alike.
 """
 
 from __future__ import annotations
@@ -14,30 +17,18 @@ import os
 
 from vllmchat.core.engine.process.inference.runtime import LlamaRuntime
 
-BESIDE_WINDOW_S = 0.05
-MIN_CHUNK = 16  # the fewest prompt tokens a step beside the window still reads
-MIN_TIMED = 32  # smaller batches cost more per token (they read the weights for few rows)
+ASKING_S = 1.0  # after a call, the clients' prompts wait this long (the next call is near)
 
 
 class PrefillPace:
-    """The cost of a batch's token, measured where the decode computes in its call."""
+    """Whether a step reads prompt chunks."""
 
-    def __init__(self, measures: bool) -> None:
-        self.measures = measures
-        self.token_s = 0.0  # seconds per batch token; 0: not measured yet
-
-    def timed(self, tokens: int, seconds: float) -> None:
-        """A decoded batch of ``tokens`` that took ``seconds``."""
-        if not self.measures or tokens < MIN_TIMED or seconds <= 0:
-            return
-        cost = seconds / tokens
-        self.token_s = cost if self.token_s <= 0 else 0.5 * (self.token_s + cost)
+    def __init__(self, pauses: bool) -> None:
+        self.pauses = pauses  # the decode computes in its call: a chunk holds the loop
 
     def chunk(self, room: int, beside_window: bool) -> int:
         """Prompt tokens a step may read, of the ``room`` left in its batch."""
-        if not beside_window or self.token_s <= 0:
-            return room
-        return min(room, max(MIN_CHUNK, int(BESIDE_WINDOW_S / self.token_s)))
+        return 0 if beside_window and self.pauses else room
 
 
 def sends_while_decoding(rt: LlamaRuntime) -> bool:

@@ -59,9 +59,10 @@ class SlotLoop:
         self.batch = SeqBatch(max(rt.settings.n_batch, len(self.slots) + 1))
         self.steps = 0
         self.overlap = sends_while_decoding(rt)
-        self.pace = PrefillPace(measures=not self.overlap)
+        self.pace = PrefillPace(pauses=not self.overlap)
         self.beside_window = False  # this step runs between the window turn's steps
         self.unsent: list[tuple[SlotTurn, int]] = []  # sampled, sent after the next launch
+        self.outgoing: list[tuple[Any, ...]] = []  # as text, sent together
 
     @property
     def busy(self) -> bool:
@@ -86,7 +87,7 @@ class SlotLoop:
             rid, request = self.waiting.popleft()
             if rid in self.stopped:
                 self.stopped.discard(rid)
-                self.send(rq.TurnEvent(rid, DoneEvent("", "stopped", TurnStats())))
+                self._tell(rq.TurnEvent(rid, DoneEvent("", "stopped", TurnStats())))
                 continue
             self._start(rid, request, free)
 
@@ -102,7 +103,7 @@ class SlotLoop:
         rendered = rendered_prompt(rt, [dict(m) for m in r.messages], r.sampling, r.options)
         if isinstance(rendered, ErrorEvent):
             self.stopped.discard(rid)
-            self.send(rq.TurnEvent(rid, rendered))
+            self._tell(rq.TurnEvent(rid, rendered))
             return
         prompt = rendered[0]
         if r.fork_window:  # the window's task: from its cells, nothing kept after
@@ -177,10 +178,10 @@ class SlotLoop:
 
     def _fail(self, rid: int, kind: ErrorKind, message: str, partial: str = "") -> None:
         self.stopped.discard(rid)
-        self.send(rq.TurnEvent(rid, ErrorEvent(kind, message, partial_text=partial)))
+        self._tell(rq.TurnEvent(rid, ErrorEvent(kind, message, partial_text=partial)))
 
     # -- one step ---------------------------------------------------------------------
-    def step(self, beside_window: bool = False) -> None:
+    def step(self, beside_window: bool = False) -> bool:
         """One step: a token of each turn decoding, and prefill chunks.
 
         Where this build's small batches are exact (``rt.exactness``), prefill chunks
@@ -190,15 +191,19 @@ class SlotLoop:
         reply is then the same alone, beside others prefilling, and fresh or from a kept
         state, and a turn's first token comes in the step that reads its prompt. The
         states of the turns that ended are copied out after their last events.
-        ``beside_window``: between the window turn's steps (its prompt chunks cut short:
-        ``PrefillPace``)."""
+        ``beside_window``: between the window turn's steps, or while the app asks (the
+        clients' prompts wait where a chunk would hold the loop: ``PrefillPace``).
+        Whether anything was decoded."""
         self.beside_window = beside_window
         self._start_waiting()
+        steps = self.steps
         try:
             self._decode_step()
         finally:  # a listed state is in RAM before anything asks for it
+            self._send_tokens()
             self.filler.copy_kept()
         self._start_waiting()
+        return self.steps > steps
 
     def _decode_step(self) -> None:
         for slot in self.slots:
@@ -223,10 +228,7 @@ class SlotLoop:
         rows = self._fill_batch(running, sampled, prefill)
         if self.batch.size == 0:
             return True
-        t0 = time.perf_counter()
         status = self.batch.decode(self.rt.llm.ctx)
-        if prefill:
-            self.pace.timed(self.batch.size, time.perf_counter() - t0)
         self.steps += 1
         self.flush()  # the last step's tokens, while this one runs on the GPU
         if status != 0:
@@ -255,6 +257,7 @@ class SlotLoop:
                 self._finish(slot, turn.limit)
                 continue
             self._take(slot, sample_at(self.rt.llm, turn.sampler, row))
+        self._send_tokens()
         return True
 
     def _fill_batch(self, running: list[Slot], sampled: bool, prefill: bool) -> dict[int, int]:
@@ -318,7 +321,19 @@ class SlotLoop:
     def _emit(self, turn: SlotTurn, token: int) -> None:
         text = turn.decoder.decode(self.rt.piece(token))
         turn.parts.append(text)
-        self.send(("tok", turn.rid, text, token))
+        self.outgoing.append(("tok", turn.rid, text, token))
+
+    def _send_tokens(self) -> None:
+        """The tokens turned into text since the last send, as one message (on two cores
+        the loop writes its messages itself: one write a step, not one a token)."""
+        if self.outgoing:
+            self.send(rq.tokens_message(self.outgoing))
+            self.outgoing = []
+
+    def _tell(self, message: Any) -> None:
+        """Send ``message`` after the tokens before it."""
+        self._send_tokens()
+        self.send(message)
 
     def flush(self, only: SlotTurn | None = None) -> None:
         """Send the tokens sampled and not yet sent (``only``: that turn's)."""
@@ -331,6 +346,7 @@ class SlotLoop:
             else:
                 kept.append((turn, token))
         self.unsent = kept
+        self._send_tokens()
 
     def _finish(self, slot: Slot, reason: str) -> None:
         """End the slot's turn: its last events, its state kept under its key."""
@@ -340,7 +356,7 @@ class SlotLoop:
         tail = turn.decoder.decode(b"", final=True)
         if tail:
             turn.parts.append(tail)
-            self.send(("tok", turn.rid, tail, -1))
+            self.outgoing.append(("tok", turn.rid, tail, -1))
         text = "".join(turn.parts)
         self.rt.remember_reply(text, turn.ids)
         decode_from = turn.t_first or turn.t_last
@@ -356,11 +372,11 @@ class SlotLoop:
         self.filler.keep(slot, turn.keep_as, len(turn.prompt), turn.named)
         slot.used = time.monotonic()
         self.stopped.discard(turn.rid)
-        self.send(
+        self._tell(
             rq.TurnEvent(turn.rid, StatesEvent(turn.keep_as, self.cache.snapshot(), turn.place_s))
         )
-        self.send(rq.TurnEvent(turn.rid, StatsEvent(stats)))
-        self.send(rq.TurnEvent(turn.rid, DoneEvent(text, reason, stats, tuple(turn.ids))))
+        self._tell(rq.TurnEvent(turn.rid, StatsEvent(stats)))
+        self._tell(rq.TurnEvent(turn.rid, DoneEvent(text, reason, stats, tuple(turn.ids))))
 
     def _failed_step(self, running: list[Slot], status: int) -> None:
         """llama.cpp refused the batch: its turns end with the reason, their cells go."""

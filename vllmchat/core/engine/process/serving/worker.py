@@ -22,10 +22,12 @@ from typing import Any
 import llama_cpp  # first: the CUDA build segfaults if numpy loads before it
 
 from vllmchat.core.engine import requests as rq
+from vllmchat.core.engine.api_states import ResumeWindow
 from vllmchat.core.engine.core_turns import CoreTurns
 from vllmchat.core.engine.events import EngineError, ErrorEvent, ErrorKind, TokenEvent
 from vllmchat.core.engine.model_check import model_fingerprint
 from vllmchat.core.engine.process.inference.runtime import LlamaRuntime
+from vllmchat.core.engine.process.inference.slot_pace import ASKING_S
 from vllmchat.core.engine.process.inference.slots import SlotLoop
 from vllmchat.core.engine.process.inference.state_cache import StateCache, binding_folder
 from vllmchat.core.engine.process.llama import llama_log
@@ -51,6 +53,7 @@ class Worker:
         self._slots: SlotLoop | None = None
         self.stopped: set[int] = set()
         self.current = 0  # the id of the call being answered (ids start at 1)
+        self.asking_until = 0.0  # the slots' steps are short until then (``ASKING_S``)
         # With cores to spare, messages are pickled and written by a sender thread,
         # which runs while the decode loop is inside llama.cpp (ctypes releases the
         # GIL). Without, that thread would take a core from llama.cpp's own threads,
@@ -87,7 +90,7 @@ class Worker:
                         held.append(extra)
                         break
                     batch.append(extra)
-                message = _tokens_together(batch)
+                message = rq.tokens_message(batch)
             try:
                 with self.send_lock:
                     self.conn.send(message)
@@ -107,6 +110,7 @@ class Worker:
                 continue
             if isinstance(message, rq.Stop):
                 self.stopped.add(message.rid)
+                self.requests.put(None)  # a loop waiting for calls looks again
             elif isinstance(message, rq.Call) and isinstance(
                 message.request, rq.SLOT_LOOP_REQUESTS
             ):
@@ -125,8 +129,15 @@ class Worker:
                 try:
                     call = self.requests.get_nowait()
                 except queue.Empty:
-                    loop.step()  # the API slots' step; any call waits at most one
-                    continue
+                    # the API slots' step; any call waits at most one, and a short one
+                    # while the app is asking (a window's turn starts with calls)
+                    left = self.asking_until - time.monotonic()
+                    if loop.step(beside_window=left > 0) or left <= 0:
+                        continue
+                    try:  # only prompts to read, and they wait: so does the loop
+                        call = self.requests.get(timeout=left)
+                    except queue.Empty:
+                        continue
             else:
                 call = self.requests.get()
             if call is None:
@@ -138,6 +149,8 @@ class Worker:
             if loop is not None and _empties_slots(call.request):
                 loop.abandon("The model was reloaded or unloaded: send the request again.")
             self.answer(call)
+            if isinstance(call.request, BEFORE_A_WINDOW_TURN):
+                self.asking_until = time.monotonic() + ASKING_S
         if self._slots is not None:
             self._slots.abandon("The engine is shutting down.")
         self.states.close()  # the states in RAM go to their files, none half-written
@@ -327,16 +340,7 @@ def worker_main(
     Worker(conn, start_free, turns).serve()
 
 
-def _tokens_together(batch: list[tuple[Any, ...]]) -> tuple[Any, ...]:
-    """One message for ``("tok", rid, text, id)`` tuples queued one after another:
-    itself alone; ``("toks", rid, [(text, id), ...])`` for one turn's;
-    ``("tokset", 0, [(rid, text, id), ...])`` for several turns' (in their order)."""
-    if len(batch) == 1:
-        return batch[0]
-    rid = batch[0][1]
-    if all(m[1] == rid for m in batch):
-        return ("toks", rid, [(m[2], m[3]) for m in batch])
-    return ("tokset", 0, [(m[1], m[2], m[3]) for m in batch])
+BEFORE_A_WINDOW_TURN = (ResumeWindow, rq.Render)  # the calls a window's turn starts with
 
 
 def _empties_slots(request: rq.Request[Any]) -> bool:
