@@ -23,6 +23,7 @@ BENCHMARKS = {
     "attach": "a document prefilled once; a large one answered from passages",
     "tools": "a tool round trip through the demo model and a loopback MCP server",
     "serve": "the local API against llama-server: clients taking turns, restarts, load",
+    "slots": "the API slot loop's steps against a bare llama.cpp loop (no HTTP)",
     "voice": "speech to text and text to speech: real-time factors, word error rate, silence",
 }
 
@@ -68,7 +69,7 @@ def register(sub: Any) -> None:
         help="tune: context size (default: 4096); moe: 8192 on a GPU, else 2048; serve: 8192",
     )
     p.add_argument(
-        "--n-gpu-layers", type=int, default=0, help="speculative, serve: layers on the GPU"
+        "--n-gpu-layers", type=int, default=0, help="speculative, serve, slots: layers on the GPU"
     )
     p.add_argument("--threads", type=int, default=2, help="speculative, serve, voice: CPU threads")
     p.add_argument(
@@ -223,6 +224,15 @@ def run(args: argparse.Namespace) -> int:
                 flash_attn=args.flash_attn,
                 alternating_only=args.alternating_only,
             )
+    elif args.name == "slots":
+        from vllmchat.bench.engine import slot_steps
+
+        result = slot_steps.run(
+            model=args.model,
+            n_gpu_layers=args.n_gpu_layers,
+            threads=args.threads,
+            flash_attn=args.flash_attn,
+        )
     elif args.name == "voice":
         from vllmchat.bench.voice import voice_bench
 
