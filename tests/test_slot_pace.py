@@ -43,7 +43,7 @@ def _reply(slots, sent: list, rid: int, beside_window: bool) -> tuple[list[int],
 
 def test_a_step_reads_the_whole_prompt_its_batch_holds(loop) -> None:
     slots, sent = loop
-    assert slots.pace.pauses  # the CPU computes in the call
+    assert not slots.overlap  # the CPU computes in the call
     _, read = _reply(slots, sent, 1, beside_window=False)
     assert read[0] > 300  # one step (the last prompt token is read with the first sample)
 
@@ -62,11 +62,11 @@ def test_beside_the_window_prompts_wait_and_the_reply_is_the_same_after(loop) ->
 
 
 def test_where_the_gpu_computes_after_the_call_prompts_do_not_wait() -> None:
-    from vllmchat.core.engine.process.inference.slot_pace import PrefillPace
+    from vllmchat.core.engine.process.inference.slot_pace import prompt_room
 
-    assert PrefillPace(pauses=False).chunk(512, beside_window=True) == 512
-    assert PrefillPace(pauses=True).chunk(512, beside_window=True) == 0
-    assert PrefillPace(pauses=True).chunk(512, beside_window=False) == 512
+    assert prompt_room(512, beside_window=True, computes_in_call=False) == 512
+    assert prompt_room(512, beside_window=True, computes_in_call=True) == 0
+    assert prompt_room(512, beside_window=False, computes_in_call=True) == 512
 
 
 def test_the_calls_a_window_turn_starts_with_wait_for_one_step_at_most(

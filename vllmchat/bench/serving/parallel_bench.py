@@ -152,7 +152,7 @@ def _levels(url: str, max_tokens: int) -> dict[str, Any]:
     out["identical"] = alone == texts[8][0]
     out["identical_fresh_vs_returning"] = texts[1][0] == alone
     back = _round(url, 8, 8, [t[:200] for t in texts[8]])
-    out["ttft_returning_8_ms"] = round(statistics.mean(d["ttft"] for d in back) * 1000, 1)
+    out["ttft_returning_8_ms"] = _mean_ttft_ms(back)
     return out
 
 
@@ -175,13 +175,16 @@ def _returning_ttft(restart: Callable[[], AbstractContextManager[str]], max_toke
     with restart() as url:
         replies = _in_own_process(url, max_tokens, _long_first)
     with restart() as url:
-        back = _in_own_process(url, max_tokens, partial(_long_back, replies))
-    return float(back)
+        back: float = _in_own_process(url, max_tokens, partial(_long_back, replies))
+    return back
 
 
 def _long_back(replies: list[str], url: str, max_tokens: int) -> float:
-    back = _round(url, 8, max_tokens, [r[:200] for r in replies], long=True)
-    return round(statistics.mean(float(d["ttft"]) for d in back) * 1000, 1)
+    return _mean_ttft_ms(_round(url, 8, max_tokens, [r[:200] for r in replies], long=True))
+
+
+def _mean_ttft_ms(done: list[dict[str, Any]]) -> float:
+    return round(statistics.mean(float(d["ttft"]) for d in done) * 1000, 1)
 
 
 def _window_ttft(url: str, service: ApiService, max_tokens: int) -> dict[str, float]:

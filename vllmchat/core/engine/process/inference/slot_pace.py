@@ -5,8 +5,8 @@ A step reads as much of the prompts starting as its batch holds (llama-server's 
 except where the decode computes in its call (the CPU, layers in RAM) and the window
 is in use: beside the window's turn, and for ``ASKING_S`` after the calls a window's
 turn starts with (resume, render), a step only decodes the clients' streaming tokens,
-and their prompts wait. A 512-token chunk takes 1.7 s on a 2-core
-CPU; the window's calls and tokens would each wait for one. The prompts are not read
+and their prompts wait. A 512-token chunk takes 1.7 s on a 2-core CPU; the window's
+calls and tokens would each wait for one. The prompts are not read
 in smaller chunks instead: a prompt's cells depend on the chunks it was read in, and a
 reply is the same alone and beside others only where its prompt was read alike.
 """
@@ -20,15 +20,10 @@ from vllmchat.core.engine.process.inference.runtime import LlamaRuntime
 ASKING_S = 1.0  # after a call, the clients' prompts wait this long (the next call is near)
 
 
-class PrefillPace:
-    """Whether a step reads prompt chunks."""
-
-    def __init__(self, pauses: bool) -> None:
-        self.pauses = pauses  # the decode computes in its call: a chunk holds the loop
-
-    def chunk(self, room: int, beside_window: bool) -> int:
-        """Prompt tokens a step may read, of the ``room`` left in its batch."""
-        return 0 if beside_window and self.pauses else room
+def prompt_room(room: int, *, beside_window: bool, computes_in_call: bool) -> int:
+    """Prompt tokens a step may read, of the ``room`` left in its batch: none beside
+    the window where the decode computes in its call (a chunk would hold the loop)."""
+    return 0 if beside_window and computes_in_call else room
 
 
 def sends_while_decoding(rt: LlamaRuntime) -> bool:

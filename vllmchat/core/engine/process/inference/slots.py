@@ -31,7 +31,7 @@ from vllmchat.core.engine.events import (
 )
 from vllmchat.core.engine.process.inference.runtime import LlamaRuntime
 from vllmchat.core.engine.process.inference.slot_fill import SlotFiller
-from vllmchat.core.engine.process.inference.slot_pace import PrefillPace, sends_while_decoding
+from vllmchat.core.engine.process.inference.slot_pace import prompt_room, sends_while_decoding
 from vllmchat.core.engine.process.inference.slot_state import Slot, SlotTurn
 from vllmchat.core.engine.process.inference.speculative import common_prefix
 from vllmchat.core.engine.process.inference.state_cache import Planned, StateCache
@@ -59,7 +59,6 @@ class SlotLoop:
         self.batch = SeqBatch(max(rt.settings.n_batch, len(self.slots) + 1))
         self.steps = 0
         self.overlap = sends_while_decoding(rt)
-        self.pace = PrefillPace(pauses=not self.overlap)
         self.beside_window = False  # this step runs between the window turn's steps
         self.unsent: list[tuple[SlotTurn, int]] = []  # sampled, sent after the next launch
         self.outgoing: list[tuple[Any, ...]] = []  # as text, sent together
@@ -192,7 +191,7 @@ class SlotLoop:
         state, and a turn's first token comes in the step that reads its prompt. The
         states of the turns that ended are copied out after their last events.
         ``beside_window``: between the window turn's steps, or while the app asks (the
-        clients' prompts wait where a chunk would hold the loop: ``PrefillPace``).
+        clients' prompts wait where a chunk would hold the loop: ``prompt_room``).
         Whether anything was decoded."""
         self.beside_window = beside_window
         self._start_waiting()
@@ -269,7 +268,9 @@ class SlotLoop:
         where ``sampled`` is off, which the next step's sampled batch then holds)."""
         batch, rows = self.batch, {}
         batch.clear()
-        budget = self.pace.chunk(batch.n_max, self.beside_window) if prefill else 0
+        budget = prompt_room(
+            batch.n_max, beside_window=self.beside_window, computes_in_call=not self.overlap
+        )
         for slot in running:
             turn = slot.turn
             if sampled and turn is not None and turn.pending is not None:

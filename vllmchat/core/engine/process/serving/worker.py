@@ -53,7 +53,7 @@ class Worker:
         self._slots: SlotLoop | None = None
         self.stopped: set[int] = set()
         self.current = 0  # the id of the call being answered (ids start at 1)
-        self.asking_until = 0.0  # the slots' steps are short until then (``ASKING_S``)
+        self.asking_until = 0.0  # the clients' prompts wait until then (``ASKING_S``)
         # With cores to spare, messages are pickled and written by a sender thread,
         # which runs while the decode loop is inside llama.cpp (ctypes releases the
         # GIL). Without, that thread would take a core from llama.cpp's own threads,
@@ -129,8 +129,8 @@ class Worker:
                 try:
                     call = self.requests.get_nowait()
                 except queue.Empty:
-                    # the API slots' step; any call waits at most one, and a short one
-                    # while the app is asking (a window's turn starts with calls)
+                    # the API slots' step; any call waits at most one, and one without
+                    # prompt chunks while the app asks (a window's turn starts with calls)
                     left = self.asking_until - time.monotonic()
                     if loop.step(beside_window=left > 0) or left <= 0:
                         continue
